@@ -1,0 +1,1 @@
+"""Code shared by the lab's API and its queue workers."""

@@ -1,0 +1,97 @@
+"""The FastAPI application: `uvicorn services.api.app:app`."""
+
+import asyncio
+import logging
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from prometheus_fastapi_instrumentator import Instrumentator
+
+from services.api import errors
+from services.api.background import BackgroundQueue
+from services.api.routes import router
+from services.cgroup import register_cgroup_metrics
+from services.loop_lag import start_loop_lag_watch
+from services.ledger import Ledger
+from services.protocol import Queue
+from services.redis_clients import async_client
+from services.runner import TaskRunner
+from services.settings import Settings, get_settings
+from workers import arq_queue, celery_queue, faststream_queue, saq_queue
+
+log = logging.getLogger("lab.api")
+
+PRODUCERS = {
+    Queue.arq: arq_queue.Producer,
+    Queue.saq: saq_queue.Producer,
+    Queue.faststream: faststream_queue.Producer,
+    Queue.celery: celery_queue.Producer,
+}
+
+
+class Lab:
+    """What the routes need, created once per API process."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.redis = async_client(settings)
+        self.ledger = Ledger(self.redis)
+        self.background = BackgroundQueue(TaskRunner(settings))
+        self._producers: dict[Queue, object] = {}
+        self._lock = asyncio.Lock()
+
+    async def producer(self, queue: Queue):
+        """The queue's producer, connected on first use, so the API starts (and
+        reports not-ready) even while Redis is down."""
+        if queue not in self._producers:
+            async with self._lock:
+                if queue not in self._producers:
+                    producer = PRODUCERS[queue](self.settings)
+                    await producer.start()
+                    self._producers[queue] = producer
+        return self._producers[queue]
+
+    async def close(self) -> None:
+        for producer in self._producers.values():
+            try:
+                await producer.close()
+            except Exception:
+                log.exception("closing a producer")
+        await self.background.runner.close()
+        await self.redis.aclose()
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI):
+    settings = get_settings()
+    service = settings.service_name or "api"
+    app.state.lab = Lab(settings)
+    register_cgroup_metrics(service)
+    lag = start_loop_lag_watch(service, settings.loop_lag_interval_s)
+    try:
+        yield
+    finally:
+        lag.cancel()
+        await app.state.lab.close()
+
+
+def create_app() -> FastAPI:
+    settings = get_settings()
+    app = FastAPI(
+        title="FastAPI task-queue lab",
+        description="Enqueue the same tasks on five task queues and account for every one.",
+        lifespan=lifespan,
+    )
+    errors.install(app)
+    app.include_router(router)
+    Instrumentator(
+        should_group_status_codes=False,
+        should_instrument_requests_inprogress=True,
+        inprogress_labels=True,
+        excluded_handlers=["/metrics"],
+    ).instrument(app).expose(app, include_in_schema=False)
+    app.add_middleware(errors.BodySizeLimit, limit=settings.max_body_bytes)
+    return app
+
+
+app = create_app()

@@ -1,0 +1,94 @@
+"""Every error the API returns is a JSON body; none is a traceback.
+
+  4xx {"error": "...", "detail": [{"field": "body.value", "message": "..."}]}
+  503 {"error": "queue unavailable", "queue": "...", "reason": "timeout|connection|..."}
+"""
+
+import json
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+log = logging.getLogger("lab.api")
+
+
+class QueueUnavailable(Exception):
+    def __init__(self, queue: str, reason: str, detail: str):
+        self.queue, self.reason, self.detail = queue, reason, detail
+
+
+def _field(loc) -> str:
+    return ".".join(str(part) for part in loc)
+
+
+async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+    detail = [{"field": _field(e.get("loc", ())), "message": e.get("msg", "")} for e in exc.errors()]
+    return JSONResponse({"error": "invalid request", "detail": detail}, status_code=422)
+
+
+async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    body = exc.detail if isinstance(exc.detail, dict) else {"error": str(exc.detail)}
+    return JSONResponse(body, status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
+
+async def queue_unavailable(_: Request, exc: QueueUnavailable) -> JSONResponse:
+    return JSONResponse(
+        {"error": "queue unavailable", "queue": exc.queue, "reason": exc.reason, "detail": exc.detail},
+        status_code=503,
+        headers={"Retry-After": "1"},
+    )
+
+
+async def unexpected(_: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error")
+    return JSONResponse({"error": "internal error", "type": type(exc).__name__}, status_code=500)
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(QueueUnavailable, queue_unavailable)
+    app.add_exception_handler(RecursionError, _too_deep)
+    app.add_exception_handler(Exception, unexpected)
+
+
+async def _too_deep(_: Request, exc: RecursionError) -> JSONResponse:
+    return JSONResponse({"error": "request body nested too deeply"}, status_code=400)
+
+
+class BodySizeLimit:
+    """Reject a request body larger than `limit` bytes with 413, before reading it
+    all: by Content-Length when given, by counting the stream otherwise."""
+
+    def __init__(self, app: ASGIApp, limit: int):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.limit):
+            return await self._reject(send)
+        seen = 0
+
+        async def limited_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    # An HTTPException passes through FastAPI's body parsing untouched.
+                    raise StarletteHTTPException(413, {"error": "request body too large", "limit_bytes": self.limit})
+            return message
+
+        await self.app(scope, limited_receive, send)
+
+    async def _reject(self, send: Send) -> None:
+        body = json.dumps({"error": "request body too large", "limit_bytes": self.limit}).encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})

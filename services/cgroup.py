@@ -1,0 +1,139 @@
+"""Report this container's CPU and memory use and limits, read from its own cgroup.
+
+Works unprivileged with cgroup v2 and v1, so the same numbers appear on Linux,
+Docker Desktop and Kubernetes. Exported as:
+  lab_cpu_seconds_total, lab_cpu_limit_cores, lab_cpu_throttled_seconds_total,
+  lab_memory_bytes, lab_memory_limit_bytes                 (label: service)
+"No limit" is reported as the host's size (its cores, its memory), so a
+ratio against the limit stays meaningful.
+"""
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import REGISTRY, Collector
+
+ROOT = Path("/sys/fs/cgroup")
+
+
+@dataclass
+class CgroupSample:
+    cpu_seconds: float | None = None
+    cpu_limit_cores: float | None = None
+    throttled_seconds: float | None = None
+    memory_bytes: float | None = None
+    memory_limit_bytes: float | None = None
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def _stat(path: Path) -> dict[str, int]:
+    text = _read(path) or ""
+    return {k: int(v) for k, v in (line.split() for line in text.splitlines() if len(line.split()) == 2)}
+
+
+def _own_paths(root: Path) -> dict[str, str]:
+    """Controller -> this process's cgroup path, from /proc/self/cgroup ("" = v2)."""
+    paths: dict[str, str] = {}
+    for line in (_read(Path("/proc/self/cgroup")) or "").splitlines():
+        _, controllers, path = line.split(":", 2)
+        for controller in controllers.split(",") if controllers else [""]:
+            paths[controller] = path
+    return paths
+
+
+def _dir(root: Path, controller: str, own: dict[str, str]) -> Path:
+    """The cgroup directory of a controller: this process's own one where it is
+    visible (a host), else the mount root (a container sees its own cgroup there)."""
+    base = root / controller if controller else root
+    nested = base / own.get(controller, "/").lstrip("/")
+    return nested if nested != base and nested.is_dir() else base
+
+
+def _host_memory() -> float | None:
+    for line in (_read(Path("/proc/meminfo")) or "").splitlines():
+        if line.startswith("MemTotal:"):
+            return float(line.split()[1]) * 1024
+    return None
+
+
+def read_cgroup(root: Path = ROOT) -> CgroupSample:
+    own = _own_paths(root)
+    sample = CgroupSample()
+    if (root / "cgroup.controllers").exists():  # v2: one unified tree
+        d = _dir(root, "", own)
+        cpu = _stat(d / "cpu.stat")
+        if "usage_usec" in cpu:
+            sample.cpu_seconds = cpu["usage_usec"] / 1e6
+        if "throttled_usec" in cpu:
+            sample.throttled_seconds = cpu["throttled_usec"] / 1e6
+        quota, _, period = (_read(d / "cpu.max") or "max 100000").partition(" ")
+        if quota != "max":
+            sample.cpu_limit_cores = int(quota) / int(period)
+        if (current := _read(d / "memory.current")) is not None:
+            sample.memory_bytes = float(current)
+        limit = _read(d / "memory.max")
+        if limit not in (None, "max"):
+            sample.memory_limit_bytes = float(limit)
+    else:  # v1: one tree per controller
+        cpu_dir = _dir(root, "cpu", own)
+        acct = _read(_dir(root, "cpuacct", own) / "cpuacct.usage")
+        if acct is not None:
+            sample.cpu_seconds = int(acct) / 1e9
+        throttled = _stat(cpu_dir / "cpu.stat")
+        if "throttled_time" in throttled:
+            sample.throttled_seconds = throttled["throttled_time"] / 1e9
+        quota, period = _read(cpu_dir / "cpu.cfs_quota_us"), _read(cpu_dir / "cpu.cfs_period_us")
+        if quota and period and int(quota) > 0:
+            sample.cpu_limit_cores = int(quota) / int(period)
+        mem_dir = _dir(root, "memory", own)
+        if (usage := _read(mem_dir / "memory.usage_in_bytes")) is not None:
+            sample.memory_bytes = float(usage)
+        limit = _read(mem_dir / "memory.limit_in_bytes")
+        host = _host_memory()
+        # v1 reports "no limit" as a huge number (PAGE_COUNTER_MAX pages).
+        if limit is not None and (host is None or float(limit) < host):
+            sample.memory_limit_bytes = float(limit)
+    if sample.cpu_limit_cores is None:
+        sample.cpu_limit_cores = float(os.cpu_count() or 1)
+    if sample.memory_limit_bytes is None:
+        sample.memory_limit_bytes = _host_memory()
+    return sample
+
+
+class CgroupCollector(Collector):
+    def __init__(self, service: str, root: Path = ROOT):
+        self.service = service
+        self.root = root
+
+    def collect(self):
+        s = read_cgroup(self.root)
+        rows = [
+            (CounterMetricFamily, "lab_cpu_seconds", "CPU time used by this container.", s.cpu_seconds),
+            (GaugeMetricFamily, "lab_cpu_limit_cores", "CPU limit of this container, in cores.", s.cpu_limit_cores),
+            (CounterMetricFamily, "lab_cpu_throttled_seconds", "Time this container was throttled by its CPU limit.", s.throttled_seconds),
+            (GaugeMetricFamily, "lab_memory_bytes", "Memory used by this container (cgroup accounting).", s.memory_bytes),
+            (GaugeMetricFamily, "lab_memory_limit_bytes", "Memory limit of this container.", s.memory_limit_bytes),
+        ]
+        for family, name, doc, value in rows:
+            if value is None:
+                continue
+            metric = family(name, doc, labels=["service"])
+            metric.add_metric([self.service], value)
+            yield metric
+
+
+_registered: set[str] = set()
+
+
+def register_cgroup_metrics(service: str) -> None:
+    if service not in _registered:
+        REGISTRY.register(CgroupCollector(service))
+        _registered.add(service)

@@ -1,0 +1,112 @@
+"""The ledger: every task of every run accounted for, in Redis.
+
+Keys (all under `lab:`, the only keys `make reset` ever deletes):
+  lab:runs                      SET   run names
+  lab:run:<run>:ledger          HASH  "<queue>:<kind>/<variant>:<stat>" -> count, plus
+                                      first_enqueued_at / last_settled_at (unix seconds)
+  lab:run:<run>:settled         SET   task_ids already completed or failed
+  lab:run:<run>:work:<queue>:<kind>/<variant>   the counter the tasks INCRBY
+
+A task is settled once: the first execution that ends records `completed` or
+`failed`; any later execution of the same task_id counts as a duplicate.
+"""
+
+import time
+from collections import defaultdict
+
+import redis.asyncio as aioredis
+
+from services.protocol import TaskMessage
+
+STATS = ("enqueued", "completed", "failed", "duplicates")
+
+# SADD decides, atomically, whether this execution is the first to settle the task.
+_SETTLE = """
+local first = redis.call('SADD', KEYS[1], ARGV[1])
+if first == 1 then
+  redis.call('HINCRBY', KEYS[2], ARGV[2] .. ':' .. ARGV[3], 1)
+  local last = tonumber(redis.call('HGET', KEYS[2], 'last_settled_at') or '0')
+  if tonumber(ARGV[4]) > last then redis.call('HSET', KEYS[2], 'last_settled_at', ARGV[4]) end
+else
+  redis.call('HINCRBY', KEYS[2], ARGV[2] .. ':duplicates', 1)
+end
+return first
+"""
+
+
+def run_key(run: str, suffix: str) -> str:
+    return f"lab:run:{run}:{suffix}"
+
+
+def work_key(msg: TaskMessage) -> str:
+    return run_key(msg.run, f"work:{msg.queue}:{msg.endpoint}")
+
+
+def _field(msg: TaskMessage, stat: str) -> str:
+    return f"{msg.queue}:{msg.endpoint}:{stat}"
+
+
+class Ledger:
+    def __init__(self, redis: aioredis.Redis):
+        self.redis = redis
+        self._settle = redis.register_script(_SETTLE)
+
+    async def record_enqueued(self, msg: TaskMessage, delta: int = 1) -> None:
+        """Count a task as enqueued before it is handed to the broker, so that a
+        completion can never be seen before its enqueue; delta=-1 takes it back
+        when the broker refused it."""
+        ledger = run_key(msg.run, "ledger")
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.sadd("lab:runs", msg.run)
+            pipe.hincrby(ledger, _field(msg, "enqueued"), delta)
+            pipe.hincrby(ledger, _field(msg, "value"), delta * msg.value)
+            pipe.hsetnx(ledger, "first_enqueued_at", repr(msg.enqueued_at))
+            await pipe.execute()
+
+    async def settle(self, msg: TaskMessage, outcome: str) -> bool:
+        """Record `completed` or `failed`; False when this task was already settled."""
+        keys = [run_key(msg.run, "settled"), run_key(msg.run, "ledger")]
+        args = [msg.task_id, f"{msg.queue}:{msg.endpoint}", outcome, repr(time.time())]
+        return bool(await self._settle(keys=keys, args=args))
+
+    async def runs(self) -> list[str]:
+        return sorted(r.decode() for r in await self.redis.smembers("lab:runs"))
+
+    async def report(self, run: str) -> dict | None:
+        """The ledger of a run: per queue and kind/variant, and in total."""
+        if not await self.redis.sismember("lab:runs", run):
+            return None
+        raw = {k.decode(): v.decode() for k, v in (await self.redis.hgetall(run_key(run, "ledger"))).items()}
+        queues: dict[str, dict[str, dict[str, int]]] = defaultdict(dict)
+        for field, value in raw.items():
+            if field.count(":") != 2:
+                continue
+            queue, endpoint, stat = field.split(":")
+            row = queues[queue].setdefault(endpoint, dict.fromkeys((*STATS, "value"), 0))
+            row[stat] = int(value)
+        rows = [(q, e, row) for q, endpoints in queues.items() for e, row in endpoints.items()]
+        # `work` is what the tasks really added up: `value` plus whatever duplicates added.
+        work = await self.redis.mget([run_key(run, f"work:{q}:{e}") for q, e, _ in rows]) if rows else []
+        totals = dict.fromkeys((*STATS, "pending"), 0)
+        for (_, _, row), done in zip(rows, work):
+            row["pending"] = row["enqueued"] - row["completed"] - row["failed"]
+            row["work"] = int(done or 0)
+            for stat in totals:
+                totals[stat] += row[stat]
+        return {
+            "run": run,
+            "queues": {q: dict(sorted(e.items())) for q, e in sorted(queues.items())},
+            "totals": totals,
+            "first_enqueued_at": float(raw["first_enqueued_at"]) if "first_enqueued_at" in raw else None,
+            "last_settled_at": float(raw["last_settled_at"]) if "last_settled_at" in raw else None,
+        }
+
+    async def reset(self, run: str | None = None) -> int:
+        """Delete the ledger of one run, or of all runs. Never touches other keys."""
+        pattern = run_key(run, "*") if run else "lab:*"
+        deleted = 0
+        async for key in self.redis.scan_iter(match=pattern, count=500):
+            deleted += await self.redis.delete(key)
+        if run:
+            await self.redis.srem("lab:runs", run)
+        return deleted

@@ -1,0 +1,86 @@
+"""The lab's one metrics vocabulary, shared by the API and every worker.
+
+The README's metrics table documents each of these. Task metrics carry the
+labels `queue`, `kind`, `variant`.
+
+Celery's prefork pool runs tasks in child processes, so its worker sets
+PROMETHEUS_MULTIPROC_DIR before anything imports prometheus_client: every
+process then writes its samples to files there and the parent's /metrics
+adds them up (gauges say how: `livesum`, `livemax`).
+"""
+
+import os
+
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+from prometheus_client.multiprocess import MultiProcessCollector
+
+MULTIPROCESS = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+
+# In multi-process mode the live objects only write files; the registry that is
+# served reads them all back through MultiProcessCollector instead.
+_registry = None if MULTIPROCESS else REGISTRY
+if MULTIPROCESS:
+    MultiProcessCollector(REGISTRY)
+
+TASK = ("queue", "kind", "variant")
+# From a millisecond to 20 minutes: tasks wait behind a backlog for a long time.
+LATENCY_BUCKETS = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200,
+)
+
+# API side
+ENQUEUED = Counter(
+    "lab_enqueued", "Tasks accepted by their queue (after the broker said yes).", TASK, registry=_registry
+)
+ENQUEUE_ERRORS = Counter(
+    "lab_enqueue_errors",
+    "Enqueue attempts that failed, by reason (timeout, connection, broker).",
+    ("queue", "reason"),
+    registry=_registry,
+)
+ENQUEUE_SECONDS = Histogram(
+    "lab_enqueue_seconds", "Time to hand one task to its queue.", ("queue",),
+    buckets=LATENCY_BUCKETS, registry=_registry,
+)
+
+# Worker side (and the API, for the `background` queue)
+TASK_STARTED = Counter("lab_task_started", "Task executions started.", TASK, registry=_registry)
+TASK_COMPLETED = Counter(
+    "lab_task_completed", "Tasks completed for the first time (per task_id).", TASK, registry=_registry
+)
+TASK_FAILED = Counter("lab_task_failed", "Tasks whose work raised.", TASK, registry=_registry)
+TASK_DUPLICATES = Counter(
+    "lab_task_duplicates", "Executions of a task that had already been settled.", TASK, registry=_registry
+)
+TASK_DURATION = Histogram(
+    "lab_task_duration_seconds", "Execution time of a task's work.", TASK,
+    buckets=LATENCY_BUCKETS, registry=_registry,
+)
+TASK_WAIT = Histogram(
+    "lab_task_wait_seconds", "From enqueued_at to the start of execution.", TASK,
+    buckets=LATENCY_BUCKETS, registry=_registry,
+)
+TASK_LATENCY = Histogram(
+    "lab_task_latency_seconds", "From enqueued_at to completion (end to end).", TASK,
+    buckets=LATENCY_BUCKETS, registry=_registry,
+)
+TASKS_IN_PROGRESS = Gauge(
+    "lab_tasks_in_progress", "Tasks executing right now.", TASK,
+    multiprocess_mode="livesum", registry=_registry,
+)
+
+# Every process
+EVENT_LOOP_LAG = Gauge(
+    "lab_event_loop_lag_seconds",
+    "Worst delay of the event loop over the last few seconds (how late a timer fired).",
+    ("service",),
+    multiprocess_mode="livemax",
+    registry=_registry,
+)
+
+# Backlog: the queue monitor for broker queues, the API for `background`.
+QUEUE_DEPTH = Gauge(
+    "lab_queue_depth", "Tasks waiting in the queue, not yet started.", ("queue",),
+    multiprocess_mode="livesum", registry=_registry,
+)

@@ -1,0 +1,74 @@
+"""Every knob of the lab, read from the environment (and `.env`).
+
+Each field is an environment variable of the same name in upper case; `.env.example`
+lists them all with their defaults and meaning.
+"""
+
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+QueueName = Literal["background", "arq", "saq", "faststream", "celery"]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore")
+
+    # Where everything lives: broker for every queue, task work and the ledger.
+    redis_url: str = "redis://localhost:6379/0"
+    # Redis calls made while serving a request give up after this long, so a
+    # broker outage turns into a fast 503 instead of a hang.
+    redis_timeout_s: float = Field(1.0, gt=0)
+    enqueue_timeout_s: float = Field(1.5, gt=0)
+
+    # API behaviour.
+    enqueue_mode: Literal["await", "after-response"] = "await"
+    max_body_bytes: int = Field(4096, ge=64)
+
+    # Task work, identical for every queue.
+    cpu_work: int = Field(1_000_000, ge=0)
+    io_latency_ms: int = Field(0, ge=0)
+    thread_pool_size: int = Field(3, ge=1)
+    process_pool_size: int = Field(3, ge=1)
+
+    # Concurrency per worker process: one knob for all, overrides per queue.
+    concurrency: int = Field(3, ge=1)
+    arq_max_jobs: int | None = Field(None, ge=1)
+    saq_concurrency: int | None = Field(None, ge=1)
+    faststream_max_workers: int | None = Field(None, ge=1)
+    celery_concurrency: int | None = Field(None, ge=1)
+
+    # Library-specific knobs that change the result (see README, "Queues").
+    arq_poll_delay: float = Field(0.5, gt=0)
+    saq_web: bool = False
+    saq_web_port: int = 8082
+    faststream_channel: Literal["list", "pubsub"] = "list"
+    celery_pool: Literal["prefork", "threads", "solo"] = "prefork"
+    celery_prefetch_multiplier: int = Field(4, ge=1)
+
+    # The same time limit for one task on every queue (arq's default; SAQ's own is 10 s).
+    task_timeout_s: int = Field(300, ge=1)
+    # How long a worker waits for in-flight tasks on SIGTERM before giving them back.
+    shutdown_grace_s: int = Field(20, ge=0)
+
+    # Observability.
+    metrics_port: int = 9000
+    service_name: str = ""
+    loop_lag_interval_s: float = Field(0.25, gt=0)
+    queue_depth_interval_s: float = Field(1.0, gt=0)
+
+    def concurrency_for(self, queue: str) -> int:
+        override = {
+            "arq": self.arq_max_jobs,
+            "saq": self.saq_concurrency,
+            "faststream": self.faststream_max_workers,
+            "celery": self.celery_concurrency,
+        }.get(queue)
+        return override or self.concurrency
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,95 @@
+"""The task bodies: the same five shapes of work whichever queue delivers them.
+
+io/simple   async Redis INCRBY (after an awaited sleep of IO_LATENCY_MS)
+io/sync     the blocking client called inside the async task: it stalls the
+            event loop, on purpose, as in the original experiment
+io/thread   the blocking client in a ThreadPoolExecutor (THREAD_POOL_SIZE)
+cpu/simple  CPU_WORK loop iterations inline, then async INCRBY
+cpu/process the CPU work in a ProcessPoolExecutor (PROCESS_POOL_SIZE), then async INCRBY
+"""
+
+import asyncio
+import multiprocessing
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+
+import redis
+import redis.asyncio as aioredis
+
+from services.ledger import work_key
+from services.protocol import Kind, TaskMessage, Variant
+from services.settings import Settings
+
+
+def cpu_work(iterations: int) -> int:
+    """Pure-Python busy loop, like the original experiment's CPU task."""
+    total = 0
+    for i in range(iterations):
+        total += i
+    return total
+
+
+def _blocking_incr(client: redis.Redis, key: str, value: int, latency_s: float) -> None:
+    if latency_s:
+        time.sleep(latency_s)
+    client.incrby(key, value)
+
+
+class TaskWork:
+    """Clients and pools one process needs to run any task body."""
+
+    def __init__(self, settings: Settings, redis_async: aioredis.Redis, redis_sync: redis.Redis):
+        self.settings = settings
+        self.redis = redis_async
+        self.redis_sync = redis_sync
+        self.latency_s = settings.io_latency_ms / 1000
+        self.thread_pool = ThreadPoolExecutor(settings.thread_pool_size, thread_name_prefix="lab-io")
+        self._process_pool: ProcessPoolExecutor | None = None
+
+    @property
+    def process_pool(self) -> ProcessPoolExecutor:
+        # Created on first use: processes cost memory that only cpu/process needs.
+        # "fork" keeps the children small (they share the parent's imports).
+        if self._process_pool is None:
+            self._process_pool = ProcessPoolExecutor(
+                self.settings.process_pool_size, mp_context=multiprocessing.get_context("fork")
+            )
+        return self._process_pool
+
+    async def io_simple(self, msg: TaskMessage) -> None:
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        await self.redis.incrby(work_key(msg), msg.value)
+
+    async def io_sync(self, msg: TaskMessage) -> None:
+        _blocking_incr(self.redis_sync, work_key(msg), msg.value, self.latency_s)
+
+    async def io_thread(self, msg: TaskMessage) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(
+            self.thread_pool, _blocking_incr, self.redis_sync, work_key(msg), msg.value, self.latency_s
+        )
+
+    async def cpu_simple(self, msg: TaskMessage) -> None:
+        cpu_work(self.settings.cpu_work)
+        await self.redis.incrby(work_key(msg), msg.value)
+
+    async def cpu_process(self, msg: TaskMessage) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self.process_pool, cpu_work, self.settings.cpu_work)
+        await self.redis.incrby(work_key(msg), msg.value)
+
+    def body(self, kind: Kind, variant: Variant) -> Callable[[TaskMessage], Awaitable[None]]:
+        return {
+            (Kind.io, Variant.simple): self.io_simple,
+            (Kind.io, Variant.sync): self.io_sync,
+            (Kind.io, Variant.thread): self.io_thread,
+            (Kind.cpu, Variant.simple): self.cpu_simple,
+            (Kind.cpu, Variant.process): self.cpu_process,
+        }[(kind, variant)]
+
+    def close(self) -> None:
+        self.thread_pool.shutdown(wait=True)
+        if self._process_pool is not None:
+            self._process_pool.shutdown(wait=True)

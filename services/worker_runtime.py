@@ -1,0 +1,45 @@
+"""What every worker process runs beside its queue library: logging, the
+/metrics endpoint (prometheus-async), the event-loop lag watch and the cgroup
+metrics, plus the TaskRunner that executes messages."""
+
+import asyncio
+import logging
+
+from prometheus_async.aio.web import start_http_server
+
+from services.cgroup import register_cgroup_metrics
+from services.loop_lag import start_loop_lag_watch
+from services.runner import TaskRunner
+from services.settings import Settings
+
+
+def setup_logging() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def service_name(settings: Settings, queue: str) -> str:
+    return settings.service_name or queue
+
+
+class WorkerRuntime:
+    """Started from the queue library's own startup hook, inside its event loop,
+    so /metrics answers only once the worker is really consuming."""
+
+    def __init__(self, settings: Settings, queue: str):
+        self.settings = settings
+        self.service = service_name(settings, queue)
+        self.runner = TaskRunner(settings)
+        self._server = None
+        self._lag: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        register_cgroup_metrics(self.service)
+        self._lag = start_loop_lag_watch(self.service, self.settings.loop_lag_interval_s)
+        self._server = await start_http_server(addr="0.0.0.0", port=self.settings.metrics_port)
+
+    async def stop(self) -> None:
+        if self._lag:
+            self._lag.cancel()
+        if self._server:
+            await self._server.close()
+        await self.runner.close()

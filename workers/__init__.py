@@ -1,0 +1,1 @@
+"""One adapter per queue library: how the API enqueues a task and how the worker runs it."""

@@ -1,0 +1,194 @@
+"""Celery with the Redis broker: `apply_async` pushes onto a Redis list; the
+worker (prefork by default, CELERY_POOL) consumes it.
+
+The task bodies are async. Celery 5 cannot await them, so each worker process
+(each prefork child, or the one process of the threads/solo pools) starts one
+long-lived event loop in a daemon thread the first time it runs a task, and
+every task is submitted to that loop. It is created after the fork, never
+before, and never per task.
+
+Delivery: `acks_late` with `reject_on_worker_lost`: a task is acknowledged only
+when it finished, and goes back to the queue if its process dies. Task events
+are on (`-E`), so Flower shows every task. Knobs that change the result:
+CELERY_CONCURRENCY (default CONCURRENCY), CELERY_POOL,
+CELERY_PREFETCH_MULTIPLIER (Celery's default 4).
+
+Start it with `python -m workers.celery_queue`: the prefork pool's metrics
+are then collected from every child process.
+"""
+
+import os
+import tempfile
+
+if __name__ == "__main__":
+    # Before prometheus_client is imported anywhere: children write their
+    # samples to files that the parent's /metrics adds up.
+    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="lab-celery-metrics-"))
+
+import asyncio
+import multiprocessing
+import threading
+from functools import partial
+
+import anyio
+from celery import Celery
+from celery.signals import worker_process_init, worker_process_shutdown, worker_ready, worker_shutdown
+
+from services.cgroup import register_cgroup_metrics
+from services.loop_lag import start_loop_lag_watch
+from services.protocol import Queue, TaskMessage
+from services.runner import TaskRunner
+from services.settings import Settings, get_settings
+from services.worker_runtime import service_name, setup_logging
+
+QUEUE = Queue.celery
+QUEUE_NAME = "lab-celery"  # the Redis LIST kombu pushes to
+TASK_NAME = "lab.task"
+
+
+def make_app(settings: Settings) -> Celery:
+    app = Celery("lab", broker=settings.redis_url)
+    app.conf.update(
+        task_default_queue=QUEUE_NAME,
+        task_serializer="json",
+        accept_content=["json"],
+        task_ignore_result=True,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        task_time_limit=settings.task_timeout_s,
+        worker_prefetch_multiplier=settings.celery_prefetch_multiplier,
+        worker_send_task_events=True,
+        task_send_sent_event=True,
+        worker_hijack_root_logger=False,
+        broker_connection_retry_on_startup=True,
+        broker_transport_options={
+            # A task not acknowledged within this time is delivered again; it
+            # must exceed the longest task, or long tasks run twice.
+            "visibility_timeout": max(3600, 2 * settings.task_timeout_s),
+            "socket_timeout": settings.redis_timeout_s,
+            "socket_connect_timeout": settings.redis_timeout_s,
+        },
+    )
+    return app
+
+
+app = make_app(get_settings())
+
+
+class Producer:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+
+    async def start(self) -> None:
+        pass
+
+    async def enqueue(self, msg: TaskMessage) -> None:
+        # kombu's publish is blocking I/O: keep it off the API's event loop.
+        # retry=False: an unreachable broker raises at once instead of retrying.
+        send = partial(app.send_task, TASK_NAME, args=[msg.payload()], task_id=msg.task_id, retry=False)
+        await anyio.to_thread.run_sync(send, abandon_on_cancel=True)
+
+    async def close(self) -> None:
+        pass
+
+
+async def depth(redis) -> int:
+    return await redis.llen(QUEUE_NAME)
+
+
+# Worker: one event loop per worker process, in a daemon thread.
+class _ProcessLoop:
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._pid: int | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.runner: TaskRunner | None = None
+
+    def get(self) -> tuple[asyncio.AbstractEventLoop, TaskRunner]:
+        with self._lock:
+            if self._pid != os.getpid():  # first task in this process (or a fresh fork)
+                settings = get_settings()
+                self.loop = asyncio.new_event_loop()
+                threading.Thread(target=self.loop.run_forever, name="lab-loop", daemon=True).start()
+                self.runner = TaskRunner(settings)
+                asyncio.run_coroutine_threadsafe(self._watch_lag(settings), self.loop)
+                self._pid = os.getpid()
+            return self.loop, self.runner
+
+    async def _watch_lag(self, settings: Settings) -> None:
+        start_loop_lag_watch(service_name(settings, QUEUE), settings.loop_lag_interval_s)
+
+    def run(self, message: dict) -> None:
+        loop, runner = self.get()
+        asyncio.run_coroutine_threadsafe(runner.run(message), loop).result()
+
+    def stop(self) -> None:
+        if self.loop is not None and self._pid == os.getpid():
+            asyncio.run_coroutine_threadsafe(self.runner.close(), self.loop).result(timeout=10)
+
+
+process_loop = _ProcessLoop()
+
+
+@app.task(name=TASK_NAME)
+def lab_task(message: dict) -> None:
+    process_loop.run(message)
+
+
+@worker_process_init.connect
+def _allow_process_pool(**_) -> None:
+    # Prefork children are daemonic processes, and multiprocessing refuses to
+    # let a daemonic process start children ("daemonic processes are not allowed
+    # to have children"), which is what cpu/process needs. This child is a pool
+    # worker that Celery itself supervises, so it may own a process pool.
+    multiprocessing.current_process()._config.pop("daemon", None)
+
+
+@worker_process_shutdown.connect
+def _child_exit(pid=None, **_) -> None:
+    process_loop.stop()
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(pid or os.getpid())
+
+
+_metrics_server = None
+
+
+@worker_ready.connect
+def _serve_metrics(**_) -> None:
+    # In the parent, once the worker consumes: /metrics answering means ready.
+    from prometheus_async.aio.web import start_http_server_in_thread
+
+    global _metrics_server
+    settings = get_settings()
+    register_cgroup_metrics(service_name(settings, QUEUE))
+    _metrics_server = start_http_server_in_thread(addr="0.0.0.0", port=settings.metrics_port)
+
+
+@worker_shutdown.connect
+def _stop(**_) -> None:
+    process_loop.stop()  # the solo and threads pools run tasks in this process
+    if _metrics_server is not None:
+        _metrics_server.close()
+
+
+def main() -> None:
+    setup_logging()
+    settings = get_settings()
+    app.worker_main(
+        [
+            "worker",
+            f"--pool={settings.celery_pool}",
+            f"--concurrency={settings.concurrency_for(QUEUE)}",
+            f"--queues={QUEUE_NAME}",
+            "--events",
+            "--loglevel=INFO",
+            f"--hostname={service_name(settings, QUEUE)}@%h",
+        ]
+    )
+
+
+if __name__ == "__main__":
+    main()

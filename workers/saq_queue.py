@@ -1,0 +1,101 @@
+"""SAQ: `Queue.enqueue` pushes onto a Redis list; `Worker(concurrency=...)` pops it.
+
+Knobs that change the result: SAQ_CONCURRENCY (default CONCURRENCY). Jobs get
+TASK_TIMEOUT_S like every queue (SAQ's own default would be 10 s). On SIGTERM
+the worker waits SHUTDOWN_GRACE_S (`shutdown_grace_period_s`) for running jobs,
+then cancels them and SAQ puts them back on the queue. SAQ_WEB=1 serves SAQ's
+web UI on SAQ_WEB_PORT.
+"""
+
+import asyncio
+
+from aiohttp import web
+from saq import Queue as SaqQueue
+from saq import Worker
+from saq.queue.redis import RedisQueue
+from saq.web.aiohttp import create_app
+
+from services.protocol import Queue, TaskMessage
+from services.redis_clients import async_client
+from services.settings import Settings, get_settings
+from services.worker_runtime import WorkerRuntime, setup_logging
+
+QUEUE = Queue.saq
+QUEUE_NAME = "lab"  # SAQ keys: saq:lab:queued (LIST), saq:lab:active, saq:job:lab:<key>
+QUEUED_KEY = f"saq:{QUEUE_NAME}:queued"
+TASK_NAME = "lab_task"
+
+
+class Producer:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.queue: SaqQueue | None = None
+
+    async def start(self) -> None:
+        # Our own client, with short timeouts: enqueue must fail fast.
+        self.queue = RedisQueue(async_client(self.settings), name=QUEUE_NAME)
+        await self.queue.connect()
+
+    async def enqueue(self, msg: TaskMessage) -> None:
+        job = await self.queue.enqueue(
+            TASK_NAME, key=msg.task_id, timeout=self.settings.task_timeout_s, message=msg.payload()
+        )
+        if job is None:  # SAQ does not enqueue a key that already exists
+            raise RuntimeError(f"saq refused duplicate job key {msg.task_id}")
+
+    async def close(self) -> None:
+        if self.queue is not None:
+            await self.queue.disconnect()
+
+
+async def depth(redis) -> int:
+    return await redis.llen(QUEUED_KEY)
+
+
+# Worker
+async def lab_task(ctx: dict, *, message: dict) -> None:
+    await ctx["lab"].runner.run(message)
+
+
+async def startup(ctx: dict) -> None:
+    ctx["lab"] = WorkerRuntime(get_settings(), QUEUE)
+    await ctx["lab"].start()
+
+
+async def shutdown(ctx: dict) -> None:
+    await ctx["lab"].stop()
+
+
+async def serve_web_ui(queue: SaqQueue, port: int) -> web.AppRunner:
+    runner = web.AppRunner(create_app([queue]))
+    await runner.setup()
+    await web.TCPSite(runner, "0.0.0.0", port).start()
+    return runner
+
+
+async def run() -> None:
+    settings = get_settings()
+    queue = SaqQueue.from_url(settings.redis_url, name=QUEUE_NAME)
+    worker = Worker(
+        queue,
+        functions=[(TASK_NAME, lab_task)],
+        concurrency=settings.concurrency_for(QUEUE),
+        startup=startup,
+        shutdown=shutdown,
+        shutdown_grace_period_s=settings.shutdown_grace_s,
+    )
+    web_ui = await serve_web_ui(queue, settings.saq_web_port) if settings.saq_web else None
+    try:
+        await worker.start()
+    finally:
+        if web_ui is not None:
+            await web_ui.cleanup()
+
+
+def main() -> None:
+    setup_logging()
+    asyncio.run(run())
+
+
+if __name__ == "__main__":
+    main()
