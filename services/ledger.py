@@ -102,11 +102,53 @@ class Ledger:
         }
 
     async def reset(self, run: str | None = None) -> int:
-        """Delete the ledger of one run, or of all runs. Never touches other keys."""
-        pattern = run_key(run, "*") if run else "lab:*"
+        """Delete the ledger of one run, or of all runs. Never touches other keys
+        (queues included: tasks still queued keep their place)."""
+        pattern = run_key(run if run else "*", "*")
         deleted = 0
         async for key in self.redis.scan_iter(match=pattern, count=500):
             deleted += await self.redis.delete(key)
         if run:
             await self.redis.srem("lab:runs", run)
+        else:
+            deleted += await self.redis.delete("lab:runs")
         return deleted
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m services.ledger reset [--run NAME]` / `... show RUN` / `... runs`."""
+    import argparse
+    import asyncio
+    import json
+
+    from services.redis_clients import async_client
+    from services.settings import get_settings
+
+    parser = argparse.ArgumentParser(prog="python -m services.ledger", description=main.__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    reset = sub.add_parser("reset", help="delete the lab's keys: every run, or one (never FLUSHALL)")
+    reset.add_argument("--run", help="only this run")
+    show = sub.add_parser("show", help="print a run's ledger as JSON")
+    show.add_argument("run")
+    sub.add_parser("runs", help="list the runs")
+    args = parser.parse_args(argv)
+
+    async def go() -> None:
+        redis = async_client(get_settings())
+        ledger = Ledger(redis)
+        try:
+            if args.command == "reset":
+                n = await ledger.reset(args.run)
+                print(f"deleted {n} key(s) of {'run ' + args.run if args.run else 'all runs'}")
+            elif args.command == "show":
+                print(json.dumps(await ledger.report(args.run), indent=2))
+            else:
+                print("\n".join(await ledger.runs()))
+        finally:
+            await redis.aclose()
+
+    asyncio.run(go())
+
+
+if __name__ == "__main__":
+    main()

@@ -44,7 +44,10 @@ class Settings(BaseSettings):
     arq_poll_delay: float = Field(0.5, gt=0)
     saq_web: bool = False
     saq_web_port: int = 8082
-    faststream_channel: Literal["list", "pubsub"] = "list"
+    faststream_channel: Literal["stream", "pubsub"] = "stream"
+    # A FastStream message left unacknowledged this long (its replica stopped or
+    # died) is taken over by another consumer. Must exceed the longest task.
+    faststream_reclaim_s: float = Field(60, gt=0)
     celery_pool: Literal["prefork", "threads", "solo"] = "prefork"
     celery_prefetch_multiplier: int = Field(4, ge=1)
 
@@ -53,7 +56,9 @@ class Settings(BaseSettings):
     # How long a worker waits for in-flight tasks on SIGTERM before giving them back.
     shutdown_grace_s: int = Field(20, ge=0)
 
-    # Observability.
+    # Observability. Queue libraries log every task at INFO, which costs about as
+    # much as the task itself under a small CPU limit: their loggers use this level.
+    library_log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
     metrics_port: int = 9000
     service_name: str = ""
     loop_lag_interval_s: float = Field(0.25, gt=0)

@@ -10,11 +10,17 @@ from prometheus_async.aio.web import start_http_server
 from services.cgroup import register_cgroup_metrics
 from services.loop_lag import start_loop_lag_watch
 from services.runner import TaskRunner
-from services.settings import Settings
+from services.settings import Settings, get_settings
+
+
+LIBRARY_LOGGERS = ("arq", "saq", "faststream", "celery", "kombu", "aiohttp.access")
 
 
 def setup_logging() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    level = get_settings().library_log_level
+    for name in LIBRARY_LOGGERS:
+        logging.getLogger(name).setLevel(level)
 
 
 def service_name(settings: Settings, queue: str) -> str:

@@ -184,7 +184,7 @@ def main() -> None:
             f"--concurrency={settings.concurrency_for(QUEUE)}",
             f"--queues={QUEUE_NAME}",
             "--events",
-            "--loglevel=INFO",
+            f"--loglevel={settings.library_log_level}",
             f"--hostname={service_name(settings, QUEUE)}@%h",
         ]
     )

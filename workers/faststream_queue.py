@@ -1,5 +1,11 @@
-"""FastStream on Redis: the task is published to a Redis list and the
-subscriber pops it, so however many replicas run, each message is handled once.
+"""FastStream on Redis: tasks go through a Redis stream read by a consumer group,
+so however many replicas run, each message is delivered to one of them.
+
+A message is acknowledged only after its handler ran (AckPolicy.ACK). A second
+subscriber on the same group reclaims (XAUTOCLAIM) messages that stayed
+unacknowledged for FASTSTREAM_RECLAIM_S: those a replica had read but not
+finished when it was stopped or killed. (A list would lose them: FastStream
+pops list messages into an in-memory buffer that a shutdown discards.)
 
 FASTSTREAM_CHANNEL=pubsub switches to Redis pub/sub, as the original experiment
 used: every subscriber then receives every message (duplicates, which the
@@ -10,16 +16,21 @@ SHUTDOWN_GRACE_S (`graceful_timeout`) for handlers in flight.
 """
 
 import asyncio
+import os
+import socket
 
-from faststream import FastStream
-from faststream.redis import ListSub, RedisBroker
+from faststream import AckPolicy, FastStream
+from faststream.redis import RedisBroker, StreamSub
+from redis.exceptions import ResponseError
 
 from services.protocol import Queue, TaskMessage
+from services.redis_clients import async_client
 from services.settings import Settings, get_settings
 from services.worker_runtime import WorkerRuntime, setup_logging
 
 QUEUE = Queue.faststream
-LIST_NAME = "lab:faststream"  # a LIST (or the pub/sub channel of the same name)
+STREAM = "lab:faststream"  # a STREAM (or, with pubsub, the channel of that name)
+GROUP = "lab"
 
 
 def make_broker(settings: Settings, timeout_s: float | None) -> RedisBroker:
@@ -32,50 +43,85 @@ def make_broker(settings: Settings, timeout_s: float | None) -> RedisBroker:
     )
 
 
-def destination(settings: Settings) -> dict:
-    return {"channel": LIST_NAME} if settings.faststream_channel == "pubsub" else {"list": LIST_NAME}
+async def ensure_group(redis) -> None:
+    """Create the consumer group at the start of the stream. A group FastStream
+    creates starts at "$" (new entries only): whatever the API published before
+    the first worker started would never be delivered."""
+    try:
+        await redis.xgroup_create(STREAM, GROUP, id="0", mkstream=True)
+    except ResponseError as exc:
+        if "BUSYGROUP" not in str(exc):
+            raise
+
+
+async def create_group(settings: Settings) -> None:
+    redis = async_client(settings)
+    try:
+        await ensure_group(redis)
+    finally:
+        await redis.aclose()
 
 
 class Producer:
     def __init__(self, settings: Settings):
         self.settings = settings
         self.broker = make_broker(settings, settings.redis_timeout_s)
+        self.pubsub = settings.faststream_channel == "pubsub"
 
     async def start(self) -> None:
         await self.broker.connect()
+        if not self.pubsub:
+            await create_group(self.settings)
 
     async def enqueue(self, msg: TaskMessage) -> None:
-        await self.broker.publish(msg.payload(), **destination(self.settings))
+        target = {"channel": STREAM} if self.pubsub else {"stream": STREAM}
+        await self.broker.publish(msg.payload(), **target)
 
     async def close(self) -> None:
         await self.broker.stop()
 
 
-async def depth(redis) -> int:
-    return await redis.llen(LIST_NAME)
+async def depth(redis) -> int | float:
+    """Entries the group has not been handed yet (XINFO GROUPS `lag`)."""
+    try:
+        groups = await redis.xinfo_groups(STREAM)
+    except ResponseError:  # no stream yet
+        return 0
+    for group in groups:
+        if group["name"] in (GROUP, GROUP.encode()):
+            return group["lag"] if group.get("lag") is not None else float("nan")
+    return await redis.xlen(STREAM)
 
 
 # Worker
 def make_app(settings: Settings) -> FastStream:
     broker = make_broker(settings, None)
     lab = WorkerRuntime(settings, QUEUE)
-    source = (
-        {"channel": LIST_NAME}
-        if settings.faststream_channel == "pubsub"
-        else {"list": ListSub(LIST_NAME)}
-    )
 
-    @broker.subscriber(**source, max_workers=settings.concurrency_for(QUEUE))
-    async def lab_task(message: dict) -> None:
+    async def handle(message: dict) -> None:
         await lab.runner.run(message)
 
-    # /metrics comes up after the subscriber does: readiness means consuming.
+    if settings.faststream_channel == "pubsub":
+        broker.subscriber(channel=STREAM, max_workers=settings.concurrency_for(QUEUE))(handle)
+        return FastStream(broker, after_startup=[lab.start], after_shutdown=[lab.stop])
+
+    consumer = f"{socket.gethostname()}-{os.getpid()}"  # one per replica and per start
+    # One entry per read: entries wait in memory only as long as a worker slot
+    # takes to free up, far less than the reclaim delay.
+    read = StreamSub(STREAM, group=GROUP, consumer=consumer, max_records=1)
+    reclaim = StreamSub(STREAM, group=GROUP, consumer=consumer,
+                        min_idle_time=int(settings.faststream_reclaim_s * 1000))
+    broker.subscriber(stream=read, max_workers=settings.concurrency_for(QUEUE), ack_policy=AckPolicy.ACK)(handle)
+    broker.subscriber(stream=reclaim, ack_policy=AckPolicy.ACK)(handle)
     return FastStream(broker, after_startup=[lab.start], after_shutdown=[lab.stop])
 
 
 def main() -> None:
     setup_logging()
-    asyncio.run(make_app(get_settings()).run())
+    settings = get_settings()
+    if settings.faststream_channel != "pubsub":
+        asyncio.run(create_group(settings))
+    asyncio.run(make_app(settings).run())
 
 
 if __name__ == "__main__":

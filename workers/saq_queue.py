@@ -2,8 +2,8 @@
 
 Knobs that change the result: SAQ_CONCURRENCY (default CONCURRENCY). Jobs get
 TASK_TIMEOUT_S like every queue (SAQ's own default would be 10 s). On SIGTERM
-the worker waits SHUTDOWN_GRACE_S (`shutdown_grace_period_s`) for running jobs,
-then cancels them and SAQ puts them back on the queue. SAQ_WEB=1 serves SAQ's
+the worker waits up to SHUTDOWN_GRACE_S for running jobs, then cancels what is
+left and SAQ puts those jobs back on the queue. SAQ_WEB=1 serves SAQ's
 web UI on SAQ_WEB_PORT.
 """
 
@@ -53,6 +53,26 @@ async def depth(redis) -> int:
 
 
 # Worker
+class LabWorker(Worker):
+    """SAQ's stop() waits its grace period for every task it owns, including its
+    upkeep loops (asleep for up to 60 s), so each shutdown lasted the whole
+    grace period. This one waits, up to the grace period, only for the job
+    loops (running jobs finish; idle dequeues end within `dequeue_timeout`),
+    then lets SAQ cancel the rest; a job cancelled mid-run goes back to the queue."""
+
+    def __init__(self, *args, grace_s: float, **kwargs):
+        super().__init__(*args, shutdown_grace_period_s=None, **kwargs)
+        self.grace_s = grace_s
+
+    async def stop(self) -> None:
+        self.event.set()  # no new dequeues
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.grace_s
+        while any(t.get_name() == "process" for t in self.tasks) and loop.time() < deadline:
+            await asyncio.sleep(0.1)
+        await super().stop()
+
+
 async def lab_task(ctx: dict, *, message: dict) -> None:
     await ctx["lab"].runner.run(message)
 
@@ -76,13 +96,16 @@ async def serve_web_ui(queue: SaqQueue, port: int) -> web.AppRunner:
 async def run() -> None:
     settings = get_settings()
     queue = SaqQueue.from_url(settings.redis_url, name=QUEUE_NAME)
-    worker = Worker(
+    worker = LabWorker(
         queue,
         functions=[(TASK_NAME, lab_task)],
         concurrency=settings.concurrency_for(QUEUE),
         startup=startup,
         shutdown=shutdown,
-        shutdown_grace_period_s=settings.shutdown_grace_s,
+        grace_s=settings.shutdown_grace_s,
+        # An idle dequeue would otherwise block until cancelled; with a timeout it
+        # returns within a second once the worker stops, never mid-move of a job.
+        dequeue_timeout=1.0,
     )
     web_ui = await serve_web_ui(queue, settings.saq_web_port) if settings.saq_web else None
     try:

@@ -1,0 +1,99 @@
+# The FastAPI task-queue lab. `make` (or `make help`) lists every target.
+SHELL := bash
+.DEFAULT_GOAL := help
+COMPOSE ?= docker compose
+UV ?= uv
+RUN_ARG = $(if $(run),--run $(run),)
+
+.PHONY: help install test test-compose up down ps logs limits reset clean \
+        run-api run-worker run-monitor flower
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+install: ## install the Python environment (uv sync, from uv.lock)
+	$(UV) sync --frozen --all-groups
+
+test: ## run the test suite: real Redis, real API and worker processes (no Docker)
+	$(UV) run pytest -m "not compose" $(args)
+
+test-compose: ## start the real compose project and test it (needs a Docker engine)
+	$(UV) run pytest -m compose -v $(args)
+
+run-api: ## run the API on the host (no Docker), on port 8000
+	$(UV) run uvicorn services.api.app:app --host 127.0.0.1 --port $${API_PORT:-8000}
+
+run-worker: ## run one queue's worker on the host: make run-worker queue=arq|saq|faststream|celery
+	@test -n "$(queue)" || { echo "usage: make run-worker queue=arq|saq|faststream|celery"; exit 2; }
+	$(UV) run python -m workers.$(queue)_queue
+
+run-monitor: ## run the queue monitor (lab_queue_depth) on the host
+	$(UV) run python -m services.queue_monitor
+
+flower: ## run Flower on the host against REDIS_URL, on port 5555
+	$(UV) run celery -A workers.celery_queue flower --address=127.0.0.1 --port=$${FLOWER_PORT:-5555}
+
+reset: ## delete the lab's ledger keys: every run, or run=NAME (never FLUSHALL)
+	@if $(COMPOSE) ps --status running --services 2>/dev/null | grep -qx api; then \
+	  $(COMPOSE) exec -T api python -m services.ledger reset $(RUN_ARG); \
+	else \
+	  $(UV) run python -m services.ledger reset $(RUN_ARG); \
+	fi
+
+# ---- Docker Compose ---------------------------------------------------------
+# Variables given on the command line (make up WORKER_CPUS=0.5 ARQ_REPLICAS=2)
+# are in the environment of every recipe, which is where compose reads them.
+LAB_IMAGE ?= task-queue-lab:local
+export LAB_IMAGE
+# Every service but Grafana, which has no offline stand-in: the compose tests
+# start this list (make up services="$(compose-services)").
+compose-services = $(shell $(COMPOSE) config --services 2>/dev/null | grep -vx grafana | sort | tr '\n' ' ')
+# Start a subset: make up services="api redis".
+services ?=
+
+.PHONY: compose-services
+
+# Grafana gets no default admin password: a random one is written into .env
+# (read by compose, never copied into an image) unless one is already set.
+define ensure-grafana-password
+if [ -z "$${GRAFANA_ADMIN_PASSWORD:-}" ] && ! grep -qs '^GRAFANA_ADMIN_PASSWORD=.' .env; then \
+  pw=$$(head -c 24 /dev/urandom | base64 | tr -d '/+=\n' | cut -c1-24); \
+  touch .env && chmod 600 .env && printf 'GRAFANA_ADMIN_PASSWORD=%s\n' "$$pw" >> .env; \
+  echo "Grafana admin password (user admin), saved in .env: $$pw"; \
+fi
+endef
+
+# The URLs of what runs, from the ports compose really published.
+define print-urls
+for row in "Grafana grafana 3000 /" "Prometheus prometheus 9090 /" "Flower flower 5555 /" \
+           "SAQ-UI saq-ui 8082 /" "API-docs api 8000 /docs"; do \
+  set -- $$row; \
+  addr=$$($(COMPOSE) port "$$2" "$$3" 2>/dev/null) && [ -n "$$addr" ] && \
+    printf '  %-11s http://%s%s\n' "$$1" "$$addr" "$$4"; \
+done; true
+endef
+
+up: ## build and start the stack, recreating only what changed; waits until healthy, prints the URLs
+	@$(ensure-grafana-password)
+	$(COMPOSE) up -d --build --wait --remove-orphans $(services)
+	@$(print-urls)
+
+down: ## stop and remove the containers and networks (volumes are kept)
+	$(COMPOSE) --profile '*' down --remove-orphans
+
+ps: ## list the containers of the stack
+	$(COMPOSE) ps
+
+logs: ## follow the logs: make logs [svc=arq]
+	$(COMPOSE) logs --follow --tail=100 $(svc)
+
+limits: ## CPU and memory limit of every running container, as the engine enforces them
+	@COMPOSE="$(COMPOSE)" scripts/limits.sh
+
+clean: ## remove the stack with its volumes, the lab's built images and results/
+	$(COMPOSE) --profile '*' down --volumes --remove-orphans --rmi local
+	-docker image rm $(LAB_IMAGE) 2>/dev/null
+	@if [ -d results ]; then find results -mindepth 1 ! -name .gitkeep -delete; fi
+
+compose-services: ## print every compose service but Grafana (for the tests)
+	@echo $(compose-services)

@@ -1,0 +1,206 @@
+"""Real parts for the tests: a redis-server, the API and the workers as
+subprocesses, and small clients for the API, the ledger and /metrics."""
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+ROOT = Path(__file__).resolve().parents[1]
+LOGS = Path(os.environ.get("LAB_TEST_LOGS", "/tmp/lab-test-logs"))
+WORKER_MODULES = {
+    "arq": "workers.arq_queue",
+    "saq": "workers.saq_queue",
+    "faststream": "workers.faststream_queue",
+    "celery": "workers.celery_queue",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def new_run(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def wait_until(predicate, timeout: float, what: str, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+class RedisServer:
+    def __init__(self, port: int | None = None):
+        self.port = port or free_port()
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> "RedisServer":
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+             "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        wait_until(self.ping, 10, f"redis-server on {self.port}")
+        return self
+
+    def ping(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+                s.sendall(b"PING\r\n")
+                return s.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+    def freeze(self) -> None:
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        self.proc.send_signal(signal.SIGCONT)
+
+
+def lab_env(redis_url: str, **overrides) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PROMETHEUS_MULTIPROC", "LAB_"))}
+    env.update(
+        REDIS_URL=redis_url,
+        CPU_WORK="50000",  # the shape of the work matters here, not its size
+        PYTHONUNBUFFERED="1",
+        LIBRARY_LOG_LEVEL="WARNING",
+        SHUTDOWN_GRACE_S="20",
+        # arq takes at most max_jobs jobs per poll; its default 0.5 s poll would
+        # make the suite wait, not test anything more (README: "Queues").
+        ARQ_POLL_DELAY="0.05",
+        # Entries a stopped FastStream replica left unacknowledged are reclaimed
+        # after this; the tests' tasks take milliseconds.
+        FASTSTREAM_RECLAIM_S="5",
+    )
+    env.update({k: str(v) for k, v in overrides.items()})
+    return env
+
+
+class LabProcess:
+    """One real process of the lab, ready once its HTTP endpoint answers."""
+
+    def __init__(self, name: str, argv: list[str], env: dict, ready_url: str):
+        self.name, self.argv, self.env, self.ready_url = name, argv, env, ready_url
+        self.proc: subprocess.Popen | None = None
+        LOGS.mkdir(parents=True, exist_ok=True)
+        self.log_path = LOGS / f"{name}.log"
+
+    def start(self, timeout: float = 40) -> "LabProcess":
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.argv, env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+
+        def ready() -> bool:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"{self.name} exited with {self.proc.returncode}: see {self.log_path}")
+            try:
+                return httpx.get(self.ready_url, timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_until(ready, timeout, f"{self.name} at {self.ready_url}", interval=0.2)
+        return self
+
+    def signal(self, sig: int) -> None:
+        self.proc.send_signal(sig)
+
+    def stop(self, timeout: float = 40) -> int | None:
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(5)
+            raise AssertionError(f"{self.name} did not stop within {timeout}s of SIGTERM")
+
+    def metrics(self) -> "Metrics":
+        return Metrics(httpx.get(self.ready_url, timeout=5).text)
+
+
+def start_api(redis_url: str, name: str = "api", **overrides) -> LabProcess:
+    port = free_port()
+    argv = [sys.executable, "-m", "uvicorn", "services.api.app:app", "--host", "127.0.0.1",
+            "--port", str(port), "--log-level", "warning"]
+    proc = LabProcess(name, argv, lab_env(redis_url, SERVICE_NAME=name, **overrides),
+                      f"http://127.0.0.1:{port}/metrics")
+    proc.url = f"http://127.0.0.1:{port}"
+    return proc.start()
+
+
+def start_worker(queue: str, redis_url: str, name: str | None = None, **overrides) -> LabProcess:
+    port = free_port()
+    name = name or queue
+    env = lab_env(redis_url, METRICS_PORT=port, SERVICE_NAME=name, **overrides)
+    argv = [sys.executable, "-m", WORKER_MODULES[queue]]
+    return LabProcess(name, argv, env, f"http://127.0.0.1:{port}/metrics").start()
+
+
+class Metrics:
+    def __init__(self, text: str):
+        self.samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
+
+    def value(self, name: str, **labels) -> float:
+        return sum(
+            s.value for s in self.samples
+            if s.name == name and all(s.labels.get(k) == str(v) for k, v in labels.items())
+        )
+
+
+# API clients
+def post_tasks(api_url: str, run: str, queue: str, endpoint: str, count: int,
+               value: int = 1, concurrency: int = 20) -> list[httpx.Response]:
+    async def go() -> list[httpx.Response]:
+        sem = asyncio.Semaphore(concurrency)
+        async with httpx.AsyncClient(base_url=api_url, timeout=30) as client:
+            async def one() -> httpx.Response:
+                async with sem:
+                    return await client.post(f"/api/v1/incr/{endpoint}/{queue}", json={"value": value},
+                                             headers={"X-Lab-Run": run})
+            return await asyncio.gather(*(one() for _ in range(count)))
+    return asyncio.run(go())
+
+
+def ledger(api_url: str, run: str) -> dict | None:
+    r = httpx.get(f"{api_url}/api/v1/runs/{run}", timeout=10)
+    if r.status_code == 404:
+        return None
+    r.raise_for_status()
+    return r.json()
+
+
+def wait_settled(api_url: str, run: str, enqueued: int, timeout: float = 120) -> dict:
+    """Wait until every enqueued task of the run is completed or failed."""
+    def settled():
+        report = ledger(api_url, run)
+        if report and report["totals"]["enqueued"] == enqueued and report["totals"]["pending"] == 0:
+            return report
+        return None
+    return wait_until(settled, timeout, f"run {run} to settle {enqueued} tasks", interval=0.25)

@@ -1,0 +1,59 @@
+"""Two replicas of a worker split the work without duplicates; FastStream on
+pub/sub (the original experiment's setup) duplicates, and the ledger sees it."""
+
+import pytest
+
+from services.protocol import BROKER_QUEUES
+from tests.lab import new_run, post_tasks, start_api, start_worker, wait_settled, wait_until
+
+COUNT = 200
+
+
+@pytest.mark.parametrize("queue", [q.value for q in BROKER_QUEUES])
+def test_two_replicas_never_duplicate(lab, queue):
+    first = lab.workers[queue]
+    second = start_worker(queue, lab.redis.url, name=f"{queue}-replica-2")
+    try:
+        labels = {"queue": queue, "kind": "io", "variant": "simple"}
+        before = [p.metrics().value("lab_task_completed_total", **labels) for p in (first, second)]
+        run = new_run(f"replicas-{queue}")
+        assert all(r.status_code == 202 for r in post_tasks(lab.api.url, run, queue, "io/simple", COUNT))
+        totals = wait_settled(lab.api.url, run, COUNT)["totals"]
+        assert totals == {"enqueued": COUNT, "completed": COUNT, "failed": 0, "duplicates": 0, "pending": 0}
+
+        def done_by_replicas():
+            return [p.metrics().value("lab_task_completed_total", **labels) - b
+                    for p, b in zip((first, second), before)]
+
+        wait_until(lambda: sum(done_by_replicas()) == COUNT, 10, "replica metrics to add up")
+    finally:
+        second.stop()
+
+
+@pytest.fixture
+def pubsub_lab(lab):
+    """FastStream on pub/sub: its own API and two subscribers on the shared Redis."""
+    extra = {"FASTSTREAM_CHANNEL": "pubsub"}
+    started = []
+    try:
+        started.append(start_api(lab.redis.url, name="api-pubsub", **extra))
+        for i in (1, 2):
+            started.append(start_worker("faststream", lab.redis.url, name=f"faststream-pubsub-{i}", **extra))
+        yield started[0]
+    finally:
+        for p in reversed(started):
+            p.stop()
+
+
+def test_faststream_pubsub_duplicates_are_counted(pubsub_lab):
+    api = pubsub_lab
+    run = new_run("pubsub")
+    count = 50
+    assert all(r.status_code == 202 for r in post_tasks(api.url, run, "faststream", "io/simple", count))
+    report = wait_settled(api.url, run, count)
+    totals = report["totals"]
+    assert totals["completed"] == count
+    # Both subscribers got every message: each task ran twice.
+    wait_until(lambda: wait_settled(api.url, run, count)["totals"]["duplicates"] == count, 20,
+               "every message's second delivery to be counted")
+    assert report["queues"]["faststream"]["io/simple"]["work"] >= count
