@@ -84,3 +84,15 @@ QUEUE_DEPTH = Gauge(
     "lab_queue_depth", "Tasks waiting in the queue, not yet started.", ("queue",),
     multiprocess_mode="livesum", registry=_registry,
 )
+
+
+def touch_task_series(queues) -> None:
+    """Create every task series at 0 when a process starts, so that rate() sees
+    the very first tasks instead of starting its series at their count."""
+    from services.protocol import ENDPOINTS
+
+    for queue in queues:
+        for kind, variant in ENDPOINTS:
+            labels = {"queue": queue, "kind": kind, "variant": variant}
+            for metric in (TASK_STARTED, TASK_COMPLETED, TASK_FAILED, TASK_DUPLICATES, TASKS_IN_PROGRESS):
+                metric.labels(**labels)

@@ -27,6 +27,19 @@ class Settings(BaseSettings):
     enqueue_mode: Literal["await", "after-response"] = "await"
     max_body_bytes: int = Field(4096, ge=64)
 
+    # Event-loop experiments (POST /api/v1/upstream/...).
+    upstream_url: str = "http://localhost:8001/"
+    upstream_timeout_s: float = Field(10.0, gt=0)
+    threadpool_tokens: int = Field(40, ge=1)  # threads for run_in_threadpool and `def` handlers
+    api_workers: int = Field(1, ge=1)  # server processes of the API (python -m services.api)
+    upstream_latency_ms: int = Field(180, ge=0)  # the upstream stand-in's answer time...
+    upstream_jitter_ms: int = Field(0, ge=0)  # ...plus up to this much, at random
+    probe_target: str = "http://localhost:8000/healthz"  # what the liveness probe polls
+    probe_rate: float = Field(20, gt=0)  # probes per second
+    probe_timeout_s: float = Field(1.0, gt=0)
+    api_host: str = "0.0.0.0"  # where `python -m services.api` listens (inside its container)
+    api_listen_port: int = 8000
+
     # Task work, identical for every queue.
     cpu_work: int = Field(1_000_000, ge=0)
     io_latency_ms: int = Field(0, ge=0)

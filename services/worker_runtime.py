@@ -9,6 +9,8 @@ from prometheus_async.aio.web import start_http_server
 
 from services.cgroup import register_cgroup_metrics
 from services.loop_lag import start_loop_lag_watch
+from services.metrics import touch_task_series
+from services.protocol import BROKER_QUEUES
 from services.runner import TaskRunner
 from services.settings import Settings, get_settings
 
@@ -34,11 +36,14 @@ class WorkerRuntime:
     def __init__(self, settings: Settings, queue: str):
         self.settings = settings
         self.service = service_name(settings, queue)
+        self.queue = queue if queue in BROKER_QUEUES else None
         self.runner = TaskRunner(settings)
         self._server = None
         self._lag: asyncio.Task | None = None
 
     async def start(self) -> None:
+        if self.queue:
+            touch_task_series([self.queue])
         register_cgroup_metrics(self.service)
         self._lag = start_loop_lag_watch(self.service, self.settings.loop_lag_interval_s)
         self._server = await start_http_server(addr="0.0.0.0", port=self.settings.metrics_port)

@@ -36,6 +36,7 @@ from celery.signals import worker_process_init, worker_process_shutdown, worker_
 
 from services.cgroup import register_cgroup_metrics
 from services.loop_lag import start_loop_lag_watch
+from services.metrics import touch_task_series
 from services.protocol import Queue, TaskMessage
 from services.runner import TaskRunner
 from services.settings import Settings, get_settings
@@ -163,6 +164,7 @@ def _serve_metrics(**_) -> None:
 
     global _metrics_server
     settings = get_settings()
+    touch_task_series([QUEUE])
     register_cgroup_metrics(service_name(settings, QUEUE))
     _metrics_server = start_http_server_in_thread(addr="0.0.0.0", port=settings.metrics_port)
 

@@ -4,16 +4,21 @@ import asyncio
 import logging
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+import anyio.to_thread
+from fastapi import FastAPI, Response
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from prometheus_fastapi_instrumentator import Instrumentator
 
 from services.api import errors
 from services.api.background import BackgroundQueue
+from services.api.experiments import clients_for
+from services.api.experiments import router as experiments_router
 from services.api.routes import router
 from services.cgroup import register_cgroup_metrics
 from services.loop_lag import start_loop_lag_watch
 from services.ledger import Ledger
-from services.protocol import Queue
+from services.metrics import ENQUEUED, MULTIPROCESS, touch_task_series
+from services.protocol import ENDPOINTS, Queue
 from services.redis_clients import async_client
 from services.runner import TaskRunner
 from services.settings import Settings, get_settings
@@ -37,6 +42,7 @@ class Lab:
         self.redis = async_client(settings)
         self.ledger = Ledger(self.redis)
         self.background = BackgroundQueue(TaskRunner(settings))
+        self.upstream_sync, self.upstream_async = clients_for(settings)
         self._producers: dict[Queue, object] = {}
         self._lock = asyncio.Lock()
 
@@ -58,6 +64,8 @@ class Lab:
             except Exception:
                 log.exception("closing a producer")
         await self.background.runner.close()
+        await self.upstream_async.aclose()
+        self.upstream_sync.close()
         await self.redis.aclose()
 
 
@@ -66,13 +74,25 @@ async def lifespan(app: FastAPI):
     settings = get_settings()
     service = settings.service_name or "api"
     app.state.lab = Lab(settings)
+    # The threadpool that runs `def` handlers and run_in_threadpool calls.
+    anyio.to_thread.current_default_thread_limiter().total_tokens = settings.threadpool_tokens
     register_cgroup_metrics(service)
+    touch_task_series([Queue.background])
+    for queue in Queue:
+        for kind, variant in ENDPOINTS:
+            ENQUEUED.labels(queue=queue, kind=kind, variant=variant)
     lag = start_loop_lag_watch(service, settings.loop_lag_interval_s)
     try:
         yield
     finally:
         lag.cancel()
         await app.state.lab.close()
+
+
+def metrics() -> Response:
+    """Everything in REGISTRY: this process's metrics and the cgroup's, or, with
+    API_WORKERS > 1, every server process's samples added up."""
+    return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
 
 
 def create_app() -> FastAPI:
@@ -84,12 +104,17 @@ def create_app() -> FastAPI:
     )
     errors.install(app)
     app.include_router(router)
+    app.include_router(experiments_router)
     Instrumentator(
         should_group_status_codes=False,
         should_instrument_requests_inprogress=True,
         inprogress_labels=True,
         excluded_handlers=["/metrics"],
-    ).instrument(app).expose(app, include_in_schema=False)
+        # With several server processes its samples go to files that REGISTRY
+        # reads back; registering the live objects too would report them twice.
+        registry=CollectorRegistry() if MULTIPROCESS else None,
+    ).instrument(app)
+    app.add_api_route("/metrics", metrics, include_in_schema=False)
     app.add_middleware(errors.BodySizeLimit, limit=settings.max_body_bytes)
     return app
 

@@ -1,0 +1,134 @@
+"""The event-loop experiments: every upstream variant returns the same body;
+`async-blocking` stalls the loop (a /healthz sent while it waits upstream is
+answered only after it), the others do not; both serialisation modes of the
+big response agree; several API processes keep their metrics right."""
+
+import sys
+import threading
+import time
+
+import httpx
+import pytest
+
+from tests.lab import LabProcess, free_port, lab_env, post_tasks, start_api, wait_until
+
+UPSTREAM_LATENCY_MS = 1500  # long enough that "answered before the upstream call returned" is unambiguous
+VARIANTS = ["async-blocking", "async-threadpool", "sync-def", "async-native"]
+
+
+@pytest.fixture(scope="module")
+def upstream(redis_server):
+    port = free_port()
+    proc = LabProcess("upstream", [sys.executable, "-m", "uvicorn", "services.upstream:app",
+                                   "--port", str(port), "--log-level", "warning"],
+                      lab_env(redis_server.url, UPSTREAM_LATENCY_MS=UPSTREAM_LATENCY_MS),
+                      f"http://127.0.0.1:{port}/healthz").start()
+    proc.url = f"http://127.0.0.1:{port}"
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def api(redis_server, upstream):
+    proc = start_api(redis_server.url, name="api-experiments", UPSTREAM_URL=f"{upstream.url}/")
+    yield proc
+    proc.stop()
+
+
+def test_every_upstream_variant_returns_the_same_body(api):
+    bodies = [httpx.post(f"{api.url}/api/v1/upstream/{v}", timeout=10).json() for v in VARIANTS]
+    assert bodies == [{"upstream": "ok", "latency_ms": UPSTREAM_LATENCY_MS}] * len(VARIANTS)
+
+
+def completion_order(api, upstream, variant: str) -> list[str]:
+    """Send the variant's request; once upstream holds it, send /healthz; return
+    the names of the two in the order their responses came back."""
+    done: list[str] = []
+
+    def call():
+        r = httpx.post(f"{api.url}/api/v1/upstream/{variant}", timeout=30)
+        assert r.status_code == 200
+        done.append("upstream")
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    wait_until(lambda: httpx.get(f"{upstream.url}/inflight", timeout=5).json()["in_flight"] >= 1, 10,
+               "the upstream call to arrive")
+    assert httpx.get(f"{api.url}/healthz", timeout=30).status_code == 200
+    done.append("healthz")
+    thread.join(30)
+    return done
+
+
+def test_async_blocking_stalls_the_event_loop(api, upstream):
+    assert completion_order(api, upstream, "async-blocking") == ["upstream", "healthz"]
+
+
+@pytest.mark.parametrize("variant", ["async-threadpool", "sync-def", "async-native"])
+def test_other_variants_leave_the_loop_free(api, upstream, variant):
+    assert completion_order(api, upstream, variant) == ["healthz", "upstream"]
+
+
+def test_clients_model_and_prejson_agree(api):
+    model = httpx.get(f"{api.url}/api/v1/clients", params={"count": 200, "mode": "model"}, timeout=30)
+    prejson = httpx.get(f"{api.url}/api/v1/clients", params={"count": 200, "mode": "prejson"}, timeout=30)
+    assert model.status_code == prejson.status_code == 200
+    assert model.json() == prejson.json()
+    first = model.json()[0]
+    assert set(first) == {"id", "name", "email", "active", "address", "accounts"}
+    assert len(first["accounts"]) == 2 and "iban" in first["accounts"][0]
+
+
+@pytest.mark.parametrize("query,status", [({"count": 0}, 422), ({"count": 100_001}, 422), ({"mode": "xml"}, 422)])
+def test_clients_bad_query(api, query, status):
+    assert httpx.get(f"{api.url}/api/v1/clients", params=query, timeout=10).status_code == status
+
+
+def test_payload_has_the_size_asked(api):
+    for size in (0, 1, 220_000):
+        r = httpx.get(f"{api.url}/api/v1/payload", params={"size": size}, timeout=10)
+        assert r.status_code == 200 and len(r.content) == size
+    assert httpx.get(f"{api.url}/api/v1/payload", params={"size": -1}, timeout=10).status_code == 422
+
+
+def test_several_api_processes_report_every_request(redis_server):
+    port = free_port()
+    proc = LabProcess("api-2-workers", [sys.executable, "-m", "services.api"],
+                      lab_env(redis_server.url, API_WORKERS=2, API_HOST="127.0.0.1", API_LISTEN_PORT=port),
+                      f"http://127.0.0.1:{port}/metrics").start()
+    try:
+        url = f"http://127.0.0.1:{port}"
+        run = f"api-workers-{port}"
+        responses = post_tasks(url, run, "background", "io/simple", 40)
+        assert [r.status_code for r in responses] == [202] * 40
+        labels = {"queue": "background", "kind": "io", "variant": "simple"}
+        # Whichever process answers /metrics, the sum covers both.
+        for _ in range(6):
+            m = proc.metrics()
+            assert m.value("lab_enqueued_total", **labels) == 40
+        wait_until(lambda: proc.metrics().value("lab_task_completed_total", **labels) == 40, 10,
+                   "both processes' completions in /metrics")
+        pids = {httpx.get(f"{url}/metrics", timeout=5).text.count("lab_cpu_limit_cores{") for _ in range(4)}
+        assert pids == {1}  # the cgroup is the container's: reported once, not per process
+    finally:
+        proc.stop()
+
+
+def test_probe_reports_success_rate_and_gaps(api):
+    port = free_port()
+    started = time.time()
+    probe = LabProcess("probe", [sys.executable, "-m", "uvicorn", "services.probe:app",
+                                 "--port", str(port), "--log-level", "warning"],
+                       lab_env("redis://unused", PROBE_TARGET=f"{api.url}/healthz", PROBE_RATE=20),
+                       f"http://127.0.0.1:{port}/metrics").start()
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_until(lambda: httpx.get(f"{url}/report", params={"since": started}).json()["ok"] >= 10, 20,
+                   "ten successful probes")
+        report = httpx.get(f"{url}/report", params={"since": started}).json()
+        assert report["success_rate"] == 1.0 and report["worst_gap_s"] > 0
+        m = probe.metrics()
+        assert m.value("lab_probe_requests_total", outcome="ok") >= 10
+        assert m.value("lab_probe_latency_seconds_count") >= 10
+    finally:
+        probe.stop()

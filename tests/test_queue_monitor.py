@@ -1,0 +1,42 @@
+"""The backlog of every queue is reported even while its worker is down, and
+falls to zero once a worker drains it."""
+
+import sys
+
+import pytest
+
+from services.protocol import BROKER_QUEUES
+from tests.lab import LabProcess, RedisServer, free_port, lab_env, new_run, post_tasks, start_api, start_worker, wait_until
+
+
+@pytest.fixture
+def no_workers():
+    redis = RedisServer().start()
+    api = start_api(redis.url, name="api-monitor")
+    port = free_port()
+    monitor = LabProcess("queue-monitor", [sys.executable, "-m", "services.queue_monitor"],
+                         lab_env(redis.url, METRICS_PORT=port, QUEUE_DEPTH_INTERVAL_S="0.2"),
+                         f"http://127.0.0.1:{port}/metrics").start()
+    yield redis, api, monitor
+    monitor.stop()
+    api.stop()
+    redis.stop()
+
+
+def test_depth_while_workers_are_down_then_drained(no_workers):
+    redis, api, monitor = no_workers
+    run = new_run("backlog")
+    for queue in BROKER_QUEUES:
+        assert all(r.status_code == 202 for r in post_tasks(api.url, run, queue.value, "io/simple", 7))
+
+    def depths():
+        m = monitor.metrics()
+        return {q.value: m.value("lab_queue_depth", queue=q.value) for q in BROKER_QUEUES}
+
+    wait_until(lambda: set(depths().values()) == {7}, 10, "every queue to report a backlog of 7")
+    worker = start_worker("arq", redis.url)
+    try:
+        wait_until(lambda: depths()["arq"] == 0, 30, "arq's backlog to drain")
+        assert {q: d for q, d in depths().items() if q != "arq"} == {"saq": 7, "faststream": 7, "celery": 7}
+    finally:
+        worker.stop()

@@ -1,0 +1,129 @@
+"""Small pieces on their own: cgroup reading, settings, the ledger's rules."""
+
+import asyncio
+from pathlib import Path
+
+import pytest
+import redis.asyncio as aioredis
+
+from services.cgroup import read_cgroup
+from services.ledger import Ledger
+from services.protocol import Kind, Queue, TaskMessage, Variant
+from services.settings import Settings
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_cgroup_v2_with_limits(tmp_path):
+    root = write(tmp_path, {
+        "cgroup.controllers": "cpu memory",
+        "cpu.stat": "usage_usec 2500000\nuser_usec 2000000\nnr_throttled 4\nthrottled_usec 750000\n",
+        "cpu.max": "20000 100000",
+        "memory.current": "104857600",
+        "memory.max": "209715200",
+    })
+    s = read_cgroup(root)
+    assert (s.cpu_seconds, s.throttled_seconds, s.cpu_limit_cores) == (2.5, 0.75, 0.2)
+    assert (s.memory_bytes, s.memory_limit_bytes) == (104857600, 209715200)
+
+
+def test_cgroup_v2_without_limits_reports_the_host(tmp_path):
+    root = write(tmp_path, {"cgroup.controllers": "", "cpu.stat": "usage_usec 1\n",
+                            "cpu.max": "max 100000", "memory.current": "1", "memory.max": "max"})
+    s = read_cgroup(root)
+    assert s.cpu_limit_cores >= 1 and s.memory_limit_bytes > 1024**2
+
+
+def test_cgroup_v1_with_limits(tmp_path):
+    root = write(tmp_path, {
+        "cpuacct/cpuacct.usage": "3000000000",
+        "cpu/cpu.stat": "nr_periods 10\nnr_throttled 2\nthrottled_time 500000000\n",
+        "cpu/cpu.cfs_quota_us": "50000",
+        "cpu/cpu.cfs_period_us": "100000",
+        "memory/memory.usage_in_bytes": "1048576",
+        "memory/memory.limit_in_bytes": "524288000",
+    })
+    s = read_cgroup(root)
+    assert (s.cpu_seconds, s.throttled_seconds, s.cpu_limit_cores) == (3.0, 0.5, 0.5)
+    assert (s.memory_bytes, s.memory_limit_bytes) == (1048576, 524288000)
+
+
+def test_cgroup_v1_unlimited_memory_is_the_host(tmp_path):
+    root = write(tmp_path, {"cpu/cpu.cfs_quota_us": "-1", "cpu/cpu.cfs_period_us": "100000",
+                            "memory/memory.limit_in_bytes": "9223372036854771712"})
+    s = read_cgroup(root)
+    assert s.memory_limit_bytes < 9223372036854771712 and s.cpu_limit_cores >= 1
+
+
+def test_concurrency_knob_and_overrides(monkeypatch):
+    monkeypatch.setenv("CONCURRENCY", "5")
+    monkeypatch.setenv("SAQ_CONCURRENCY", "7")
+    s = Settings(_env_file=None)
+    assert [s.concurrency_for(q) for q in ("arq", "saq", "faststream", "celery")] == [5, 7, 5, 5]
+
+
+def test_bad_knob_is_refused(monkeypatch):
+    monkeypatch.setenv("ENQUEUE_MODE", "sometimes")
+    with pytest.raises(ValueError):
+        Settings(_env_file=None)
+
+
+@pytest.fixture
+def ledger_redis(redis_server):
+    return redis_server.url
+
+
+def msg(run: str, queue=Queue.arq, value=2) -> TaskMessage:
+    return TaskMessage.new(run, queue, Kind.io, Variant.simple, value)
+
+
+def test_ledger_settles_once_and_counts_duplicates(ledger_redis):
+    async def go():
+        redis = aioredis.Redis.from_url(ledger_redis)
+        ledger = Ledger(redis)
+        a, b, c = msg("unit-1"), msg("unit-1"), msg("unit-1")
+        for m in (a, b, c):
+            await ledger.record_enqueued(m)
+        assert await ledger.settle(a, "completed") is True
+        assert await ledger.settle(a, "completed") is False  # ran twice
+        assert await ledger.settle(b, "failed") is True
+        assert await ledger.settle(b, "completed") is False  # a retry after a failure
+        row = (await ledger.report("unit-1"))["queues"]["arq"]["io/simple"]
+        await redis.aclose()
+        return row
+    row = asyncio.run(go())
+    assert {k: row[k] for k in ("enqueued", "completed", "failed", "duplicates", "pending", "value")} == \
+        {"enqueued": 3, "completed": 1, "failed": 1, "duplicates": 2, "pending": 1, "value": 6}
+
+
+def test_reset_of_one_run_touches_nothing_else(ledger_redis):
+    async def go():
+        redis = aioredis.Redis.from_url(ledger_redis)
+        ledger = Ledger(redis)
+        await redis.set("someone-elses-key", "keep")
+        await redis.zadd("lab:arq:queue", {"job": 1})
+        for run in ("unit-keep", "unit-drop"):
+            m = msg(run)
+            await ledger.record_enqueued(m)
+            await ledger.settle(m, "completed")
+        await ledger.reset("unit-drop")
+        result = (await ledger.report("unit-drop"), await ledger.report("unit-keep"),
+                  await redis.get("someone-elses-key"), await redis.zcard("lab:arq:queue"))
+        await redis.delete("someone-elses-key", "lab:arq:queue")
+        await redis.aclose()
+        return result
+    dropped, kept, other, queued = asyncio.run(go())
+    assert dropped is None and kept["totals"]["completed"] == 1
+    assert other == b"keep" and queued == 1
+
+
+def test_every_setting_is_documented_in_env_example():
+    text = (Path(__file__).resolve().parents[1] / ".env.example").read_text()
+    missing = [name.upper() for name in Settings.model_fields if f"{name.upper()}=" not in text]
+    assert missing == []
