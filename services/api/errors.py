@@ -7,6 +7,8 @@
 import json
 import logging
 
+import httpx
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -43,6 +45,12 @@ async def queue_unavailable(_: Request, exc: QueueUnavailable) -> JSONResponse:
     )
 
 
+async def upstream_unavailable(_: Request, exc: httpx.HTTPError) -> JSONResponse:
+    """The remote API of the event-loop experiments failed or is not running."""
+    return JSONResponse({"error": "upstream unavailable", "detail": f"{type(exc).__name__}: {exc}"[:300]},
+                        status_code=502)
+
+
 async def unexpected(_: Request, exc: Exception) -> JSONResponse:
     log.exception("unhandled error")
     return JSONResponse({"error": "internal error", "type": type(exc).__name__}, status_code=500)
@@ -53,6 +61,7 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(QueueUnavailable, queue_unavailable)
     app.add_exception_handler(RecursionError, _too_deep)
+    app.add_exception_handler(httpx.HTTPError, upstream_unavailable)
     app.add_exception_handler(Exception, unexpected)
 
 
