@@ -3,7 +3,7 @@
 Works unprivileged with cgroup v2 and v1, so the same numbers appear on Linux,
 Docker Desktop and Kubernetes. Exported as:
   lab_cpu_seconds_total, lab_cpu_limit_cores, lab_cpu_throttled_seconds_total,
-  lab_memory_bytes, lab_memory_limit_bytes                 (label: service)
+  lab_memory_bytes, lab_memory_limit_bytes, lab_oom_kills_total   (label: service)
 "No limit" is reported as the host's size (its cores, its memory), so a
 ratio against the limit stays meaningful.
 """
@@ -25,6 +25,7 @@ class CgroupSample:
     throttled_seconds: float | None = None
     memory_bytes: float | None = None
     memory_limit_bytes: float | None = None
+    oom_kills: float | None = None
 
 
 def _read(path: Path) -> str | None:
@@ -82,6 +83,9 @@ def read_cgroup(root: Path = ROOT) -> CgroupSample:
         limit = _read(d / "memory.max")
         if limit not in (None, "max"):
             sample.memory_limit_bytes = float(limit)
+        events = _stat(d / "memory.events")
+        if "oom_kill" in events:
+            sample.oom_kills = events["oom_kill"]
     else:  # v1: one tree per controller
         cpu_dir = _dir(root, "cpu", own)
         acct = _read(_dir(root, "cpuacct", own) / "cpuacct.usage")
@@ -101,6 +105,9 @@ def read_cgroup(root: Path = ROOT) -> CgroupSample:
         # v1 reports "no limit" as a huge number (PAGE_COUNTER_MAX pages).
         if limit is not None and (host is None or float(limit) < host):
             sample.memory_limit_bytes = float(limit)
+        oom = _stat(mem_dir / "memory.oom_control")
+        if "oom_kill" in oom:
+            sample.oom_kills = oom["oom_kill"]
     if sample.cpu_limit_cores is None:
         sample.cpu_limit_cores = float(os.cpu_count() or 1)
     if sample.memory_limit_bytes is None:
@@ -121,6 +128,8 @@ class CgroupCollector(Collector):
             (CounterMetricFamily, "lab_cpu_throttled_seconds", "Time this container was throttled by its CPU limit.", s.throttled_seconds),
             (GaugeMetricFamily, "lab_memory_bytes", "Memory used by this container (cgroup accounting).", s.memory_bytes),
             (GaugeMetricFamily, "lab_memory_limit_bytes", "Memory limit of this container.", s.memory_limit_bytes),
+            (CounterMetricFamily, "lab_oom_kills", "Processes of this container killed for lack of memory "
+             "(a pool child; the main process's death restarts the container instead).", s.oom_kills),
         ]
         for family, name, doc, value in rows:
             if value is None:
