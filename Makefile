@@ -58,7 +58,9 @@ services ?=
 define ensure-grafana-password
 if [ -z "$${GRAFANA_ADMIN_PASSWORD:-}" ] && ! grep -qs '^GRAFANA_ADMIN_PASSWORD=.' .env; then \
   pw=$$(head -c 24 /dev/urandom | base64 | tr -d '/+=\n' | cut -c1-24); \
-  touch .env && chmod 600 .env && printf 'GRAFANA_ADMIN_PASSWORD=%s\n' "$$pw" >> .env; \
+  touch .env && chmod 600 .env; \
+  if [ -s .env ] && [ -n "$$(tail -c 1 .env)" ]; then echo >> .env; fi; \
+  printf 'GRAFANA_ADMIN_PASSWORD=%s\n' "$$pw" >> .env; \
   echo "Grafana admin password (user admin), saved in .env: $$pw"; \
 fi
 endef
@@ -92,7 +94,7 @@ limits: ## CPU and memory limit of every running container, as the engine enforc
 
 clean: ## remove the stack with its volumes, the lab's built images and results/
 	$(COMPOSE) --profile '*' down --volumes --remove-orphans --rmi local
-	-docker image rm $(LAB_IMAGE) 2>/dev/null
+	@docker image rm $(LAB_IMAGE) >/dev/null 2>&1 || true  # if compose kept it
 	@if [ -d results ]; then find results -mindepth 1 ! -name .gitkeep -delete; fi
 
 compose-services: ## print every compose service but Grafana (for the tests)

@@ -8,6 +8,8 @@ web UI on SAQ_WEB_PORT.
 """
 
 import asyncio
+import signal
+import sys
 
 from aiohttp import web
 from saq import Queue as SaqQueue
@@ -115,9 +117,23 @@ async def run() -> None:
             await web_ui.cleanup()
 
 
+async def web_only() -> None:
+    """SAQ's web UI alone, no worker: `python -m workers.saq_queue web` (the
+    compose service `saq-ui`, so that worker replicas need no fixed port)."""
+    settings = get_settings()
+    runner = await serve_web_ui(SaqQueue.from_url(settings.redis_url, name=QUEUE_NAME), settings.saq_web_port)
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()  # create_app's on_shutdown disconnects the queue
+
+
 def main() -> None:
     setup_logging()
-    asyncio.run(run())
+    asyncio.run(web_only() if sys.argv[1:] == ["web"] else run())
 
 
 if __name__ == "__main__":

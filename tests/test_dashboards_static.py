@@ -1,0 +1,377 @@
+"""Static checks of the Grafana provisioning, the dashboards and the Prometheus
+recording rules: no Docker, no Grafana, no Prometheus server (promtool only).
+
+Every metric a panel (or a recording rule) queries must be one of:
+  * the lab's documented metrics: the README's metrics table once README.md
+    exists (a table whose header starts with `metric` and whose first column
+    holds the names in backticks), else the names in services/metrics.py and
+    services/cgroup.py;
+  * a named exporter's metric (EXPORTERS below);
+  * a recording rule of prometheus/rules/*.yml.
+"""
+
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+GRAFANA = ROOT / "grafana"
+DASHBOARD_DIR = GRAFANA / "dashboards"
+PROVISIONING = GRAFANA / "provisioning"
+RULES_DIR = ROOT / "prometheus" / "rules"
+README = ROOT / "README.md"
+DASHBOARD_MOUNT = "/var/lib/grafana/dashboards"  # docker-compose.yml mounts grafana/dashboards there
+HOME_DASHBOARD = "queues.json"
+GRAFANA_DS = {"type": "grafana", "uid": "-- Grafana --"}
+
+# Metrics the lab's own code does not define, by the exporter that produces them.
+EXPORTERS: dict[str, set[str]] = {
+    "redis_exporter (oliver006/redis_exporter)": {
+        "redis_up", "redis_commands_processed_total", "redis_commands_total",
+        "redis_memory_used_bytes", "redis_memory_max_bytes", "redis_connected_clients",
+        "redis_blocked_clients", "redis_db_keys", "redis_db_keys_expiring", "redis_key_size",
+        "redis_cpu_sys_seconds_total", "redis_cpu_user_seconds_total",
+        "redis_keyspace_hits_total", "redis_keyspace_misses_total",
+    },
+    "flower": {
+        "flower_events_total", "flower_task_runtime_seconds", "flower_task_prefetch_time_seconds",
+        "flower_worker_prefetched_tasks", "flower_worker_online",
+        "flower_worker_number_of_currently_executing_tasks",
+    },
+    "prometheus-fastapi-instrumentator": {
+        "http_requests_total", "http_request_duration_seconds", "http_request_duration_highr_seconds",
+        "http_requests_inprogress", "http_request_size_bytes", "http_response_size_bytes",
+    },
+    "prometheus (the server's own per-target series)": {
+        "up", "scrape_duration_seconds", "scrape_samples_scraped", "scrape_series_added",
+    },
+    "prometheus_client (process collector of every lab process)": {
+        "process_start_time_seconds", "process_cpu_seconds_total", "process_resident_memory_bytes",
+        "process_open_fds",
+    },
+    "locust listener (grafana/README.md)": {
+        "locust_users", "locust_requests_total", "locust_failures_total", "locust_response_time_seconds",
+    },
+}
+SUFFIXES = ("_bucket", "_sum", "_count", "_total", "_created")
+# Grafana unit ids the dashboards may use, or a custom "suffix:<text>" (Grafana adds the space).
+UNITS = {"short", "none", "s", "ms", "bytes", "percent", "percentunit", "reqps", "ops"}
+CUSTOM_UNIT = re.compile(r"(suffix|prefix):\S.*")
+
+
+def _load_panels_module():
+    """tests/compose/panels.py, loaded by path (its variable substitution is reused here)."""
+    spec = importlib.util.spec_from_file_location("lab_panels", ROOT / "tests" / "compose" / "panels.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+panels_mod = _load_panels_module()
+DASHBOARD_FILES = sorted(DASHBOARD_DIR.glob("*.json"))
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def all_panels(dashboard: dict) -> list[dict]:
+    """Every panel, rows and their nested panels included."""
+    out = []
+    for panel in dashboard.get("panels", []):
+        out.append(panel)
+        out.extend(panel.get("panels", []))
+    return out
+
+
+def queries(dashboard: dict):
+    """(panel, target, expr with the dashboard's default variable values)."""
+    values = panels_mod.dashboard_values(dashboard)
+    for panel in panels_mod.iter_panels(dashboard):
+        for target in panel.get("targets", []):
+            yield panel, target, panels_mod.substitute(target["expr"], values)
+
+
+# --- PromQL: the metric names a query reads ------------------------------------------
+KEYWORDS = {"and", "or", "unless", "by", "without", "on", "ignoring", "group_left", "group_right",
+            "bool", "offset", "inf", "nan", "atan2"}
+
+
+def metric_names(expr: str) -> set[str]:
+    s = re.sub(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|`[^`]*`', '""', expr)  # string literals
+    s = re.sub(r"\{[^}]*\}", " ", s)  # label matchers
+    s = re.sub(r"\[[^\]]*\]", " ", s)  # ranges and subqueries
+    s = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", s)  # label lists
+    names = set()
+    for m in re.finditer(r"(?<![\w:.])([A-Za-z_:][\w:]*)", s):
+        name = m.group(1)
+        if name.lower() in KEYWORDS or re.match(r"\s*\(", s[m.end():]):  # function or aggregation
+            continue
+        names.add(name)
+    return names
+
+
+def test_metric_name_extraction():
+    assert metric_names('sum by (queue) (rate(lab_enqueued_total{queue=~"a|b"}[5m]))') == {"lab_enqueued_total"}
+    assert metric_names("histogram_quantile(0.95, sum by (le) (rate(x_bucket[1m]))) / on(job) group_left y") == {
+        "x_bucket", "y"}
+    assert metric_names('label_replace(a:b:c, "q", "$1", "job", "(arq|saq)") or vector(0) * 1e3') == {"a:b:c"}
+    assert metric_names("sum(up == bool 0) offset 5m") == {"up"}
+
+
+# --- the documented metrics -------------------------------------------------------
+def readme_metrics(text: str) -> set[str]:
+    """Names in backticks in the first column of the README's metrics table(s)."""
+    names: set[str] = set()
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        if not lines[i].lstrip().startswith("|"):
+            i += 1
+            continue
+        block = []
+        while i < len(lines) and lines[i].lstrip().startswith("|"):
+            block.append([c.strip() for c in lines[i].strip().strip("|").split("|")])
+            i += 1
+        if len(block) < 3 or block[0][0].strip("` ").lower() not in ("metric", "metrics"):
+            continue
+        for row in block[2:]:  # header, separator, rows
+            names.update(re.findall(r"`([A-Za-z_:][\w:]*)", row[0]))
+    return names
+
+
+def source_metrics() -> set[str]:
+    metrics_py = (ROOT / "services" / "metrics.py").read_text()
+    cgroup_py = (ROOT / "services" / "cgroup.py").read_text()
+    names = set()
+    for kind, name in re.findall(r"\b(Counter|Gauge|Histogram|Summary)\(\s*\"(\w+)\"", metrics_py):
+        names.add(name + "_total" if kind == "Counter" else name)
+    for kind, name in re.findall(r"\((Counter|Gauge)MetricFamily,\s*\"(\w+)\"", cgroup_py):
+        names.add(name + "_total" if kind == "Counter" else name)
+    return names
+
+
+def documented_metrics() -> tuple[set[str], str]:
+    if README.exists():
+        names = readme_metrics(README.read_text())
+        assert names, ("README.md exists but has no metrics table (header `| metric | type | labels | "
+                       "exported by | meaning |`, names in backticks in the first column)")
+        return names, "README.md metrics table"
+    names = source_metrics()
+    assert names, "no metric names found in services/metrics.py and services/cgroup.py"
+    return names, "services/metrics.py + services/cgroup.py"
+
+
+def test_readme_table_parser():
+    text = ("intro\n\n| metric | type | labels | exported by | meaning |\n| --- | --- | --- | --- | --- |\n"
+            "| `lab_enqueued_total` | counter | queue | api | x |\n"
+            "| `lab_task_duration_seconds` | histogram | queue | workers | y |\n\n"
+            "| setting | default |\n| --- | --- |\n| `CPU_WORK` | 1 |\n")
+    assert readme_metrics(text) == {"lab_enqueued_total", "lab_task_duration_seconds"}
+
+
+def recorded_metrics() -> set[str]:
+    return {rule["record"] for path in sorted(RULES_DIR.glob("*.yml"))
+            for group in yaml.safe_load(path.read_text())["groups"] for rule in group["rules"]
+            if "record" in rule}
+
+
+def known(name: str, allowed: set[str]) -> bool:
+    if name in allowed:
+        return True
+    return any(name.endswith(suffix) and name[: -len(suffix)] in allowed for suffix in SUFFIXES)
+
+
+# --- provisioning ------------------------------------------------------------------
+def datasources() -> list[dict]:
+    out = []
+    for path in sorted((PROVISIONING / "datasources").glob("*.y*ml")):
+        doc = yaml.safe_load(path.read_text())
+        assert doc["apiVersion"] == 1, path
+        out.extend(doc.get("datasources", []))
+    return out
+
+
+def prometheus_uid() -> str:
+    prom = [ds for ds in datasources() if ds["type"] == "prometheus"]
+    assert len(prom) == 1, prom
+    return prom[0]["uid"]
+
+
+def test_datasource_provisioning():
+    sources = datasources()
+    uids = [ds["uid"] for ds in sources]
+    assert len(uids) == len(set(uids)), uids
+    (prom,) = [ds for ds in sources if ds["type"] == "prometheus"]
+    assert prom["uid"] == "prometheus"
+    assert prom["url"] == "http://prometheus:9090"
+    assert prom["access"] == "proxy" and prom["isDefault"] is True
+    assert re.fullmatch(r"\d+s", prom["jsonData"]["timeInterval"])
+
+
+def test_dashboard_provisioning():
+    files = sorted((PROVISIONING / "dashboards").glob("*.y*ml"))
+    assert files
+    providers = [p for f in files for p in yaml.safe_load(f.read_text())["providers"]]
+    assert len(providers) == 1, providers
+    (provider,) = providers
+    assert provider["type"] == "file"
+    assert provider["folder"] == "Lab"
+    assert provider["options"]["path"] == DASHBOARD_MOUNT
+    assert (DASHBOARD_DIR / HOME_DASHBOARD).exists()
+
+
+# --- dashboards --------------------------------------------------------------------
+def test_dashboards_exist():
+    assert {p.name for p in DASHBOARD_FILES} >= {"queues.json", "api.json", "load.json", "redis.json"}
+
+
+def test_dashboard_uids_unique_and_titles():
+    dashboards = [load(p) for p in DASHBOARD_FILES]
+    uids = [d["uid"] for d in dashboards]
+    titles = [d["title"] for d in dashboards]
+    assert len(set(uids)) == len(uids), uids
+    assert len(set(titles)) == len(titles), titles
+    assert all(d.get("id") is None for d in dashboards), "provisioned dashboards carry id: null"
+    assert load(DASHBOARD_DIR / HOME_DASHBOARD)["title"] == "Queues"
+
+
+@pytest.mark.parametrize("path", DASHBOARD_FILES, ids=lambda p: p.stem)
+def test_dashboard_structure(path):
+    d = load(path)
+    uid = prometheus_uid()
+    assert re.fullmatch(r"[a-zA-Z0-9_-]{1,40}", d["uid"])
+    assert 36 <= d["schemaVersion"] <= 41
+    assert d["title"] and d["description"] and "lab" in d["tags"]
+    ids = [p["id"] for p in all_panels(d)]
+    assert len(ids) == len(set(ids)), f"duplicate panel ids: {ids}"
+    cells = {}
+    for panel in all_panels(d):
+        g = panel["gridPos"]
+        assert all(isinstance(g[k], int) for k in ("h", "w", "x", "y")), panel["title"]
+        assert 0 <= g["x"] and g["x"] + g["w"] <= 24 and g["h"] > 0, panel["title"]
+        for x in range(g["x"], g["x"] + g["w"]):
+            for y in range(g["y"], g["y"] + g["h"]):
+                assert (x, y) not in cells, f"{panel['title']!r} overlaps {cells[(x, y)]!r}"
+                cells[(x, y)] = panel["title"]
+        assert panel["title"].strip(), panel
+        if panel["type"] == "row":
+            continue
+        assert panel["type"] in ("timeseries", "stat", "gauge", "bargauge", "table"), panel["type"]
+        assert panel["datasource"] == {"type": "prometheus", "uid": uid}, panel["title"]
+        unit = panel["fieldConfig"]["defaults"].get("unit")
+        assert unit in UNITS or CUSTOM_UNIT.fullmatch(unit or ""), f"{panel['title']}: unit {unit!r}"
+        assert panel.get("description"), f"{panel['title']}: no description"
+        targets = panel["targets"]
+        assert targets, panel["title"]
+        refs = [t["refId"] for t in targets]
+        assert len(refs) == len(set(refs)), panel["title"]
+        for t in targets:
+            assert t["datasource"] == {"type": "prometheus", "uid": uid}, panel["title"]
+            assert t["expr"].strip() and t["legendFormat"].strip(), panel["title"]
+
+
+@pytest.mark.parametrize("path", DASHBOARD_FILES, ids=lambda p: p.stem)
+def test_run_annotations(path):
+    d = load(path)
+    runs = [a for a in d["annotations"]["list"] if "lab-run" in a.get("target", {}).get("tags", [])]
+    assert len(runs) == 1, "one 'lab-run' annotation query"
+    (ann,) = runs
+    assert ann["datasource"] == GRAFANA_DS and ann["enable"] is True
+    assert ann["target"]["type"] == "tags" and ann["target"]["matchAny"] is False
+    for a in d["annotations"]["list"]:
+        assert a["datasource"] in (GRAFANA_DS, {"type": "prometheus", "uid": prometheus_uid()})
+
+
+def test_queues_dashboard_variables_and_legends():
+    d = load(DASHBOARD_DIR / "queues.json")
+    variables = {v["name"]: v for v in d["templating"]["list"]}
+    assert {"queue", "variant", "run"} <= set(variables)
+    assert variables["queue"]["multi"] is True
+    assert set(variables["queue"]["query"].split(",")) == {"background", "arq", "saq", "faststream", "celery"}
+    # run is no metric label: it only filters the annotations, and the description says so.
+    assert variables["run"]["type"] in ("textbox", "constant", "custom")
+    assert not any("$run" in t["expr"] for _, t, _ in queries(d))
+    (ann,) = [a for a in d["annotations"]["list"] if "lab-run" in a.get("target", {}).get("tags", [])]
+    assert "$run" in ann["target"]["tags"]
+    assert "run" in d["description"] and "annotation" in d["description"]
+    for panel, target, _ in queries(d):
+        if "$queue" in target["expr"] or 'by (queue' in target["expr"]:
+            assert "{{queue}}" in target["legendFormat"], (panel["title"], target["legendFormat"])
+
+
+@pytest.mark.parametrize("path", DASHBOARD_FILES, ids=lambda p: p.stem)
+def test_every_variable_is_defined(path):
+    d = load(path)
+    for _, target, expr in queries(d):  # substitute() raises on an unknown variable
+        assert "$" not in re.sub(r'"\$\d+"|\$\{\d+\}', "", expr), expr
+
+
+@pytest.mark.parametrize("path", DASHBOARD_FILES, ids=lambda p: p.stem)
+def test_every_queried_metric_is_known(path):
+    documented, source = documented_metrics()
+    recorded = recorded_metrics()
+    exporters = set().union(*EXPORTERS.values())
+    unknown = {}
+    for panel, target, expr in queries(load(path)):
+        for name in metric_names(expr):
+            if not (known(name, documented) or known(name, exporters) or name in recorded):
+                unknown.setdefault(name, []).append(f"{panel['title']} [{target['refId']}]")
+    assert not unknown, (f"metrics neither in the {source}, nor an exporter's (EXPORTERS), "
+                         f"nor a recording rule: {unknown}")
+
+
+def test_every_rule_reads_known_metrics():
+    documented, source = documented_metrics()
+    recorded = recorded_metrics()
+    exporters = set().union(*EXPORTERS.values())
+    unknown = {}
+    for path in sorted(RULES_DIR.glob("*.yml")):
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            for rule in group["rules"]:
+                for name in metric_names(rule["expr"]):
+                    if not (known(name, documented) or known(name, exporters) or name in recorded):
+                        unknown.setdefault(name, []).append(rule.get("record") or rule.get("alert"))
+    assert not unknown, f"rules read metrics neither in the {source} nor an exporter's: {unknown}"
+
+
+def test_locust_names_documented():
+    text = (GRAFANA / "README.md").read_text()
+    for name in EXPORTERS["locust listener (grafana/README.md)"]:
+        assert f"`{name}`" in text, name
+    assert '"lab-run", "<run>", "<worker>"' in text
+
+
+# --- promtool ----------------------------------------------------------------------
+def promtool() -> str:
+    path = shutil.which("promtool")
+    if not path:
+        pytest.skip("promtool is not installed (Debian: apt-get install prometheus)")
+    return path
+
+
+def test_promtool_check_rules():
+    files = sorted(str(p) for p in RULES_DIR.glob("*.yml"))
+    assert files
+    result = subprocess.run([promtool(), "check", "rules", *files], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_panel_query_parses(tmp_path):
+    """promtool parses each panel query (variables replaced) as a recording rule's expression."""
+    rules, where = [], {}
+    for path in DASHBOARD_FILES:
+        for panel, target, expr in queries(load(path)):
+            record = f"panel_check:q{len(rules)}"
+            rules.append({"record": record, "expr": expr})
+            where[record] = f"{path.stem} / {panel['title']} [{target['refId']}]"
+    rules_file = tmp_path / "panels.yml"
+    rules_file.write_text(yaml.safe_dump({"groups": [{"name": "panels", "rules": rules}]}))
+    result = subprocess.run([promtool(), "check", "rules", str(rules_file)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr + "\n" + json.dumps(where, indent=1)
