@@ -51,7 +51,7 @@ compose-services = $(shell $(COMPOSE) config --services 2>/dev/null | grep -vx g
 # Start a subset: make up services="api redis".
 services ?=
 
-.PHONY: compose-services
+.PHONY: compose-services grafana-password
 
 # Grafana gets no default admin password: a random one is written into .env
 # (read by compose, never copied into an image) unless one is already set.
@@ -75,8 +75,10 @@ for row in "Grafana grafana 3000 /" "Prometheus prometheus 9090 /" "Flower flowe
 done; true
 endef
 
-up: ## build and start the stack, recreating only what changed; waits until healthy, prints the URLs
+grafana-password: ## write a random Grafana admin password into .env, unless one is set
 	@$(ensure-grafana-password)
+
+up: grafana-password ## build and start the stack, recreating only what changed; waits until healthy, prints the URLs
 	$(COMPOSE) up -d --build --wait --remove-orphans $(services)
 	@$(print-urls)
 
