@@ -16,6 +16,7 @@ SHUTDOWN_GRACE_S (`graceful_timeout`) for handlers in flight.
 """
 
 import asyncio
+import logging
 import os
 import socket
 
@@ -38,7 +39,8 @@ def make_broker(settings: Settings, timeout_s: float | None) -> RedisBroker:
     return RedisBroker(
         settings.redis_url,
         graceful_timeout=settings.shutdown_grace_s,
-        logger=None,  # one log line per message would cost more than the task itself
+        # Per-message lines are INFO: LIBRARY_LOG_LEVEL (WARNING) filters them, not errors.
+        logger=logging.getLogger("faststream"),
         **options,
     )
 
