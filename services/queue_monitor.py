@@ -12,27 +12,19 @@ import logging
 import signal
 
 from services.metrics import QUEUE_DEPTH
-from services.protocol import Queue
 from services.redis_clients import async_client
 from services.settings import get_settings
 from services.worker_runtime import WorkerRuntime, setup_logging
-from workers import arq_queue, celery_queue, faststream_queue, saq_queue
+from workers.registry import ADAPTERS
 
 log = logging.getLogger("lab.queue_monitor")
 
-DEPTH = {
-    Queue.arq: arq_queue.depth,
-    Queue.saq: saq_queue.depth,
-    Queue.faststream: faststream_queue.depth,
-    Queue.celery: celery_queue.depth,
-}
-
 
 async def sample(redis) -> None:
-    for queue, depth in DEPTH.items():
+    for queue, adapter in ADAPTERS.items():
         gauge = QUEUE_DEPTH.labels(queue=queue)
         try:
-            gauge.set(await depth(redis))
+            gauge.set(await adapter.depth(redis))
         except Exception as exc:  # Redis down: say "unknown", never a stale number
             gauge.set(float("nan"))
             log.warning("depth of %s: %s", queue, exc)

@@ -22,16 +22,10 @@ from services.protocol import ENDPOINTS, Queue
 from services.redis_clients import async_client
 from services.runner import TaskRunner
 from services.settings import Settings, get_settings
-from workers import arq_queue, celery_queue, faststream_queue, saq_queue
+from workers.registry import ADAPTERS
 
 log = logging.getLogger("lab.api")
 
-PRODUCERS = {
-    Queue.arq: arq_queue.Producer,
-    Queue.saq: saq_queue.Producer,
-    Queue.faststream: faststream_queue.Producer,
-    Queue.celery: celery_queue.Producer,
-}
 
 
 class Lab:
@@ -52,7 +46,7 @@ class Lab:
         if queue not in self._producers:
             async with self._lock:
                 if queue not in self._producers:
-                    producer = PRODUCERS[queue](self.settings)
+                    producer = ADAPTERS[queue].Producer(self.settings)
                     await producer.start()
                     self._producers[queue] = producer
         return self._producers[queue]
