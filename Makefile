@@ -101,3 +101,36 @@ clean: ## remove the stack with its volumes, the lab's built images and results/
 
 compose-services: ## print every compose service but Grafana (for the tests)
 	@echo $(compose-services)
+
+# ---- Load runs (Locust in the compose profile `load`) -------------------------------
+# make load worker=arq [endpoint=io/simple users=100 spawn=100 iterations=2000|duration=60s run=NAME]
+# make load scenario=upstream variant=async-blocking users=50 iterations=100
+# Only the parameters given are passed: the defaults live in locust/load_params.py.
+LOAD_PARAMS = worker endpoint users spawn iterations duration run scenario variant mode count size \
+              locust_workers drain_timeout
+load-args = $(foreach p,$(LOAD_PARAMS),$(if $(strip $($(p))),--$(subst _,-,$(p)) '$(strip $($(p)))'))
+# Where the run records go (the compose tests point it at a temporary directory).
+results_dir ?= results
+
+.PHONY: load results report sweep
+
+load: ## drive the lab with Locust and record the run: make load worker=arq|...|all [endpoint= users= iterations=|duration= run=]
+	@COMPOSE="$(COMPOSE)" $(UV) run python -m scripts.load $(load-args) --results-dir '$(results_dir)'
+
+results: ## every recorded run (results/*.json) as a markdown table
+	@$(UV) run python -m scripts.results table --results-dir '$(results_dir)'
+
+report: ## PNG plots of a run from Prometheus, next to its JSON: make report run=NAME
+	@test -n "$(run)" || { echo "usage: make report run=NAME (make results lists the runs)"; exit 2; }
+	@COMPOSE="$(COMPOSE)" $(UV) run python -m scripts.results report --run '$(run)' --results-dir '$(results_dir)'
+
+sweep: ## load runs over a matrix of worker limits: make sweep worker=arq cpus="0.2 0.5 1" mems="200M 500M" iterations=N
+	@COMPOSE="$(COMPOSE)" $(UV) run python -m scripts.sweep --cpus '$(cpus)' --mems '$(mems)' \
+	  --services '$(services)' $(load-args) --results-dir '$(results_dir)'
+
+# ---- Fault experiments ----------------------------------------------------------------
+.PHONY: chaos
+chaos: ## a load run with a fault injected: make chaos worker=arq fault=kill-worker|stop-worker|restart-redis|oom [at=10 hold=5]
+	@test -n "$(worker)" -a -n "$(fault)" || { echo "usage: make chaos worker=arq|saq|faststream|celery fault=kill-worker|stop-worker|restart-redis|oom [at=10 hold=5]"; exit 2; }
+	@COMPOSE="$(COMPOSE)" $(UV) run python -m scripts.chaos --fault '$(fault)' $(if $(at),--at $(at)) $(if $(hold),--hold $(hold)) \
+	  $(load-args) --results-dir '$(results_dir)'

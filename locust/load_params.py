@@ -1,0 +1,292 @@
+"""The parameters of a load run and the requests they stand for.
+
+Shared by the locustfile (inside the Locust containers) and the load driver on
+the host (scripts/load.py), so a bad parameter is rejected on the host before any
+container starts, with the same rules the containers apply. Pure Python: no
+Locust import, because importing Locust monkey-patches the whole process with
+gevent, and the host tools and tests must not be.
+
+Scenarios:
+  queue     POST /api/v1/incr/{kind}/{variant}/{queue}  (worker=, endpoint=; `all` or a
+            comma list mixes them: every request picks one at random, as the
+            original experiment's shuffle did)
+  upstream  POST /api/v1/upstream/{variant}
+  clients   GET  /api/v1/clients?count=&mode=
+  payload   GET  /api/v1/payload?size=
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from services.protocol import ENDPOINTS, RUN_PATTERN, Queue
+
+SCENARIOS = ("queue", "upstream", "clients", "payload")
+QUEUES = tuple(q.value for q in Queue)
+ENDPOINT_NAMES = tuple(f"{k.value}/{v.value}" for k, v in ENDPOINTS)
+UPSTREAM_VARIANTS = ("async-blocking", "async-threadpool", "sync-def", "async-native")
+CLIENT_MODES = ("model", "prejson")
+# The API's own bounds (services/api/experiments.py: MAX_CLIENTS, MAX_PAYLOAD).
+MAX_CLIENTS = 50_000
+MAX_PAYLOAD = 10 * 1024 * 1024
+# One Locust user class per scenario (locust/locustfile.py).
+USER_CLASSES = {"queue": "QueueUser", "upstream": "UpstreamUser", "clients": "ClientsUser", "payload": "PayloadUser"}
+# A queue run sends 2000 tasks unless told otherwise; the event-loop runs repeat the
+# original's "100 requests" (ab -n 100 -c 50).
+DEFAULT_ITERATIONS = {"queue": 2000, "upstream": 100, "clients": 100, "payload": 100}
+DEFAULT_USERS = 100
+DEFAULT_SPAWN_RATE = 100.0
+DEFAULT_CLIENTS = 1000  # the API's default; the article's 40000 needs API_MEM=1G or so
+DEFAULT_PAYLOAD = 1024  # the API's default
+# Which parameters each scenario takes (besides users, spawn, iterations/duration, run).
+SCENARIO_KEYS = {"queue": {"worker", "endpoint"}, "upstream": {"variant"}, "clients": {"mode", "count"},
+                 "payload": {"size"}}
+OPTIONAL_KEYS = {"worker", "endpoint", "variant", "mode", "count", "size"}
+# Parameter -> the environment variable the Locust containers read it from
+# (docker-compose.yml, x-locust-env; the locustfile's --lab-* options). Users and
+# spawn rate are Locust's own --users / --spawn-rate (LOAD_USERS, LOAD_SPAWN_RATE in compose).
+ENV_NAMES = {
+    "scenario": "LOAD_SCENARIO", "run": "LOAD_RUN", "worker": "LOAD_WORKER", "endpoint": "LOAD_ENDPOINT",
+    "iterations": "LOAD_ITERATIONS", "duration": "LOAD_DURATION", "variant": "LOAD_VARIANT",
+    "mode": "LOAD_MODE", "count": "LOAD_COUNT", "size": "LOAD_SIZE",
+}
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|m|s)")
+
+
+class ParamError(ValueError):
+    """A load parameter that cannot be used; the message names it."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """One kind of request a user sends."""
+
+    method: str
+    path: str  # with its query string
+    name: str  # the label in Locust's stats and in locust_requests_total{name}
+    body: dict | None = None
+    expect_status: int = 200
+    expect_length: int | None = None  # checked for /payload: the whole body arrived
+
+
+@dataclass(frozen=True)
+class LoadParams:
+    scenario: str
+    run: str
+    users: int = DEFAULT_USERS
+    spawn_rate: float = DEFAULT_SPAWN_RATE
+    iterations: int | None = None  # exactly this many requests, then the run ends
+    duration_s: float | None = None  # or: send for this long
+    workers: tuple[str, ...] = ()  # queue scenario
+    endpoints: tuple[str, ...] = ()  # queue scenario
+    variant: str | None = None  # upstream
+    mode: str | None = None  # clients
+    count: int | None = None  # clients
+    size: int | None = None  # payload
+    calls: tuple[Call, ...] = field(default=(), compare=False)
+
+    @property
+    def user_class(self) -> str:
+        return USER_CLASSES[self.scenario]
+
+    @property
+    def worker_label(self) -> str | None:
+        """`arq`, `all` (every queue) or `arq,saq`; None outside the queue scenario."""
+        if not self.workers:
+            return None
+        return "all" if self.workers == QUEUES else ",".join(self.workers)
+
+    @property
+    def endpoint_label(self) -> str:
+        """The kind/variant for queue runs (`all` or a list when mixed); for the
+        event-loop scenarios, the route and its parameter (`upstream/async-native`)."""
+        if self.scenario == "queue":
+            return "all" if self.endpoints == ENDPOINT_NAMES else ",".join(self.endpoints)
+        detail = {"upstream": self.variant, "clients": f"{self.mode}-{self.count}", "payload": str(self.size)}
+        return f"{self.scenario}/{detail[self.scenario]}"
+
+
+def parse_duration(text: str) -> float:
+    """`90`, `90s`, `2m`, `1h30m`, `1.5m` -> seconds (> 0)."""
+    text = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        seconds = float(text)
+    else:
+        parts = _DURATION.findall(text)
+        if not parts or "".join(n + u for n, u in parts) != text:
+            raise ParamError(f"duration={text!r}: use seconds or a form like 90s, 2m, 1h30m")
+        seconds = sum(float(n) * {"h": 3600, "m": 60, "s": 1}[u] for n, u in parts)
+    if not seconds > 0:
+        raise ParamError(f"duration={text!r}: must be more than 0 s")
+    return seconds
+
+
+def _choices(key: str, value: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
+    """`all`, one name, or a comma list of names, in the canonical order."""
+    value = value.strip()
+    if value == "all":
+        return allowed
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    unknown = [n for n in names if n not in allowed]
+    if not names or unknown:
+        raise ParamError(f"{key}={value!r}: choose from {', '.join(allowed)}, all, or a comma list")
+    return tuple(n for n in allowed if n in names)
+
+
+def _int(key: str, value: str, low: int, high: int | None = None) -> int:
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise ParamError(f"{key}={value!r}: not a whole number") from None
+    if number < low or (high is not None and number > high):
+        bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+        raise ParamError(f"{key}={number}: must be {bound}")
+    return number
+
+
+def _given(raw: Mapping[str, object], key: str) -> str | None:
+    value = raw.get(key)
+    if value is None:
+        return None
+    value = str(value).strip()
+    return value or None
+
+
+def default_run_name(scenario: str, label: str, users: int, now: float | None = None) -> str:
+    """A run name that says what ran and when: `arq-io-simple-100u-20261121T143012`."""
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(time.time() if now is None else now))
+    head = re.sub(r"[^A-Za-z0-9._-]+", "-", label.replace("/", "-").replace(",", ".")).strip("-.") or scenario
+    tail = f"-{users}u-{stamp}"
+    return head[: 64 - len(tail)] + tail
+
+
+def calls_for(params: LoadParams) -> tuple[Call, ...]:
+    """The requests of a run; a queue run with several workers or endpoints picks
+    one of these at random for every request."""
+    if params.scenario == "queue":
+        return tuple(
+            Call("POST", f"/api/v1/incr/{endpoint}/{queue}", f"/api/v1/incr/{endpoint}/{queue}",
+                 body={"value": 1}, expect_status=202)
+            for queue in params.workers for endpoint in params.endpoints
+        )
+    if params.scenario == "upstream":
+        path = f"/api/v1/upstream/{params.variant}"
+        return (Call("POST", path, path),)
+    if params.scenario == "clients":
+        path = f"/api/v1/clients?count={params.count}&mode={params.mode}"
+        return (Call("GET", path, path),)
+    path = f"/api/v1/payload?size={params.size}"
+    return (Call("GET", path, path, expect_length=params.size),)
+
+
+def parse_params(raw: Mapping[str, object], now: float | None = None) -> LoadParams:
+    """Check a run's parameters (strings, as make or the environment gives them;
+    empty = not given) and fill in the defaults.
+
+    Keys: scenario, run, users, spawn_rate, iterations, duration, and per scenario
+    worker + endpoint (queue), variant (upstream), mode + count (clients), size (payload).
+    """
+    scenario = _given(raw, "scenario") or "queue"
+    if scenario not in SCENARIOS:
+        raise ParamError(f"scenario={scenario!r}: choose from {', '.join(SCENARIOS)}")
+    stray = sorted(k for k in OPTIONAL_KEYS - SCENARIO_KEYS[scenario] if _given(raw, k) is not None)
+    if stray:
+        raise ParamError(f"{', '.join(stray)}= do(es) not apply to scenario={scenario} "
+                         f"(it takes {', '.join(sorted(SCENARIO_KEYS[scenario]))})")
+
+    users = _int("users", _given(raw, "users") or str(DEFAULT_USERS), 1)
+    spawn_text = _given(raw, "spawn_rate")
+    try:
+        spawn_rate = float(spawn_text) if spawn_text else DEFAULT_SPAWN_RATE
+    except ValueError:
+        raise ParamError(f"spawn={spawn_text!r}: not a number") from None
+    if not (spawn_rate > 0 and math.isfinite(spawn_rate)):
+        raise ParamError(f"spawn={spawn_text!r}: must be more than 0 users/s")
+
+    iterations_text, duration_text = _given(raw, "iterations"), _given(raw, "duration")
+    if iterations_text and duration_text:
+        raise ParamError("give iterations= or duration=, not both")
+    iterations = _int("iterations", iterations_text, 1) if iterations_text else None
+    duration_s = parse_duration(duration_text) if duration_text else None
+    if iterations is None and duration_s is None:
+        iterations = DEFAULT_ITERATIONS[scenario]
+
+    fields: dict = {}
+    if scenario == "queue":
+        worker = _given(raw, "worker")
+        if worker is None:
+            raise ParamError(f"worker= is required: {', '.join(QUEUES)}, all, or a comma list")
+        fields["workers"] = _choices("worker", worker, QUEUES)
+        fields["endpoints"] = _choices("endpoint", _given(raw, "endpoint") or "io/simple", ENDPOINT_NAMES)
+    elif scenario == "upstream":
+        variant = _given(raw, "variant")
+        if variant not in UPSTREAM_VARIANTS:
+            raise ParamError(f"variant={variant or ''!r}: choose one of {', '.join(UPSTREAM_VARIANTS)}")
+        fields["variant"] = variant
+    elif scenario == "clients":
+        mode = _given(raw, "mode") or "model"
+        if mode not in CLIENT_MODES:
+            raise ParamError(f"mode={mode!r}: choose one of {', '.join(CLIENT_MODES)}")
+        fields["mode"] = mode
+        fields["count"] = _int("count", _given(raw, "count") or str(DEFAULT_CLIENTS), 1, MAX_CLIENTS)
+    else:
+        fields["size"] = _int("size", _given(raw, "size") or str(DEFAULT_PAYLOAD), 0, MAX_PAYLOAD)
+
+    params = LoadParams(scenario=scenario, run="-", users=users, spawn_rate=spawn_rate, iterations=iterations,
+                        duration_s=duration_s, **fields)
+    label = f"{params.worker_label}-{params.endpoint_label}" if scenario == "queue" else params.endpoint_label
+    run = _given(raw, "run") or default_run_name(scenario, label, users, now)
+    if not re.fullmatch(RUN_PATTERN, run):
+        raise ParamError(f"run={run!r}: 1-64 characters among letters, digits, '.', '_' and '-', "
+                         "starting with a letter or digit")
+    params = replace(params, run=run)
+    return replace(params, calls=calls_for(params))
+
+
+# -- Exactly `iterations` requests across every Locust process --------------------
+class TicketBook:
+    """The master's count of the requests it allowed: one ticket per request.
+
+    Workers ask for tickets and send one request per ticket, so the whole run
+    sends exactly `total` requests however the users are spread over workers,
+    and a worker with more users (or faster answers) simply asks more often.
+    """
+
+    def __init__(self, total: int):
+        if total < 1:
+            raise ValueError("a ticket book needs at least one ticket")
+        self.total = total
+        self.granted = 0
+
+    @property
+    def remaining(self) -> int:
+        return self.total - self.granted
+
+    @property
+    def exhausted(self) -> bool:
+        return self.granted >= self.total
+
+    def grant(self, want: int) -> tuple[int, bool]:
+        """Give up to `want` tickets; returns (given, exhausted-after-this)."""
+        given = max(0, min(int(want), self.remaining))
+        self.granted += given
+        return given, self.exhausted
+
+
+def tickets_to_ask(users: int, available: int) -> int:
+    """How many tickets a worker asks for: none while it holds at least half a
+    round (one ticket per user); else enough to give each of its users one.
+
+    Asking for one round at most keeps the tickets spread over the workers in
+    proportion to their users, also at the end of a run: a worker never hoards
+    tickets its users cannot send while another worker's users wait.
+    """
+    round_ = max(1, users)
+    if available * 2 >= round_ and available > 0:
+        return 0
+    return max(1, round_ - available)

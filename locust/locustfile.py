@@ -1,0 +1,415 @@
+"""Locust users for the lab, one class per scenario (locust/load_params.py):
+
+  QueueUser     POST /api/v1/incr/{kind}/{variant}/{queue}   (LOAD_SCENARIO=queue)
+  UpstreamUser  POST /api/v1/upstream/{variant}              (LOAD_SCENARIO=upstream)
+  ClientsUser   GET  /api/v1/clients?count=&mode=             (LOAD_SCENARIO=clients)
+  PayloadUser   GET  /api/v1/payload?size=                    (LOAD_SCENARIO=payload)
+
+LOAD_SCENARIO picks the one class that is not abstract, so `locust -f
+locust/locustfile.py` runs exactly that scenario. The other parameters come from
+LOAD_* variables (or --lab-* options; the master hands its values to the workers).
+Every request carries the run in X-Lab-Run.
+
+What core Locust lacks, added here:
+- An iteration target (LOAD_ITERATIONS): the master hands out one ticket per
+  request (TicketBook) and workers ask for at most one ticket per user at a time,
+  so exactly that many requests are sent, however many workers there are. Once
+  Locust's stats count them all, the master stops the users, lingers LOAD_LINGER_S
+  (so Prometheus scrapes the final counters) and quits; every process exits 0.
+  LOAD_DURATION instead: send for that long.
+- Prometheus metrics on METRICS_PORT (grafana/README.md fixes the names):
+  locust_users (master or local process), locust_requests_total,
+  locust_failures_total and locust_response_time_seconds (only the processes that
+  send requests, so each request is counted once), and the container's cgroup
+  metrics with service=locust-master / locust-worker.
+- Machine-readable lines on stdout for the load driver (scripts/load.py), which
+  reads the master's log: `LAB-PROGRESS {json}` every second, `LAB-RESULT {json}`
+  once at the end, `LAB-ERROR`/`LAB-ABORT` when it cannot run.
+"""
+
+import json
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # load_params, beside this file
+
+import gevent  # noqa: E402
+import locust.runners  # noqa: E402
+from gevent.event import Event  # noqa: E402
+from gevent.pywsgi import WSGIServer  # noqa: E402
+from locust import FastHttpUser, constant, events, task  # noqa: E402
+from locust.runners import LocalRunner, MasterRunner, WorkerRunner  # noqa: E402
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram, make_wsgi_app  # noqa: E402
+
+from load_params import ENV_NAMES, USER_CLASSES, ParamError, TicketBook, parse_params, tickets_to_ask  # noqa: E402
+from services.cgroup import read_cgroup, register_cgroup_metrics  # noqa: E402
+
+SCENARIO = os.environ.get("LOAD_SCENARIO") or "queue"
+if SCENARIO not in USER_CLASSES:
+    raise SystemExit(f"LAB-ERROR LOAD_SCENARIO={SCENARIO!r}: choose from {', '.join(USER_CLASSES)}")
+LINGER_S = float(os.environ.get("LOAD_LINGER_S") or 6)
+TIMEOUT_S = float(os.environ.get("LOAD_TIMEOUT_S") or 60)
+# Workers report their stats every second instead of every 3 s: the master sees
+# the last request sooner, and the driver's progress is fresher.
+locust.runners.WORKER_REPORT_INTERVAL = 1.0
+
+# Options (--lab-* or LOAD_*), in load_params' vocabulary.
+OPTIONS = ENV_NAMES
+
+REQUESTS = Counter("locust_requests", "Requests sent by Locust, failed ones included.", ["name", "method"])
+FAILURES = Counter("locust_failures", "Requests that failed, as Locust judged them.", ["name", "method"])
+RESPONSE_TIME = Histogram("locust_response_time_seconds", "Response time as Locust measured it.", ["name"],
+                          buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
+
+
+def emit(kind: str, payload: dict) -> None:
+    """One line for the driver; a single write, so lines never interleave."""
+    print(f"LAB-{kind} {json.dumps(payload, separators=(',', ':'))}", flush=True)
+
+
+class Tickets:
+    """A worker's (or the local process's) side of the iteration target: users
+    take one ticket per request and wait while the master is asked for more."""
+
+    def __init__(self, ask):
+        self.ask = ask  # ask(n): request n tickets; the answer comes to granted()
+        self.available = 0
+        self.asked = False
+        self.exhausted = False
+        self.changed = Event()
+
+    def take(self, users: int) -> bool:
+        """True: send one request. False: the run's requests are all handed out."""
+        while True:
+            if self.available > 0:
+                self.available -= 1
+                self._refill(users)
+                return True
+            if self.exhausted:
+                return False
+            # Cleared before asking: a grant that arrives while the message is
+            # being sent still wakes this user.
+            self.changed.clear()
+            self._refill(users)
+            self.changed.wait(timeout=5)
+
+    def _refill(self, users: int) -> None:
+        if self.asked or self.exhausted:
+            return
+        want = tickets_to_ask(users, self.available)
+        if want:
+            self.asked = True
+            self.ask(want)
+
+    def granted(self, n: int, exhausted: bool) -> None:
+        self.available += n
+        self.asked = False
+        self.exhausted = exhausted
+        if n or exhausted:  # nothing new: the waiting users ask again when their wait times out
+            self.changed.set()
+
+
+class State:
+    """What this process knows about the run."""
+
+    def __init__(self):
+        self.role = "local"
+        self.params = None
+        self.book: TicketBook | None = None  # master / local
+        self.tickets: Tickets | None = None  # worker / local
+        self.status_codes: dict[str, int] = {}
+        self.first_start: float | None = None
+        self.last_end: float | None = None
+        self.exported = 0  # requests counted in this process's locust_requests_total
+        self.in_flight = 0  # requests sent and not answered yet
+        self.closed = False  # duration reached: send nothing more, let the requests in flight finish
+        self.cpu_start: tuple[float, float] | None = None  # (time, cgroup CPU seconds) at test start
+        self.worker_reports: dict[str, dict] = {}  # master: the latest snapshot of each worker
+        self.controller = None
+
+    def snapshot(self) -> dict:
+        """Cumulative figures of this process, sent to the master with every stats report."""
+        sample = read_cgroup()
+        now = time.time()
+        t0, cpu0 = self.cpu_start or (now, sample.cpu_seconds or 0.0)
+        return {
+            "role": self.role,
+            "status_codes": dict(self.status_codes),
+            "first_start": self.first_start,
+            "last_end": self.last_end,
+            "exported_requests": self.exported,
+            "in_flight": self.in_flight,
+            "closed": self.closed,
+            "cpu_seconds": round((sample.cpu_seconds or 0.0) - cpu0, 3),
+            "interval_s": round(now - t0, 3),
+            "cpu_limit_cores": sample.cpu_limit_cores,
+        }
+
+
+STATE = State()
+
+
+def options_of(environment) -> dict:
+    opts = environment.parsed_options
+    raw = {key: getattr(opts, f"lab_{key}", None) for key in OPTIONS}
+    raw["users"] = getattr(opts, "num_users", None)
+    raw["spawn_rate"] = getattr(opts, "spawn_rate", None)
+    return raw
+
+
+@events.init_command_line_parser.add_listener
+def add_options(parser):
+    group = parser.add_argument_group("lab", "The lab's load parameters (locust/load_params.py)")
+    for key, env in OPTIONS.items():
+        group.add_argument(f"--lab-{key}", env_var=env, default="", help=f"load parameter {key} (${env})")
+
+
+@events.init.add_listener
+def on_init(environment, runner=None, **_):
+    if runner is None:
+        return
+    STATE.role = ("master" if isinstance(runner, MasterRunner) else
+                  "worker" if isinstance(runner, WorkerRunner) else "local")
+    guard = os.environ.get("LOAD_RESTART_GUARD")
+    if guard:
+        if Path(guard).exists():
+            # The container restarted after a crash (or a bad parameter): running
+            # again would send the run's requests a second time. Exit 0 so the
+            # restart policy stops here.
+            emit("ABORT", {"role": STATE.role, "reason": "restarted: a load run is never repeated"})
+            os._exit(0)
+        # Written before anything can fail. Also the container's healthcheck: the
+        # runner exists (the master is bound), so the workers may connect.
+        Path(guard).write_text(str(os.getpid()))
+
+    if STATE.role != "worker":
+        try:  # fail before any user starts; the workers get the master's values
+            STATE.params = parse_params(options_of(environment))
+        except ParamError as exc:
+            emit("ERROR", {"role": STATE.role, "error": str(exc)})
+            raise SystemExit(2) from None
+        if STATE.params.scenario != SCENARIO:
+            emit("ERROR", {"role": STATE.role, "error": f"--lab-scenario={STATE.params.scenario} but "
+                                                         f"LOAD_SCENARIO={SCENARIO} chose the user class"})
+            raise SystemExit(2)
+
+    service = os.environ.get("SERVICE_NAME") or ("locust-worker" if STATE.role == "worker" else "locust-master")
+    register_cgroup_metrics(service)
+    if STATE.role != "worker":  # the master counts every worker's users: exported once, here
+        Gauge("locust_users", "Users running (on the master: every worker's users).").set_function(
+            lambda: runner.user_count)
+    if STATE.role != "master":
+        environment.events.request.add_listener(on_request)
+    port = os.environ.get("METRICS_PORT", "9000")
+    if port not in ("", "off"):
+        WSGIServer((os.environ.get("METRICS_ADDR", "0.0.0.0"), int(port)), make_wsgi_app(REGISTRY), log=None).start()
+
+    if STATE.role == "master":
+        runner.register_message("lab_want", on_want)
+        runner.register_message("lab_closed", lambda environment, msg, **_: STATE.worker_reports.__setitem__(
+            msg.node_id, msg.data))
+        environment.events.worker_report.add_listener(on_worker_report)
+    elif STATE.role == "worker":
+        runner.register_message("lab_grant", on_grant)
+        runner.register_message("lab_close", on_close)
+        environment.events.report_to_master.add_listener(on_report_to_master)
+
+
+def on_request(request_type, name, response_time, response_length, exception=None, start_time=None,
+               response=None, **_):
+    REQUESTS.labels(name=name, method=request_type).inc()
+    if exception is not None:
+        FAILURES.labels(name=name, method=request_type).inc()
+    RESPONSE_TIME.labels(name=name).observe((response_time or 0) / 1000)
+    STATE.exported += 1
+    code = str(getattr(response, "status_code", None) or 0)  # 0: no HTTP answer at all
+    STATE.status_codes[code] = STATE.status_codes.get(code, 0) + 1
+    if start_time is not None:
+        end = start_time + (response_time or 0) / 1000
+        STATE.first_start = start_time if STATE.first_start is None else min(STATE.first_start, start_time)
+        STATE.last_end = end if STATE.last_end is None else max(STATE.last_end, end)
+
+
+def on_report_to_master(client_id, data, **_):
+    data["lab"] = STATE.snapshot()
+
+
+def on_worker_report(client_id, data, **_):
+    if "lab" in data:
+        STATE.worker_reports[client_id] = data["lab"]
+
+
+def on_want(environment, msg, **_):
+    """Master: a worker asks for tickets."""
+    # No book yet (cannot happen: the master starts the test before any spawn):
+    # grant nothing rather than more than the target; the worker asks again.
+    n, exhausted = STATE.book.grant(msg.data["want"]) if STATE.book else (0, False)
+    environment.runner.send_message("lab_grant", {"n": n, "exhausted": exhausted}, client_id=msg.node_id)
+
+
+def on_grant(environment, msg, **_):
+    STATE.tickets.granted(msg.data["n"], msg.data["exhausted"])
+
+
+def on_close(environment, msg, **_):
+    STATE.closed = True
+    # Answer at once, and again with every stats report: the master waits until
+    # no worker has a request in flight.
+    environment.runner.send_message("lab_closed", STATE.snapshot())
+
+
+def close_run(environment) -> None:
+    """Duration reached: no new request anywhere, and wait until the requests in
+    flight are answered and reported, so every request that reached the API is
+    in the stats (stopping the users at once would drop them unrecorded, and
+    the ledger would count tasks that Locust never saw accepted)."""
+    runner = environment.runner
+    STATE.closed = True
+    deadline = time.time() + TIMEOUT_S + 10
+    if STATE.role == "local":
+        while STATE.in_flight and time.time() < deadline:
+            gevent.sleep(0.1)
+        return
+    workers = {c.id for c in runner.clients.all}
+    runner.send_message("lab_close", {})
+    while time.time() < deadline:
+        gevent.sleep(0.2)
+        reports = {cid: r for cid, r in STATE.worker_reports.items() if cid in workers}
+        if len(reports) == len(workers) and all(r["closed"] and not r["in_flight"] for r in reports.values()):
+            break
+    gevent.sleep(locust.runners.WORKER_REPORT_INTERVAL + 0.5)  # their stats report after the last answer
+
+
+@events.test_start.add_listener
+def on_test_start(environment, **_):
+    STATE.cpu_start = (time.time(), read_cgroup().cpu_seconds or 0.0)
+    STATE.status_codes, STATE.first_start, STATE.last_end = {}, None, None
+    runner = environment.runner
+    if STATE.role == "worker":
+        # The master's --lab-* values arrived with the spawn message.
+        STATE.params = parse_params(options_of(environment))
+        if STATE.params.iterations is not None:
+            STATE.tickets = Tickets(lambda n: runner.send_message("lab_want", {"want": n}))
+        return
+    if STATE.params.iterations is not None:
+        STATE.book = TicketBook(STATE.params.iterations)
+        if STATE.role == "local":
+            STATE.tickets = Tickets(lambda n: STATE.tickets.granted(*STATE.book.grant(n)))
+    if STATE.controller is None:
+        emit("START", {"run": STATE.params.run, "scenario": STATE.params.scenario, "user_class": STATE.params.user_class,
+                       "iterations": STATE.params.iterations, "duration_s": STATE.params.duration_s,
+                       "users": STATE.params.users, "started_at": time.time()})
+        STATE.controller = gevent.spawn(control, environment)
+
+
+def control(environment):
+    """Master / local process: progress every second; end the run at its target."""
+    runner, params = environment.runner, STATE.params
+    started = time.time()
+    while True:
+        gevent.sleep(1)
+        total = runner.stats.total
+        emit("PROGRESS", {"elapsed": round(time.time() - started, 2), "users": runner.user_count,
+                          "requests": total.num_requests, "failures": total.num_failures,
+                          "rps": round(total.current_rps, 1), "iterations": params.iterations,
+                          "granted": STATE.book.granted if STATE.book else None})
+        if params.iterations is not None and total.num_requests >= params.iterations:
+            break
+        if params.duration_s is not None and time.time() - started >= params.duration_s:
+            close_run(environment)
+            break
+    emit("RESULT", result(environment, started))
+    runner.stop()
+    gevent.sleep(LINGER_S)
+    environment.process_exit_code = 0
+    runner.quit()
+
+
+def result(environment, started: float) -> dict:
+    runner, params = environment.runner, STATE.params
+    total = runner.stats.total
+    processes = [STATE.snapshot()] + ([] if STATE.role == "local" else list(STATE.worker_reports.values()))
+    senders = [p for p in processes if p["role"] != "master"]
+    codes: dict[str, int] = {}
+    for p in senders:
+        for code, n in p["status_codes"].items():
+            codes[code] = codes.get(code, 0) + n
+    starts = [p["first_start"] for p in senders if p["first_start"] is not None]
+    ends = [p["last_end"] for p in senders if p["last_end"] is not None]
+    pct = total.get_response_time_percentile
+    errors = sorted(runner.stats.errors.values(), key=lambda e: -e.occurrences)[:5]
+    return {
+        "run": params.run,
+        "scenario": params.scenario,
+        "iterations": params.iterations,
+        "duration_target_s": params.duration_s,
+        "users": params.users,
+        "spawn_rate": params.spawn_rate,
+        "granted": STATE.book.granted if STATE.book else None,
+        "requests": total.num_requests,
+        "failures": total.num_failures,
+        "status_codes": codes,
+        "exported_requests": sum(p["exported_requests"] for p in processes),
+        "median_ms": pct(0.5) if total.num_requests else None,
+        "p95_ms": pct(0.95) if total.num_requests else None,
+        "p99_ms": pct(0.99) if total.num_requests else None,
+        "avg_ms": round(total.avg_response_time, 2) if total.num_requests else None,
+        "max_ms": round(total.max_response_time, 2) if total.num_requests else None,
+        "test_started_at": started,
+        "first_request_at": min(starts) if starts else None,
+        "last_response_at": max(ends) if ends else None,
+        "errors": [{"name": e.name, "method": e.method, "error": str(e.error)[:200], "count": e.occurrences}
+                   for e in errors],
+        "locust_cpu_warning": bool(getattr(runner, "worker_cpu_warning_emitted", False)
+                                   or getattr(runner, "cpu_warning_emitted", False)),
+        "processes": [{k: p[k] for k in ("role", "cpu_seconds", "interval_s", "cpu_limit_cores", "exported_requests")}
+                      for p in processes],
+    }
+
+
+class LabUser(FastHttpUser):
+    abstract = True
+    wait_time = constant(0)  # closed loop: each user sends its next request as soon as one is answered
+    network_timeout = TIMEOUT_S
+    connection_timeout = TIMEOUT_S
+
+    @task
+    def send(self):
+        params = STATE.params
+        if STATE.closed or (STATE.tickets is not None and not STATE.tickets.take(self.environment.runner.user_count)):
+            gevent.sleep(1)  # the run's requests are all sent: wait for the master to end it
+            return
+        call = random.choice(params.calls)
+        STATE.in_flight += 1
+        try:
+            with self.client.request(call.method, call.path, name=call.name, json=call.body,
+                                     headers={"X-Lab-Run": params.run}, catch_response=True) as resp:
+                if resp.status_code == 0:
+                    return  # no HTTP answer: Locust reports the connection error itself
+                if resp.status_code != call.expect_status:
+                    resp.failure(f"HTTP {resp.status_code}")
+                elif call.expect_length is not None and len(resp.content or b"") != call.expect_length:
+                    resp.failure(f"body of {len(resp.content or b'')} bytes, not {call.expect_length}")
+                else:
+                    resp.success()
+        finally:
+            STATE.in_flight -= 1
+
+
+class QueueUser(LabUser):
+    abstract = SCENARIO != "queue"
+
+
+class UpstreamUser(LabUser):
+    abstract = SCENARIO != "upstream"
+
+
+class ClientsUser(LabUser):
+    abstract = SCENARIO != "clients"
+
+
+class PayloadUser(LabUser):
+    abstract = SCENARIO != "payload"

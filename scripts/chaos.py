@@ -1,0 +1,221 @@
+"""Fault experiments: a load run (scripts/load.py) with one fault injected
+through the engine while it runs, then restored; the run's record gains a
+`chaos` section: lost, duplicated, failed, time to recover.
+
+    make chaos worker=arq fault=kill-worker [at=10] [hold=5] [iterations=1500 users=20 endpoint=io/simple]
+
+Faults:
+  kill-worker    SIGKILL to the worker container (a crash: nothing can finish)
+  stop-worker    SIGTERM to it (`docker stop`: the worker's own graceful shutdown)
+  restart-redis  Redis restarted (`docker restart`). Without REDIS_APPENDONLY=yes its
+                 data, the ledger included, is gone: the run cannot be accounted for,
+                 so this fault refuses to run without it (make up REDIS_APPENDONLY=yes)
+  oom            the worker's memory limit lowered just above what it uses, so the
+                 next allocation kills a process (endpoint cpu/process by default:
+                 its process pool needs memory); the limit is put back after `hold`
+After `hold` seconds the fault is undone (container started again, limit restored).
+Recovery time: from the fault's start until tasks complete again (the ledger's
+completed count rises).
+"""
+
+import argparse
+import json
+import secrets
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from scripts import load as L
+
+FAULTS = ("kill-worker", "stop-worker", "restart-redis", "oom")
+WORKERS = ("arq", "saq", "faststream", "celery")
+
+
+def docker(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
+
+
+class Fault:
+    """Injects one fault into one compose service, and undoes it."""
+
+    def __init__(self, compose: L.Compose, fault: str, worker: str, hold_s: float, say):
+        self.compose, self.fault, self.worker, self.hold_s, self.say = compose, fault, worker, hold_s, say
+        self.service = "redis" if fault == "restart-redis" else worker
+        self.events: dict[str, float] = {}
+        self.errors: list[str] = []
+        self._limits: tuple[int, int] | None = None
+
+    def container(self) -> str:
+        ids = self.compose.ids(self.service, include_stopped=True)
+        if not ids:
+            raise L.LoadError(f"no container for service {self.service}: is the lab up?")
+        return ids[0]
+
+    def check(self) -> None:
+        if self.fault == "restart-redis":
+            info = self.compose.inspect("redis")
+            cmd = " ".join(info[0]["Config"]["Cmd"]) if info else ""
+            if "--appendonly yes" not in cmd:
+                raise L.LoadError("restart-redis needs Redis to keep its data (the ledger lives there too): "
+                                  "`make up REDIS_APPENDONLY=yes` first")
+
+    def _run(self, *args: str) -> None:
+        proc = docker(*args)
+        if proc.returncode != 0:
+            self.errors.append(f"docker {' '.join(args)}: {proc.stderr.strip()[:200]}")
+
+    def inject(self) -> None:
+        cid = self.container()
+        self.events["injected_at"] = time.time()
+        if self.fault == "kill-worker":
+            self._run("kill", "--signal", "KILL", cid)
+        elif self.fault == "stop-worker":
+            self._run("stop", cid)
+        elif self.fault == "restart-redis":
+            self._run("restart", cid)
+        elif self.fault == "oom":
+            info = json.loads(docker("inspect", cid).stdout)[0]["HostConfig"]
+            self._limits = (info["Memory"], info["MemorySwap"])
+            stats = docker("stats", "--no-stream", "--format", "{{json .}}", cid).stdout
+            used = parse_bytes(json.loads(stats)["MemUsage"].split("/")[0]) if stats.strip() else 100 * 2**20
+            tight = int(used + 8 * 2**20)
+            self._run("update", "--memory", str(tight), "--memory-swap", str(tight), cid)
+            self.events["oom_limit_bytes"] = tight
+        self.say(f"chaos: {self.fault} on {self.service} injected")
+
+    def restore(self) -> None:
+        cid = self.container()
+        if self.fault in ("kill-worker", "stop-worker"):
+            self._run("start", cid)
+        elif self.fault == "oom" and self._limits:
+            memory, swap = self._limits
+            self._run("update", "--memory", str(memory), "--memory-swap", str(swap), cid)
+            state = json.loads(docker("inspect", cid).stdout)[0]["State"]
+            if not state.get("Running"):
+                self._run("start", cid)
+        self.events["restored_at"] = time.time()
+        self.say(f"chaos: {self.fault} on {self.service} restored")
+
+    def container_state(self) -> dict:
+        info = json.loads(docker("inspect", self.container()).stdout)[0]
+        return {"restart_count": info.get("RestartCount"), "oom_killed": info["State"].get("OOMKilled"),
+                "running": info["State"].get("Running")}
+
+
+def parse_bytes(text: str) -> float:
+    units = {"b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "kb": 1e3, "mb": 1e6, "gb": 1e9}
+    text = text.strip().lower()
+    for unit in sorted(units, key=len, reverse=True):
+        if text.endswith(unit):
+            return float(text[: -len(unit)]) * units[unit]
+    return float(text)
+
+
+class CompletionWatch(threading.Thread):
+    """Polls the run's ledger: (time, completed) pairs, to see when work resumes."""
+
+    def __init__(self, api: str, run: str):
+        super().__init__(daemon=True)
+        self.api, self.run_name = api, run
+        self.samples: list[tuple[float, int]] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(0.5):
+            report = L.ledger(self.api, self.run_name)
+            if report:
+                self.samples.append((time.time(), report["totals"]["completed"]))
+
+    def resumed_after(self, t: float) -> float | None:
+        """Seconds from t until the completed count first rose after t."""
+        before = [c for ts, c in self.samples if ts <= t]
+        base = before[-1] if before else 0
+        for ts, completed in self.samples:
+            if ts > t and completed > base:
+                return round(ts - t, 2)
+        return None
+
+
+def run_chaos(args: argparse.Namespace) -> int:
+    compose = L.Compose()
+    ui = L.Display()
+    args.run = args.run or f"chaos-{args.worker}-{args.fault}-{secrets.token_hex(3)}"
+    args.endpoint = args.endpoint or ("cpu/process" if args.fault == "oom" else "io/simple")
+    args.users = args.users or "20"
+    args.iterations = args.iterations or ("" if args.duration else "1500")
+    fault = Fault(compose, args.fault, args.worker, args.hold, ui.say)
+    fault.check()
+    api = compose.port("api", 8000)
+    if not api:
+        raise L.LoadError("the lab is not running: `make up`")
+    watch = CompletionWatch(api, args.run)
+
+    def inject_then_restore() -> None:
+        time.sleep(args.at)
+        try:
+            fault.inject()
+            time.sleep(args.hold)
+        finally:
+            fault.restore()
+
+    injector = threading.Thread(target=inject_then_restore, daemon=True)
+    watch.start()
+    injector.start()
+    code = L.run_load(args, compose, ui)
+    injector.join(timeout=args.at + args.hold + 120)
+    watch.stop.set()
+
+    path = Path(args.results_dir) / f"{args.run}.json"
+    record = json.loads(path.read_text()) if path.exists() else {"run": args.run}
+    totals = (L.ledger(api, args.run) or {}).get("totals", {})
+    injected = fault.events.get("injected_at")
+    record["chaos"] = {
+        "fault": args.fault, "service": fault.service, "at_s": args.at, "hold_s": args.hold,
+        **fault.events,
+        "recovered_s": watch.resumed_after(injected) if injected else None,
+        "enqueued": totals.get("enqueued"), "completed": totals.get("completed"),
+        "failed": totals.get("failed"), "duplicates": totals.get("duplicates"),
+        "lost": totals.get("pending"),
+        **fault.container_state(),
+        "errors": fault.errors,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    c = record["chaos"]
+    ui.say(f"\nchaos {args.fault} on {fault.service}: lost {c['lost']}, duplicated {c['duplicates']}, "
+           f"failed {c['failed']}, work resumed {c['recovered_s']} s after the fault, "
+           f"restarts {c['restart_count']}, OOM-killed {c['oom_killed']}")
+    for error in fault.errors:
+        ui.say(f"WARNING: {error}")
+    return code
+
+
+def parser() -> argparse.ArgumentParser:
+    p = L.parser()
+    p.prog = "python -m scripts.chaos"
+    p.description = __doc__
+    p.add_argument("--fault", required=True, choices=FAULTS)
+    p.add_argument("--at", type=float, default=10, help="seconds into the load when the fault starts")
+    p.add_argument("--hold", type=float, default=5, help="seconds the fault lasts before it is undone")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.worker not in WORKERS:
+        print(f"make chaos: worker= one of {', '.join(WORKERS)}", file=sys.stderr)
+        return 2
+    try:
+        return run_chaos(args)
+    except L.P.ParamError as exc:
+        print(f"make chaos: {exc}", file=sys.stderr)
+        return 2
+    except L.LoadError as exc:
+        print(f"\nmake chaos: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

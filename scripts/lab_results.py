@@ -1,0 +1,337 @@
+"""A load run's result record, computed from what the run produced: Locust's
+summary (the master's LAB-RESULT line), the ledger, the limits the engine applied
+(docker inspect) and Prometheus. Pure functions, no I/O: scripts/load.py gathers
+the inputs, `make results` prints the records (scripts/results.py).
+
+The record is results/<run>.json; `schema` changes when a field changes meaning.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Mapping
+
+SCHEMA = 1
+QUEUES = ("background", "arq", "saq", "faststream", "celery")
+# Per-queue override of CONCURRENCY, as the worker reads it (services/settings.py).
+CONCURRENCY_KNOB = {"arq": "ARQ_MAX_JOBS", "saq": "SAQ_CONCURRENCY", "faststream": "FASTSTREAM_MAX_WORKERS",
+                    "celery": "CELERY_CONCURRENCY"}
+# Container settings that change a result, kept in the record (read from the container).
+KNOBS = {
+    "api": ("ENQUEUE_MODE", "API_WORKERS", "THREADPOOL_TOKENS", "UPSTREAM_LATENCY_MS", "CPU_WORK", "IO_LATENCY_MS",
+            "THREAD_POOL_SIZE", "PROCESS_POOL_SIZE"),
+    "arq": ("ARQ_MAX_JOBS", "ARQ_POLL_DELAY", "CPU_WORK", "IO_LATENCY_MS", "THREAD_POOL_SIZE", "PROCESS_POOL_SIZE"),
+    "saq": ("SAQ_CONCURRENCY", "CPU_WORK", "IO_LATENCY_MS", "THREAD_POOL_SIZE", "PROCESS_POOL_SIZE"),
+    "faststream": ("FASTSTREAM_MAX_WORKERS", "FASTSTREAM_CHANNEL", "CPU_WORK", "IO_LATENCY_MS", "THREAD_POOL_SIZE",
+                   "PROCESS_POOL_SIZE"),
+    "celery": ("CELERY_CONCURRENCY", "CELERY_POOL", "CELERY_PREFETCH_MULTIPLIER", "CPU_WORK", "IO_LATENCY_MS",
+               "THREAD_POOL_SIZE", "PROCESS_POOL_SIZE"),
+}
+# A Locust process runs on one core (gevent: one thread). Above this share of a
+# core, or of its container's limit, its numbers measure Locust, not the lab.
+GENERATOR_BUSY = 0.85
+
+
+# -- Limits, as the engine applied them --------------------------------------------
+def mem_text(n: int | None) -> str:
+    """Bytes as `make limits` prints them: 200M, 1G, 512K; `-` for no limit."""
+    if not n or n <= 0:
+        return "-"
+    for unit, size in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n % size == 0:
+            return f"{n // size}{unit}"
+    return str(n)
+
+
+def cpus_of(host_config: Mapping) -> float | None:
+    """The CPU limit in cores from `docker inspect`'s HostConfig (NanoCpus, or quota/period)."""
+    nano = host_config.get("NanoCpus") or 0
+    if nano > 0:
+        return round(nano / 1e9, 4)
+    quota, period = host_config.get("CpuQuota") or 0, host_config.get("CpuPeriod") or 0
+    if quota > 0:
+        return round(quota / (period or 100_000), 4)
+    return None
+
+
+def env_of(container: Mapping) -> dict[str, str]:
+    return dict(item.split("=", 1) for item in (container.get("Config", {}).get("Env") or []) if "=" in item)
+
+
+def limits_of(containers: list[Mapping], queue: str | None = None) -> dict:
+    """One service's limits from `docker inspect` of its running containers:
+    cpus, memory, replicas, and (for a queue worker) its concurrency per process."""
+    if not containers:
+        return {"cpus": None, "memory": None, "memory_bytes": None, "replicas": 0}
+    first = containers[0]
+    host = first.get("HostConfig", {})
+    memory = host.get("Memory") or None
+    out = {"cpus": cpus_of(host), "memory": mem_text(memory), "memory_bytes": memory, "replicas": len(containers)}
+    shapes = {(cpus_of(c.get("HostConfig", {})), c.get("HostConfig", {}).get("Memory")) for c in containers}
+    if len(shapes) > 1:
+        out["mixed"] = True  # replicas created under different limits (a `make up` half applied)
+    if queue in CONCURRENCY_KNOB:
+        env = env_of(first)
+        value = env.get(CONCURRENCY_KNOB[queue]) or env.get("CONCURRENCY")
+        out["concurrency"] = int(value) if value and value.isdigit() else None
+    return out
+
+
+def knobs_of(containers: list[Mapping], service: str) -> dict[str, str]:
+    env = env_of(containers[0]) if containers else {}
+    return {k: env[k] for k in KNOBS.get(service, ()) if k in env}
+
+
+def limit_text(limits: Mapping | None) -> str:
+    """`0.2cpu/200M`, as the run annotations write it; `-` when unknown."""
+    if not limits or not limits.get("replicas"):
+        return "-"
+    cpus = limits.get("cpus")
+    return f"{'%g' % cpus if cpus else '-'}cpu/{limits.get('memory') or '-'}"
+
+
+def workers_limit_text(workers: Mapping[str, Mapping]) -> str:
+    """One text for the workers of a run: theirs if they agree, else per queue."""
+    texts = {q: limit_text(lim) for q, lim in workers.items()}
+    if not texts:
+        return "-"
+    if len(set(texts.values())) == 1:
+        return next(iter(texts.values()))
+    return ",".join(f"{q}:{t}" for q, t in texts.items())
+
+
+# -- Grafana annotations (format: grafana/README.md) --------------------------------
+def annotation(kind: str, run: str, worker: str, endpoint: str, users: int, api_limits: str, worker_limits: str,
+               at: float, duration_s: float | None = None, tag: str | None = None) -> dict:
+    text = (f"lab-run {kind} run={run} worker={worker} endpoint={endpoint} users={users} "
+            f"api_limits={api_limits} worker_limits={worker_limits}")
+    if kind == "end":
+        text += f" duration={round(duration_s or 0)}s"
+    return {"time": int(at * 1000), "tags": ["lab-run", run, tag or worker], "text": text}
+
+
+# -- The generator's own CPU ------------------------------------------------------------
+def generator_check(processes: Iterable[Mapping]) -> dict:
+    """Each Locust process's CPU over the run (cores), and whether any was busy
+    enough that the load generator, not the lab, set the pace."""
+    rows, busy = [], []
+    for p in processes:
+        interval = p.get("interval_s") or 0
+        cores = (p.get("cpu_seconds") or 0) / interval if interval > 0 else None
+        # One process cannot use more than one core; its container may allow less.
+        ceiling = min(1.0, p.get("cpu_limit_cores") or 1.0)
+        row = {"role": p.get("role"), "cpu_cores": round(cores, 3) if cores is not None else None,
+               "ceiling_cores": ceiling}
+        rows.append(row)
+        if cores is not None and cores >= GENERATOR_BUSY * ceiling:
+            busy.append(row)
+    warning = None
+    if busy:
+        warning = ("load generator CPU-bound: " + ", ".join(f"{r['role']} {r['cpu_cores']:.2f}/{r['ceiling_cores']:g} core"
+                                                             for r in busy)
+                   + " - the numbers measure Locust, not the lab: raise locust_workers")
+    return {"processes": rows, "cpu_bound": bool(busy), "warning": warning}
+
+
+# -- The record ---------------------------------------------------------------------
+def _round(x, digits=2):
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(x, digits)
+
+
+def task_fields(ledger: Mapping | None, load_ended_at: float | None, settled: bool) -> dict | None:
+    """The ledger part of a queue run: counts, time to execute all tasks (first
+    enqueue to last completion) and the drain after the load stopped."""
+    if ledger is None:
+        return None
+    totals = ledger.get("totals", {})
+    first, last = ledger.get("first_enqueued_at"), ledger.get("last_settled_at")
+    done = settled and totals.get("pending", 0) <= 0
+    return {
+        "enqueued": totals.get("enqueued", 0),
+        "completed": totals.get("completed", 0),
+        "failed": totals.get("failed", 0),
+        "duplicates": totals.get("duplicates", 0),
+        "lost": max(0, totals.get("pending", 0)),  # still pending when we stopped waiting
+        "settled": done,
+        "first_enqueued_at": first,
+        "last_settled_at": last,
+        "time_to_execute_all_s": _round(last - first) if done and first and last else None,
+        "drain_s": _round(max(0.0, last - load_ended_at)) if done and last and load_ended_at else None,
+        "per_queue": {q: {e: {k: row.get(k) for k in ("enqueued", "completed", "failed", "duplicates", "pending")}
+                          for e, row in endpoints.items()} for q, endpoints in ledger.get("queues", {}).items()},
+    }
+
+
+def build_record(*, params: Mapping, locust: Mapping, ledger: Mapping | None, settled: bool,
+                 limits: Mapping, knobs: Mapping, resources: Mapping | None, probe: Mapping | None,
+                 locust_workers: int, subjects: Iterable[str], notes: Iterable[str] = ()) -> dict:
+    """Everything a run leaves, in one dict (results/<run>.json).
+
+    params: run, scenario, worker, endpoint, users, spawn_rate, iterations, duration_target_s
+    locust: the master's LAB-RESULT
+    ledger: GET /api/v1/runs/{run} at the end (queue runs), settled: pending reached 0
+    limits: {"api": {...}, "workers": {queue: {...}}} (limits_of)
+    resources: per service from Prometheus: peak_memory_bytes, cpu_throttled_pct, cpu_used_cores, cpu_limit_cores
+    subjects: the services under test (the queues' workers; the API for `background`
+      and the event-loop scenarios): the record's worker memory and throttling are theirs.
+    """
+    requests, failures = locust.get("requests", 0), locust.get("failures", 0)
+    start, end = locust.get("first_request_at"), locust.get("last_response_at")
+    duration = end - start if start and end and end > start else None
+    generator = generator_check(locust.get("processes", []))
+    warnings = list(notes)
+    if generator["warning"]:
+        warnings.append(generator["warning"])
+    if locust.get("locust_cpu_warning"):
+        warnings.append("Locust itself warned that a process used over 90 % CPU")
+    if params.get("iterations") is not None and requests != params["iterations"]:
+        warnings.append(f"{requests} requests recorded, not the {params['iterations']} asked for")
+    tasks = task_fields(ledger, end, settled)
+    accepted = locust.get("status_codes", {}).get("202")
+    if tasks is not None:
+        if not tasks["settled"]:
+            warnings.append(f"not settled: {tasks['lost']} task(s) still pending when the wait ended")
+        if accepted is not None and tasks["enqueued"] != accepted:
+            warnings.append(f"ledger enqueued {tasks['enqueued']} != {accepted} requests answered 202")
+        if tasks["duplicates"]:
+            warnings.append(f"{tasks['duplicates']} duplicate execution(s)")
+        pending = (ledger or {}).get("totals", {}).get("pending", 0)
+        if pending < 0:
+            warnings.append(f"ledger inconsistent: {-pending} more task(s) settled than enqueued "
+                            "(an enqueue was taken back although the broker had the task)")
+    subjects = list(subjects)
+    res = resources or {}
+    peaks = [res[s]["peak_memory_bytes"] for s in subjects if res.get(s, {}).get("peak_memory_bytes") is not None]
+    throttles = [res[s]["cpu_throttled_pct"] for s in subjects if res.get(s, {}).get("cpu_throttled_pct") is not None]
+    return {
+        "schema": SCHEMA,
+        "run": params["run"],
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start or locust.get("test_started_at") or 0)),
+        "scenario": params["scenario"],
+        "worker": params.get("worker"),
+        "endpoint": params["endpoint"],
+        "users": params["users"],
+        "spawn_rate": params["spawn_rate"],
+        "iterations": params.get("iterations"),
+        "duration_target_s": params.get("duration_target_s"),
+        "locust_workers": locust_workers,
+        "duration_s": _round(duration),
+        "limits": dict(limits),
+        "knobs": dict(knobs),
+        "requests": requests,
+        "failures": failures,
+        "failures_pct": _round(100 * failures / requests, 3) if requests else None,
+        "status_codes": dict(locust.get("status_codes", {})),
+        "rps": _round(requests / duration, 1) if duration else None,
+        "median_ms": locust.get("median_ms"),
+        "p95_ms": locust.get("p95_ms"),
+        "p99_ms": locust.get("p99_ms"),
+        "avg_ms": locust.get("avg_ms"),
+        "max_ms": locust.get("max_ms"),
+        "errors": list(locust.get("errors", [])),
+        "load_started_at": start,
+        "load_ended_at": end,
+        "tasks": tasks,
+        "subjects": subjects,
+        "resources": dict(res) if resources is not None else None,
+        "worker_peak_memory_bytes": max(peaks) if peaks else None,
+        "cpu_throttled_pct": _round(max(throttles), 1) if throttles else None,
+        "generator": generator,
+        "exported_requests": locust.get("exported_requests"),
+        "probe": dict(probe) if probe is not None else None,
+        "warnings": warnings,
+    }
+
+
+# -- The table ----------------------------------------------------------------------
+# The published article's columns first (RPS, median and p95 latency, time to
+# execute all tasks, errors), then the lab's own.
+COLUMNS = (
+    ("worker", "worker"), ("RPS", "rps"), ("median ms", "median_ms"), ("p95 ms", "p95_ms"),
+    ("all tasks done s", "tasks.time_to_execute_all_s"), ("errors %", "failures_pct"),
+    ("scenario", "scenario"), ("endpoint", "endpoint"), ("users", "users"), ("iterations", "iterations"),
+    ("requests", "requests"), ("p99 ms", "p99_ms"), ("load s", "duration_s"), ("drain s", "tasks.drain_s"),
+    ("enqueued", "tasks.enqueued"), ("completed", "tasks.completed"), ("failed", "tasks.failed"),
+    ("dup", "tasks.duplicates"), ("lost", "tasks.lost"), ("API limits", "_api_limits"),
+    ("worker limits", "_worker_limits"), ("conc.", "_concurrency"), ("repl.", "_replicas"),
+    ("peak MB", "_peak_mb"), ("throttled %", "cpu_throttled_pct"), ("probe ok %", "_probe_ok"),
+    ("probe worst gap s", "probe.worst_gap_s"), ("notes", "_notes"), ("run", "run"),
+)
+
+
+def _get(record: Mapping, path: str):
+    value = record
+    for part in path.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(part)
+    return value
+
+
+def _derived(record: Mapping, key: str):
+    workers = (record.get("limits") or {}).get("workers") or {}
+    if key == "_api_limits":
+        return limit_text((record.get("limits") or {}).get("api"))
+    if key == "_worker_limits":
+        return workers_limit_text(workers) if workers else "-"
+    if key == "_concurrency":
+        values = {w.get("concurrency") for w in workers.values() if w.get("concurrency") is not None}
+        return "/".join(str(v) for v in sorted(values)) if values else None
+    if key == "_replicas":
+        values = {w.get("replicas") for w in workers.values()}
+        return "/".join(str(v) for v in sorted(v for v in values if v is not None)) if values else None
+    if key == "_peak_mb":
+        peak = record.get("worker_peak_memory_bytes")
+        return round(peak / (1 << 20), 1) if peak else None
+    if key == "_probe_ok":
+        rate = _get(record, "probe.success_rate")
+        return round(100 * rate, 1) if rate is not None else None
+    if key == "_notes":
+        return notes_of(record)
+    raise KeyError(key)
+
+
+def notes_of(record: Mapping) -> str:
+    """Short notes for the table: the knobs that change a queue's numbers, and problems."""
+    notes = []
+    knobs = record.get("knobs") or {}
+    if "ARQ_POLL_DELAY" in knobs.get("arq", {}) and record.get("worker") in ("arq", "all"):
+        notes.append(f"arq poll {knobs['arq']['ARQ_POLL_DELAY']}s")
+    if record.get("generator", {}).get("cpu_bound"):
+        notes.append("generator CPU-bound")
+    tasks = record.get("tasks")
+    if tasks and not tasks.get("settled"):
+        notes.append("NOT SETTLED")
+    if record.get("duration_target_s"):
+        notes.append(f"duration {record['duration_target_s']:g}s")
+    if any("!=" in w or "ledger inconsistent" in w for w in record.get("warnings", [])):
+        notes.append("ledger mismatch")
+    return "; ".join(notes)
+
+
+def cell(value) -> str:
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, float):
+        return f"{value:g}" if abs(value) < 1e6 else f"{value:.0f}"
+    return str(value).replace("|", "\\|")
+
+
+def table_row(record: Mapping) -> str:
+    values = [(_derived(record, key) if key.startswith("_") else _get(record, key)) for _, key in COLUMNS]
+    return "| " + " | ".join(cell(v) for v in values) + " |"
+
+
+TEXT_COLUMNS = {"worker", "scenario", "endpoint", "API limits", "worker limits", "notes", "run"}
+
+
+def table_header() -> str:
+    names = [name for name, _ in COLUMNS]
+    return ("| " + " | ".join(names) + " |\n|"
+            + "|".join("---" if name in TEXT_COLUMNS else "---:" for name in names) + "|")
+
+
+def table(records: Iterable[Mapping]) -> str:
+    rows = sorted(records, key=lambda r: (r.get("time") or "", r.get("run") or ""))
+    return "\n".join([table_header(), *(table_row(r) for r in rows)])

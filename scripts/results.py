@@ -1,0 +1,200 @@
+"""`make results`: every recorded run (results/*.json) as one markdown table.
+`make report run=NAME`: PNG plots of a run from Prometheus, next to its JSON.
+
+    uv run python -m scripts.results table [--results-dir results]
+    uv run python -m scripts.results report --run NAME [--results-dir results]
+
+The report asks Prometheus (query_range over the run's window, the lab's
+running Prometheus: its data volume outlives `make down`) for four panels:
+throughput (requests sent, tasks enqueued and completed per second), backlog
+(queue depth; for the event-loop scenarios the API's loop lag and the probe's
+time since its last success), latency (Locust's p50/p95/p99, and the tasks' end
+to end p95) and CPU against the limit of each container involved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from scripts import lab_results as R
+
+ROOT = Path(__file__).resolve().parents[1]
+RATE = "[20s]"  # four scrapes at the 5 s scrape interval
+
+
+def load_records(directory: Path) -> list[dict]:
+    records = []
+    for path in sorted(directory.glob("*.json")):
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            print(f"skipping {path}: {exc}", file=sys.stderr)
+            continue
+        if isinstance(record, dict) and record.get("schema") == R.SCHEMA and "run" in record:
+            records.append(record)
+    return records
+
+
+def cmd_table(args) -> int:
+    directory = Path(args.results_dir)
+    records = load_records(directory)
+    if not records:
+        print(f"no run recorded in {directory}/ yet: make load worker=... (see make help)")
+        return 0
+    print(R.table(records))
+    return 0
+
+
+def query_range(prom_url: str, expr: str, start: float, end: float, step: float) -> list[dict]:
+    r = httpx.get(f"{prom_url}/api/v1/query_range",
+                  params={"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"},
+                  timeout=30)
+    body = r.json()
+    if body.get("status") != "success":
+        raise RuntimeError(f"Prometheus rejected {expr!r}: {body.get('error')}")
+    return body["data"]["result"]
+
+
+def panels_for(record: dict) -> list[tuple[str, str, list[tuple[str, str, dict]]]]:
+    """(title, y label, [(legend template, PromQL, line style)]) for the run's four panels."""
+    subjects = record.get("subjects") or ["api"]
+    services = "|".join(dict.fromkeys([*subjects, "api"]))
+    gen = "locust-master|locust-worker"
+    locust_q = [
+        ("Locust p50", f"histogram_quantile(0.5, sum by (le) (rate(locust_response_time_seconds_bucket{RATE})))", {}),
+        ("Locust p95", f"histogram_quantile(0.95, sum by (le) (rate(locust_response_time_seconds_bucket{RATE})))", {}),
+        ("Locust p99", f"histogram_quantile(0.99, sum by (le) (rate(locust_response_time_seconds_bucket{RATE})))", {}),
+    ]
+    sent = ("requests sent (Locust)", f"sum(rate(locust_requests_total{RATE}))", {"color": "black", "lw": 2})
+    cpu = [
+        ("{service} CPU", f"sum by (service) (rate(lab_cpu_seconds_total{{service=~\"{services}|{gen}\"}}{RATE}))", {}),
+        ("{service} limit", f"max by (service) (lab_cpu_limit_cores{{service=~\"{services}\"}})",
+         {"ls": "--", "lw": 1}),
+    ]
+    if record.get("scenario") == "queue":
+        queues = "|".join((record.get("tasks") or {}).get("per_queue", {}) or [record.get("worker") or ".*"])
+        return [
+            ("Throughput", "per second", [
+                sent,
+                ("{queue} enqueued", f"sum by (queue) (rate(lab_enqueued_total{{queue=~\"{queues}\"}}{RATE}))",
+                 {"ls": ":"}),
+                ("{queue} completed", f"sum by (queue) (rate(lab_task_completed_total{{queue=~\"{queues}\"}}{RATE}))",
+                 {}),
+            ]),
+            ("Backlog (tasks waiting)", "tasks", [
+                ("{queue}", f"max by (queue) (lab_queue_depth{{queue=~\"{queues}\"}})", {}),
+            ]),
+            ("Latency", "seconds", [
+                *locust_q,
+                ("{queue} task end-to-end p95", "histogram_quantile(0.95, sum by (le, queue) "
+                 f"(rate(lab_task_latency_seconds_bucket{{queue=~\"{queues}\"}}{RATE})))", {"ls": "--"}),
+            ]),
+            ("CPU vs limit", "cores", cpu),
+        ]
+    return [
+        ("Throughput", "per second", [
+            sent,
+            ("API {handler} {status}", f"sum by (handler, status) (rate(http_requests_total{{job=\"api\"}}{RATE}))", {}),
+            ("probe {outcome}", f"sum by (outcome) (rate(lab_probe_requests_total{RATE}))", {"ls": ":"}),
+        ]),
+        ("Event loop", "seconds", [
+            ("API event-loop lag", "max(lab_event_loop_lag_seconds{service=\"api\"})", {}),
+            ("probe: time since last success", "max(lab_probe_seconds_since_success)", {"ls": "--"}),
+        ]),
+        ("Latency", "seconds", locust_q),
+        ("CPU vs limit", "cores", cpu),
+    ]
+
+
+def cmd_report(args) -> int:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from scripts.load import Compose
+
+    directory = Path(args.results_dir)
+    path = directory / f"{args.run}.json"
+    if not path.exists():
+        print(f"no record {path}: `make results` lists the runs", file=sys.stderr)
+        return 2
+    record = json.loads(path.read_text())
+    addr = Compose().port("prometheus", 9090)
+    if not addr:
+        print("Prometheus is not running: `make up` (its data survives `make down`)", file=sys.stderr)
+        return 1
+    prom = f"http://{addr}"
+    start = record.get("load_started_at")
+    end = record.get("window_end") or (record.get("tasks") or {}).get("last_settled_at") or record.get("load_ended_at")
+    if not start or not end:
+        print(f"{path} has no time window", file=sys.stderr)
+        return 1
+    t0, t1 = start - 20, end + 20
+    step = max(1.0, round((t1 - t0) / 300))
+
+    fig, axes = plt.subplots(2, 2, figsize=(14, 9), sharex=True)
+    empty = []
+    for ax, (title, ylabel, queries) in zip(axes.flat, panels_for(record)):
+        for legend, expr, style in queries:
+            for series in query_range(prom, expr, t0, t1, step):
+                xs = [float(t) - start for t, _ in series["values"]]
+                ys = [float(v) for _, v in series["values"]]
+                label = legend.format_map(_Default(series["metric"]))
+                ax.plot(xs, ys, label=label, **{k: v for k, v in style.items() if k in ("ls", "lw", "color")})
+        if not ax.lines:
+            empty.append(title)
+            ax.text(0.5, 0.5, "no data in Prometheus for this window", ha="center", va="center",
+                    transform=ax.transAxes, color="grey")
+        ax.axvline(0, color="green", lw=0.8)
+        ax.axvline(record["load_ended_at"] - start, color="red", lw=0.8)
+        if end > record["load_ended_at"] + 1:
+            ax.axvline(end - start, color="purple", lw=0.8, ls="--")
+        ax.set_title(title)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=7, loc="upper right")
+    for ax in axes[1]:
+        ax.set_xlabel("seconds since the first request (green: load start, red: load end, purple: tasks settled)")
+    limits = record.get("limits") or {}
+    fig.suptitle(f"{record['run']}: {record.get('worker') or record['scenario']} {record['endpoint']}, "
+                 f"{record['users']} users, {record['requests']} requests, {record.get('rps')} req/s; "
+                 f"api {R.limit_text(limits.get('api'))}, workers {R.workers_limit_text(limits.get('workers') or {})}",
+                 fontsize=10)
+    fig.tight_layout()
+    out = directory / f"{args.run}.png"
+    fig.savefig(out, dpi=100)
+    print(f"wrote {out} ({time.strftime('%H:%M:%S', time.localtime(start))} - "
+          f"{time.strftime('%H:%M:%S', time.localtime(end))}, step {step:g} s)")
+    if empty:
+        print(f"no data for: {', '.join(empty)} (scraped? `make up` with Prometheus; the window is {t1 - t0:.0f} s)")
+    return 0
+
+
+class _Default(dict):
+    def __missing__(self, key):
+        return "?"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m scripts.results", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    table = sub.add_parser("table", help="every recorded run as a markdown table")
+    table.add_argument("--results-dir", default=str(ROOT / "results"))
+    report = sub.add_parser("report", help="PNG plots of one run from Prometheus")
+    report.add_argument("--run", required=True)
+    report.add_argument("--results-dir", default=str(ROOT / "results"))
+    args = parser.parse_args(argv)
+    return cmd_table(args) if args.command == "table" else cmd_report(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

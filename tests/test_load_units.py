@@ -1,0 +1,524 @@
+"""The load tooling without Docker: the parameters the locustfile and the driver
+share (locust/load_params.py), the result record and table (scripts/lab_results.py),
+and the locustfile itself run by real Locust processes (a master and two workers)
+against a small HTTP server: exactly `iterations` requests, each counted once.
+
+Locust is never imported here: it monkey-patches the whole process with gevent.
+It runs as subprocesses instead (`uv sync --all-groups` installs it on the host).
+"""
+
+import importlib.util
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from scripts import lab_results as R
+from scripts import load as L
+from services.protocol import RUN_PATTERN
+
+ROOT = Path(__file__).resolve().parents[1]
+P = L.P  # locust/load_params.py, loaded by path the way the driver loads it
+
+
+# -- Parameters ---------------------------------------------------------------------
+def test_queue_defaults_reproduce_the_published_experiment():
+    p = P.parse_params({"worker": "arq"}, now=0)
+    assert (p.scenario, p.users, p.spawn_rate, p.iterations, p.duration_s) == ("queue", 100, 100.0, 2000, None)
+    assert (p.workers, p.endpoints, p.user_class) == (("arq",), ("io/simple",), "QueueUser")
+    assert [(c.method, c.path, c.body, c.expect_status) for c in p.calls] == [
+        ("POST", "/api/v1/incr/io/simple/arq", {"value": 1}, 202)]
+    assert p.run == "arq-io-simple-100u-19700101T000000"
+
+
+def test_all_mixes_every_worker_and_endpoint_and_lists_keep_a_fixed_order():
+    p = P.parse_params({"worker": "all", "endpoint": "all"})
+    assert len(p.calls) == 25 and len({c.path for c in p.calls}) == 25
+    assert (p.worker_label, p.endpoint_label) == ("all", "all")
+    q = P.parse_params({"worker": "celery, arq", "endpoint": "cpu/process,io/simple"})
+    assert q.workers == ("arq", "celery") and q.endpoints == ("io/simple", "cpu/process")
+    assert q.worker_label == "arq,celery" and re.fullmatch(RUN_PATTERN, q.run), q.run
+    assert {c.path for c in q.calls} == {f"/api/v1/incr/{e}/{w}" for w in ("arq", "celery")
+                                         for e in ("io/simple", "cpu/process")}
+
+
+def test_event_loop_scenarios():
+    up = P.parse_params({"scenario": "upstream", "variant": "sync-def", "users": "50"})
+    assert (up.user_class, up.iterations, up.users, up.endpoint_label) == ("UpstreamUser", 100, 50, "upstream/sync-def")
+    assert [(c.method, c.path, c.expect_status) for c in up.calls] == [("POST", "/api/v1/upstream/sync-def", 200)]
+    clients = P.parse_params({"scenario": "clients", "mode": "prejson", "count": "40000"})
+    assert [c.path for c in clients.calls] == ["/api/v1/clients?count=40000&mode=prejson"]
+    assert P.parse_params({"scenario": "clients"}).calls[0].path == "/api/v1/clients?count=1000&mode=model"
+    payload = P.parse_params({"scenario": "payload", "size": "220000", "duration": "1m"})
+    assert (payload.duration_s, payload.iterations) == (60.0, None)
+    assert [(c.method, c.path, c.expect_length) for c in payload.calls] == [
+        ("GET", "/api/v1/payload?size=220000", 220000)]
+    assert P.parse_params({"scenario": "payload", "size": "0"}).calls[0].expect_length == 0
+
+
+@pytest.mark.parametrize("raw, names", [
+    ({}, "worker="),
+    ({"worker": "rq"}, "worker='rq'"),
+    ({"worker": "arq", "endpoint": "io/fast"}, "endpoint="),
+    ({"worker": "arq", "iterations": "10", "duration": "10s"}, "not both"),
+    ({"worker": "arq", "iterations": "0"}, "iterations=0"),
+    ({"worker": "arq", "iterations": "1e3"}, "iterations="),
+    ({"worker": "arq", "users": "0"}, "users=0"),
+    ({"worker": "arq", "spawn_rate": "0"}, "spawn="),
+    ({"worker": "arq", "spawn_rate": "nan"}, "spawn="),
+    ({"worker": "arq", "variant": "sync-def"}, "variant"),
+    ({"worker": "arq", "run": "a:b"}, "run="),
+    ({"worker": "arq", "run": "x" * 65}, "run="),
+    ({"scenario": "upstream"}, "variant="),
+    ({"scenario": "upstream", "variant": "async-native", "worker": "arq"}, "worker"),
+    ({"scenario": "clients", "count": "50001"}, "count=50001"),
+    ({"scenario": "clients", "mode": "orjson"}, "mode="),
+    ({"scenario": "payload", "size": str(10 * 1024 * 1024 + 1)}, "size="),
+    ({"scenario": "websocket"}, "scenario="),
+])
+def test_bad_parameters_are_refused_naming_the_parameter(raw, names):
+    with pytest.raises(P.ParamError) as err:
+        P.parse_params(raw)
+    assert names in str(err.value)
+
+
+@pytest.mark.parametrize("text, seconds", [("90", 90), ("90s", 90), ("2m", 120), ("1h30m", 5400), ("1.5m", 90),
+                                           ("60.0", 60)])
+def test_durations(text, seconds):
+    assert P.parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "0", "0s", "10x", "m", "1m 5s", "-5"])
+def test_bad_durations(text):
+    with pytest.raises(P.ParamError):
+        P.parse_duration(text)
+
+
+def test_generated_run_names_fit_the_ledger():
+    for raw in ({"worker": "all", "endpoint": "all"}, {"worker": "background,arq,saq,faststream", "users": "100000"},
+                {"scenario": "clients", "mode": "model", "count": "40000"}):
+        run = P.parse_params(raw).run
+        assert re.fullmatch(RUN_PATTERN, run) and ":" not in run, run
+
+
+def test_driver_environment_makes_the_containers_parse_the_same_run():
+    """scripts.load writes the parsed parameters into LOAD_*; the locustfile parses
+    them back from there (--lab-* options read ENV_NAMES): the same run must come out."""
+    for raw in ({"worker": "arq,saq", "endpoint": "all", "users": "7", "spawn_rate": "2.5", "run": "r1"},
+                {"scenario": "upstream", "variant": "async-blocking", "duration": "1h30m"},
+                {"scenario": "payload", "size": "0", "iterations": "3"},
+                {"scenario": "clients", "mode": "prejson", "count": "12"}):
+        params = P.parse_params(raw)
+        env = L.load_env(params, locust_workers=3)
+        assert env["LOCUST_WORKERS"] == "3"
+        back = {key: env[name] for key, name in P.ENV_NAMES.items()}
+        back.update(users=env["LOAD_USERS"], spawn_rate=env["LOAD_SPAWN_RATE"])
+        again = P.parse_params(back)
+        assert again == params and again.calls == params.calls, (raw, env)
+
+
+def test_compose_passes_every_parameter_to_the_locust_containers():
+    text = (ROOT / "docker-compose.yml").read_text()
+    for name in [*P.ENV_NAMES.values(), "LOAD_USERS", "LOAD_SPAWN_RATE", "LOCUST_WORKERS"]:
+        assert f"${{{name}:-" in text, name
+
+
+def test_driver_settings_come_from_the_env_files_compose_reads(tmp_path, monkeypatch):
+    env_file = tmp_path / "lab.env"
+    env_file.write_text("# knobs\nLOCUST_WORKERS=4   # four containers\nGRAFANA_ADMIN_PASSWORD='s3 cret'\n\nBROKEN\n")
+    monkeypatch.setenv("COMPOSE_ENV_FILES", str(env_file))
+    monkeypatch.delenv("LOCUST_WORKERS", raising=False)
+    assert L.dotenv() == {"LOCUST_WORKERS": "4", "GRAFANA_ADMIN_PASSWORD": "s3 cret"}
+    assert L.setting("LOCUST_WORKERS", "2") == "4" and L.setting("LOAD_LINGER_S", "6") == "6"
+    assert L.parser().parse_args([]).locust_workers == 4
+    monkeypatch.setenv("LOCUST_WORKERS", "3")  # the environment wins, as with compose
+    assert L.parser().parse_args([]).locust_workers == 3
+
+
+# -- Tickets: exactly `iterations` requests ----------------------------------------------
+def test_ticket_book_never_grants_more_than_the_target():
+    book = P.TicketBook(10)
+    assert book.grant(4) == (4, False)
+    assert book.grant(0) == (0, False)
+    assert book.grant(-3) == (0, False)
+    assert book.grant(100) == (6, True)
+    assert book.grant(1) == (0, True) and book.granted == 10 and book.remaining == 0
+    with pytest.raises(ValueError):
+        P.TicketBook(0)
+
+
+def test_tickets_are_spread_by_users_and_add_up_to_the_target():
+    """Workers that ask as the locustfile does (tickets_to_ask, one request per
+    ticket) end with exactly the target between them, each roughly in proportion
+    to its users, also when a worker has no user at all."""
+    for users, total in (((25, 25), 100), ((1, 0), 7), ((3, 2), 1000), ((50, 50), 3)):
+        book = P.TicketBook(total)
+        held = [0] * len(users)
+        sent = [0] * len(users)
+        while not book.exhausted or any(held):
+            for i, u in enumerate(users):
+                if u == 0:
+                    continue
+                want = P.tickets_to_ask(u, held[i])
+                if want and not book.exhausted:
+                    held[i] += book.grant(want)[0]
+                for _ in range(min(u, held[i])):  # each user sends one request per round
+                    held[i] -= 1
+                    sent[i] += 1
+        assert sum(sent) == total and book.granted == total, (users, total, sent)
+        if total >= 100:
+            share = sent[0] / total
+            assert abs(share - users[0] / sum(users)) < 0.1, (users, sent)
+
+
+def test_a_worker_asks_for_one_round_at_most():
+    assert P.tickets_to_ask(users=10, available=0) == 10
+    assert P.tickets_to_ask(users=10, available=4) == 6
+    assert P.tickets_to_ask(users=10, available=5) == 0
+    assert P.tickets_to_ask(users=1, available=0) == 1
+    assert P.tickets_to_ask(users=1, available=1) == 0
+    assert P.tickets_to_ask(users=0, available=0) == 1  # still spawning: one to start with
+
+
+# -- The record -----------------------------------------------------------------------
+# `docker inspect` of a container, in the parts the record reads.
+INSPECT_ARQ = {
+    "HostConfig": {"NanoCpus": 200_000_000, "CpuQuota": 0, "CpuPeriod": 0, "Memory": 200 * 2**20},
+    "Config": {"Env": ["ARQ_MAX_JOBS=3", "CONCURRENCY=3", "ARQ_POLL_DELAY=0.5", "CPU_WORK=1000000",
+                       "PATH=/app/.venv/bin:/usr/bin", "EMPTY="]},
+}
+INSPECT_API = {"HostConfig": {"NanoCpus": 0, "CpuQuota": 50_000, "CpuPeriod": 100_000, "Memory": 2**30},
+               "Config": {"Env": ["ENQUEUE_MODE=await", "API_WORKERS=1"]}}
+LOCUST_RESULT = {
+    "run": "arq-x", "requests": 2000, "failures": 10, "status_codes": {"202": 1990, "503": 10},
+    "median_ms": 120, "p95_ms": 480, "p99_ms": 900, "avg_ms": 150.5, "max_ms": 1200.0,
+    "test_started_at": 1000.0, "first_request_at": 1000.5, "last_response_at": 1020.5, "exported_requests": 2000,
+    "errors": [{"name": "/api/v1/incr/io/simple/arq", "method": "POST", "error": "HTTP 503", "count": 10}],
+    "locust_cpu_warning": False,
+    "processes": [{"role": "master", "cpu_seconds": 0.5, "interval_s": 20.0, "cpu_limit_cores": 2.0},
+                  {"role": "worker", "cpu_seconds": 19.0, "interval_s": 20.0, "cpu_limit_cores": 2.0},
+                  {"role": "worker", "cpu_seconds": 4.0, "interval_s": 20.0, "cpu_limit_cores": 2.0}],
+}
+LEDGER = {"run": "arq-x", "totals": {"enqueued": 1990, "completed": 1990, "failed": 0, "duplicates": 0, "pending": 0},
+          "queues": {"arq": {"io/simple": {"enqueued": 1990, "completed": 1990, "failed": 0, "duplicates": 0,
+                                           "pending": 0, "value": 1990, "work": 1990}}},
+          "first_enqueued_at": 1000.6, "last_settled_at": 1300.6}
+
+
+def test_limits_as_the_engine_applied_them():
+    arq = R.limits_of([INSPECT_ARQ, INSPECT_ARQ], "arq")
+    assert arq == {"cpus": 0.2, "memory": "200M", "memory_bytes": 200 * 2**20, "replicas": 2, "concurrency": 3}
+    api = R.limits_of([INSPECT_API])
+    assert (api["cpus"], api["memory"], api["replicas"]) == (0.5, "1G", 1) and "concurrency" not in api
+    assert R.limits_of([], "arq")["replicas"] == 0
+    unlimited = {"HostConfig": {"NanoCpus": 0, "CpuQuota": 0, "Memory": 0}, "Config": {"Env": []}}
+    assert R.limits_of([unlimited], "saq") == {"cpus": None, "memory": "-", "memory_bytes": None, "replicas": 1,
+                                               "concurrency": None}
+    half = {**INSPECT_ARQ, "HostConfig": {**INSPECT_ARQ["HostConfig"], "NanoCpus": 500_000_000}}
+    assert R.limits_of([INSPECT_ARQ, half], "arq")["mixed"] is True
+    assert R.knobs_of([INSPECT_ARQ], "arq") == {"ARQ_MAX_JOBS": "3", "ARQ_POLL_DELAY": "0.5", "CPU_WORK": "1000000"}
+    assert [R.mem_text(n) for n in (0, None, 512 * 1024, 200 * 2**20, 3 * 2**30, 1000)] == \
+        ["-", "-", "512K", "200M", "3G", "1000"]
+    assert R.limit_text(arq) == "0.2cpu/200M" and R.limit_text(None) == "-"
+    assert R.workers_limit_text({"arq": arq, "saq": arq}) == "0.2cpu/200M"
+    assert R.workers_limit_text({"arq": arq, "api": api}) == "arq:0.2cpu/200M,api:0.5cpu/1G"
+
+
+def record(**overrides):
+    kwargs = dict(
+        params={"run": "arq-x", "scenario": "queue", "worker": "arq", "endpoint": "io/simple", "users": 100,
+                "spawn_rate": 100.0, "iterations": 2000, "duration_target_s": None},
+        locust=LOCUST_RESULT, ledger=LEDGER, settled=True,
+        limits={"api": R.limits_of([INSPECT_API]), "workers": {"arq": R.limits_of([INSPECT_ARQ], "arq")}},
+        knobs={"arq": R.knobs_of([INSPECT_ARQ], "arq")},
+        resources={"arq": {"peak_memory_bytes": 150 * 2**20, "cpu_throttled_pct": 42.04},
+                   "api": {"peak_memory_bytes": 90 * 2**20, "cpu_throttled_pct": 80.0}},
+        probe=None, locust_workers=2, subjects=["arq"])
+    kwargs.update(overrides)
+    return R.build_record(**kwargs)
+
+
+def test_the_record_of_a_queue_run():
+    r = record()
+    assert (r["requests"], r["failures"], r["failures_pct"], r["duration_s"], r["rps"]) == (2000, 10, 0.5, 20.0, 100.0)
+    assert (r["median_ms"], r["p95_ms"], r["p99_ms"]) == (120, 480, 900)
+    t = r["tasks"]
+    assert (t["enqueued"], t["completed"], t["failed"], t["duplicates"], t["lost"], t["settled"]) == \
+        (1990, 1990, 0, 0, 0, True)
+    assert t["time_to_execute_all_s"] == 300.0  # first enqueue to last completion
+    assert t["drain_s"] == 280.1  # last completion after the last response
+    # The subject is arq: its memory and throttling, not the API's.
+    assert (r["worker_peak_memory_bytes"], r["cpu_throttled_pct"]) == (150 * 2**20, 42.0)
+    assert r["generator"]["cpu_bound"] is True  # one worker at 0.95 core
+    assert [p["cpu_cores"] for p in r["generator"]["processes"]] == [0.025, 0.95, 0.2]
+    assert any("CPU-bound" in w for w in r["warnings"]) and not any("!=" in w for w in r["warnings"])
+    assert r["time"] == "1970-01-01T00:16:40Z" and json.loads(json.dumps(r)) == r
+
+
+def test_the_record_flags_what_does_not_add_up():
+    pending = {**LEDGER, "totals": {**LEDGER["totals"], "completed": 1900, "pending": 90, "duplicates": 2}}
+    r = record(ledger=pending, settled=False)
+    t = r["tasks"]
+    assert (t["lost"], t["settled"], t["time_to_execute_all_s"], t["drain_s"]) == (90, False, None, None)
+    assert any("90 task(s) still pending" in w for w in r["warnings"])
+    assert any("2 duplicate" in w for w in r["warnings"])
+    short = record(locust={**LOCUST_RESULT, "requests": 1999})
+    assert any("1999 requests recorded, not the 2000" in w for w in short["warnings"])
+    mismatch = record(ledger={**LEDGER, "totals": {**LEDGER["totals"], "enqueued": 1991}})
+    assert any("ledger enqueued 1991 != 1990" in w for w in mismatch["warnings"])
+    assert "ledger mismatch" in R.notes_of(mismatch)
+    # More settled than enqueued: an enqueue taken back although the broker had the
+    # task. Nothing is waiting, so the run counts as settled, and the record says why
+    # its numbers cannot be trusted.
+    overdrawn = {**LEDGER, "totals": {**LEDGER["totals"], "enqueued": 218, "completed": 1778, "pending": -1560}}
+    r = record(ledger=overdrawn, locust={**LOCUST_RESULT, "status_codes": {"202": 204, "503": 1796}})
+    assert (r["tasks"]["lost"], r["tasks"]["settled"]) == (0, True)
+    assert any("1560 more task(s) settled than enqueued" in w for w in r["warnings"])
+    assert "ledger mismatch" in R.notes_of(r)
+    calm = record(locust={**LOCUST_RESULT, "processes": LOCUST_RESULT["processes"][:1]})
+    assert calm["generator"] == {"processes": [{"role": "master", "cpu_cores": 0.025, "ceiling_cores": 1.0}],
+                                 "cpu_bound": False, "warning": None}
+
+
+def test_the_generator_is_cpu_bound_against_its_own_limit_too():
+    limited = R.generator_check([{"role": "worker", "cpu_seconds": 4.5, "interval_s": 10, "cpu_limit_cores": 0.5}])
+    assert limited["cpu_bound"] and "0.45/0.5 core" in limited["warning"]
+    idle = R.generator_check([{"role": "worker", "cpu_seconds": 0, "interval_s": 0, "cpu_limit_cores": 2}])
+    assert idle == {"processes": [{"role": "worker", "cpu_cores": None, "ceiling_cores": 1.0}], "cpu_bound": False,
+                    "warning": None}
+
+
+def test_an_event_loop_run_has_no_task_fields_and_keeps_the_probe():
+    probe = {"sent": 200, "ok": 150, "success_rate": 0.75, "worst_gap_s": 2.5}
+    r = record(params={"run": "up-1", "scenario": "upstream", "worker": None, "endpoint": "upstream/async-blocking",
+                       "users": 50, "spawn_rate": 100.0, "iterations": 100, "duration_target_s": None},
+               locust={**LOCUST_RESULT, "requests": 100, "failures": 0, "status_codes": {"200": 100}},
+               ledger=None, settled=False, limits={"api": R.limits_of([INSPECT_API]), "workers": {}}, knobs={},
+               probe=probe, subjects=["api"])
+    assert r["tasks"] is None and r["probe"] == probe and r["worker"] is None
+    assert r["worker_peak_memory_bytes"] == 90 * 2**20 and r["cpu_throttled_pct"] == 80.0
+    row = R.table_row(r).strip("|").split("|")
+    cells = dict(zip([name for name, _ in R.COLUMNS], (c.strip() for c in row)))
+    assert (cells["worker"], cells["scenario"], cells["all tasks done s"], cells["probe ok %"],
+            cells["probe worst gap s"], cells["worker limits"]) == ("-", "upstream", "-", "75", "2.5", "-")
+
+
+def test_the_table_puts_the_articles_columns_first():
+    header = R.table_header().splitlines()[0]
+    names = [c.strip() for c in header.strip("|").split("|")]
+    assert names[:6] == ["worker", "RPS", "median ms", "p95 ms", "all tasks done s", "errors %"]
+    older = record(params={"run": "b-old", "scenario": "queue", "worker": "saq", "endpoint": "io/simple",
+                           "users": 100, "spawn_rate": 100.0, "iterations": 2000, "duration_target_s": None},
+                   locust={**LOCUST_RESULT, "first_request_at": 10.0})
+    lines = R.table([record(), older]).splitlines()
+    assert len(lines) == 4 and all(line.count("|") == len(R.COLUMNS) + 1 for line in lines)
+    assert "b-old" in lines[2] and "arq-x" in lines[3]  # oldest first
+    cells = [c.strip() for c in lines[3].strip("|").split("|")]
+    assert cells[:6] == ["arq", "100", "120", "480", "300", "0.5"]
+    assert "arq poll 0.5s" in cells[-2] and "generator CPU-bound" in cells[-2]
+
+
+def test_annotations_follow_the_grafana_readme():
+    start = R.annotation("start", "arq-50u", "arq", "io/simple", 50, "0.2cpu/200M", "0.2cpu/200M", at=1700000000.5)
+    assert start == {"time": 1700000000500, "tags": ["lab-run", "arq-50u", "arq"],
+                     "text": "lab-run start run=arq-50u worker=arq endpoint=io/simple users=50 "
+                             "api_limits=0.2cpu/200M worker_limits=0.2cpu/200M"}
+    readme = (ROOT / "grafana" / "README.md").read_text()
+    assert start["text"] in readme  # the README's own example
+    end = R.annotation("end", "up-1", "none", "upstream/async-native", 20, "0.2cpu/200M", "-", at=5.0,
+                       duration_s=61.6, tag="upstream")
+    assert end["text"].endswith("worker_limits=- duration=62s") and end["tags"] == ["lab-run", "up-1", "upstream"]
+
+
+def test_the_progress_rate_follows_the_last_seconds():
+    rate = L.Rate(span_s=3)
+    assert rate.rps == 0.0
+    for second, total in enumerate((0, 100, 200, 300, 1300, 2300)):
+        rate.add(float(second), total)
+    assert rate.rps == pytest.approx(1000, rel=0.35)  # the recent pace, not the mean since the start
+    line = L.progress_line(P.parse_params({"worker": "arq", "iterations": "4000"}),
+                           {"requests": 1000, "failures": 10, "users": 100}, 12.5, {"enqueued": 990}, 80.0)
+    assert "1000/4000" in line and " 25%" in line and "failures 10 (1.0%)" in line and "enqueued 990" in line
+
+
+# -- The locustfile, run by real Locust processes ---------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Target:
+    """A small HTTP server that answers like the API's enqueue route and counts
+    what it received."""
+
+    def __init__(self):
+        self.count = 0
+        self.runs: set = set()
+        self.lock = threading.Lock()
+        target = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                with target.lock:
+                    target.count += 1
+                    target.runs.add(self.headers.get("X-Lab-Run"))
+                time.sleep(0.002)  # an answer takes a moment, so requests overlap
+                body = b'{"task_id": "x"}'
+                self.send_response(202)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def target():
+    t = Target()
+    yield t
+    t.close()
+
+
+def scrape(port: int) -> dict[str, float]:
+    """Samples of a process's /metrics: 'name{labels}' -> value (labels sorted)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
+            out[f"{s.name}{{{labels}}}"] = s.value
+    return out
+
+
+def locust_env(**extra) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOAD_", "LOCUST_"))}
+    env.update(PYTHONPATH=str(ROOT), METRICS_ADDR="127.0.0.1", PYTHONUNBUFFERED="1", **extra)
+    return env
+
+
+def run_distributed(target, tmp_path, users: int, **run_env) -> tuple[dict, dict, list[int]]:
+    """A master and two workers on the host, the locustfile as in the containers:
+    the master's LAB-* lines, each process's /metrics while the master lingers
+    after its result, and the exit codes."""
+    master_port, ports = free_port(), {"master": free_port(), "w1": free_port(), "w2": free_port()}
+    run_env = {"LOAD_SCENARIO": "queue", "LOAD_WORKER": "arq", "LOAD_LINGER_S": "4", **run_env}
+    locustfile = str(ROOT / "locust" / "locustfile.py")
+    master_log = tmp_path / "master.log"
+    procs = []
+    try:
+        with master_log.open("w") as log:
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "locust", "-f", locustfile, "--master", "--headless", "--only-summary",
+                 "--expect-workers=2", "--expect-workers-max-wait=60", f"--users={users}", "--spawn-rate=100",
+                 f"--host={target.url}", f"--master-bind-port={master_port}", "--master-bind-host=127.0.0.1",
+                 "--exit-code-on-error=0"],
+                env=locust_env(**run_env, METRICS_PORT=str(ports["master"]), SERVICE_NAME="locust-master"),
+                stdout=log, stderr=subprocess.STDOUT))
+        for name in ("w1", "w2"):
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "locust", "-f", locustfile, "--worker", "--master-host=127.0.0.1",
+                 f"--master-port={master_port}"],
+                env=locust_env(**run_env, METRICS_PORT=str(ports[name]), SERVICE_NAME="locust-worker"),
+                stdout=(tmp_path / f"{name}.log").open("w"), stderr=subprocess.STDOUT))
+
+        deadline = time.monotonic() + 90
+        while "LAB-RESULT" not in master_log.read_text():
+            assert procs[0].poll() is None, master_log.read_text()[-3000:]
+            assert time.monotonic() < deadline, master_log.read_text()[-3000:]
+            time.sleep(0.2)
+        # The master lingers 4 s after the result: every process still serves /metrics.
+        metrics = {name: scrape(port) for name, port in ports.items()}
+        codes = [p.wait(timeout=60) for p in procs]  # they end by themselves
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    lines = {line.split(" ", 1)[0]: json.loads(line.split(" ", 1)[1])
+             for line in master_log.read_text().splitlines() if line.startswith("LAB-")}
+    return lines, metrics, codes
+
+
+def test_a_distributed_run_sends_exactly_its_iterations_and_counts_each_once(target, tmp_path):
+    """3 users over 2 workers (2 and 1), 137 iterations: the server receives
+    exactly 137 requests, the result says so, and the workers'
+    locust_requests_total add up to 137 while the master exports only users."""
+    lines, metrics, codes = run_distributed(target, tmp_path, users=3, LOAD_ITERATIONS="137", LOAD_RUN="units-1")
+    assert codes == [0, 0, 0]
+    assert target.count == 137 and target.runs == {"units-1"}
+    result = lines["LAB-RESULT"]
+    assert (result["requests"], result["failures"], result["granted"], result["status_codes"]) == \
+        (137, 0, 137, {"202": 137})
+    assert result["exported_requests"] == 137 and result["first_request_at"] < result["last_response_at"]
+    assert sorted(p["role"] for p in result["processes"]) == ["master", "worker", "worker"]
+    assert lines["LAB-START"]["run"] == "units-1" and lines["LAB-PROGRESS"]["iterations"] == 137
+
+    name = "/api/v1/incr/io/simple/arq"
+    sent = {k: metrics[k].get(f"locust_requests_total{{method=POST,name={name}}}", 0) for k in ("w1", "w2")}
+    assert sum(sent.values()) == 137 and all(sent.values()), sent  # both workers sent, each counted once
+    assert sum(metrics[k][f"locust_response_time_seconds_count{{name={name}}}"] for k in ("w1", "w2")) == 137
+    assert not any(k.startswith("locust_requests_total") for k in metrics["master"])
+    assert "locust_users{}" in metrics["master"] and not any(k.startswith("locust_users") for k in metrics["w1"])
+    assert "lab_cpu_seconds_total{service=locust-master}" in metrics["master"]
+    assert "lab_cpu_seconds_total{service=locust-worker}" in metrics["w1"]
+
+
+def test_a_distributed_run_for_a_duration_records_every_request_it_sent(target, tmp_path):
+    """duration=3s over two workers: at the end no new request starts and those
+    in flight are answered, so Locust's count is what the server received (the
+    ledger's enqueued then equals the 202s)."""
+    lines, metrics, codes = run_distributed(target, tmp_path, users=4, LOAD_DURATION="3s", LOAD_RUN="units-3")
+    assert codes == [0, 0, 0]
+    result = lines["LAB-RESULT"]
+    assert result["iterations"] is None and result["duration_target_s"] == 3.0
+    assert result["requests"] == target.count == result["status_codes"]["202"] > 50
+    assert 2.5 < result["last_response_at"] - result["first_request_at"] < 5
+
+
+def test_a_local_run_for_a_duration_and_a_refused_parameter(target, tmp_path):
+    """One local process: duration=2s ends by itself with requests; a bad
+    parameter stops it before any request, naming the parameter."""
+    locustfile = str(ROOT / "locust" / "locustfile.py")
+    common = ["-f", locustfile, "--headless", "--only-summary", "--users=2", "--spawn-rate=10",
+              f"--host={target.url}", "--exit-code-on-error=0"]
+    env = locust_env(LOAD_SCENARIO="queue", LOAD_WORKER="saq", LOAD_DURATION="2s", LOAD_RUN="units-2",
+                     LOAD_LINGER_S="0", METRICS_PORT="off")
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "locust", *common], env=env, capture_output=True, text=True,
+                          timeout=60)
+    took = time.monotonic() - started
+    result = next(json.loads(line.split(" ", 1)[1]) for line in proc.stdout.splitlines()
+                  if line.startswith("LAB-RESULT"))
+    assert proc.returncode == 0 and result["iterations"] is None and result["duration_target_s"] == 2.0
+    assert result["requests"] == target.count > 0 and took < 30  # nothing in flight was dropped
+    assert result["last_response_at"] - result["first_request_at"] < 3.5
+
+    before = target.count
+    bad = subprocess.run([sys.executable, "-m", "locust", *common],
+                         env={**env, "LOAD_WORKER": "rq"}, capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and target.count == before
+    assert "LAB-ERROR" in bad.stdout and "worker='rq'" in bad.stdout
