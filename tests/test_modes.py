@@ -1,0 +1,47 @@
+"""The other ways of running the same work: enqueue after the response (the
+published article's way), and Celery's threads and solo pools."""
+
+import pytest
+
+from services.protocol import ENDPOINTS
+from tests.lab import RedisServer, new_run, post_tasks, start_api, start_worker, wait_settled
+
+
+@pytest.fixture(scope="module")
+def isolated_redis():
+    redis = RedisServer().start()
+    yield redis
+    redis.stop()
+
+
+def test_enqueue_after_response_still_accounts_for_every_task(isolated_redis):
+    api = start_api(isolated_redis.url, name="api-after-response", ENQUEUE_MODE="after-response")
+    worker = start_worker("saq", isolated_redis.url, name="saq-after-response")
+    try:
+        run = new_run("after-response")
+        for queue in ("background", "saq"):
+            responses = post_tasks(api.url, run, queue, "io/simple", 50)
+            assert [r.status_code for r in responses] == [202] * 50
+        totals = wait_settled(api.url, run, 100)["totals"]
+        assert totals == {"enqueued": 100, "completed": 100, "failed": 0, "duplicates": 0, "pending": 0}
+    finally:
+        worker.stop()
+        api.stop()
+
+
+@pytest.mark.parametrize("pool", ["threads", "solo"])
+def test_celery_pools_run_every_task_shape(isolated_redis, pool):
+    api = start_api(isolated_redis.url, name=f"api-celery-{pool}")
+    worker = start_worker("celery", isolated_redis.url, name=f"celery-{pool}", CELERY_POOL=pool)
+    try:
+        run = new_run(f"celery-{pool}")
+        for kind, variant in ENDPOINTS:
+            assert all(r.status_code == 202 for r in post_tasks(api.url, run, "celery", f"{kind}/{variant}", 20))
+        report = wait_settled(api.url, run, 20 * len(ENDPOINTS))
+        for endpoint, row in report["queues"]["celery"].items():
+            assert (row["completed"], row["failed"], row["duplicates"]) == (20, 0, 0), endpoint
+        metrics = worker.metrics()
+        assert metrics.value("lab_task_completed_total", queue="celery") == 20 * len(ENDPOINTS)
+    finally:
+        worker.stop()
+        api.stop()
