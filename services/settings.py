@@ -18,10 +18,9 @@ class Settings(BaseSettings):
 
     # Where everything lives: broker for every queue, task work and the ledger.
     redis_url: str = "redis://localhost:6379/0"
-    # Redis calls made while serving a request give up after this long, so a
-    # broker outage turns into a fast 503 instead of a hang.
+    # Every Redis call made while serving a request (ledger, brokers) gives up
+    # after this long, so a broker outage turns into a fast 503, not a hang.
     redis_timeout_s: float = Field(1.0, gt=0)
-    enqueue_timeout_s: float = Field(1.5, gt=0)
 
     # API behaviour.
     enqueue_mode: Literal["await", "after-response"] = "await"

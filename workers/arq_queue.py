@@ -8,8 +8,8 @@ and waits SHUTDOWN_GRACE_S for running ones (arq's `job_completion_wait`);
 jobs still running after that are cancelled and arq runs them again later.
 """
 
-from arq import create_pool
-from arq.connections import RedisSettings
+from arq.connections import ArqRedis, RedisSettings
+from redis.asyncio import ConnectionPool
 from arq.worker import Worker
 
 from services.protocol import Queue, TaskMessage
@@ -21,10 +21,9 @@ QUEUE_KEY = "lab:arq:queue"  # a ZSET of job ids; jobs themselves live at arq:jo
 TASK_NAME = "lab_task"
 
 
-def redis_settings(settings: Settings, retries: int) -> RedisSettings:
+def redis_settings(settings: Settings) -> RedisSettings:
     rs = RedisSettings.from_dsn(settings.redis_url)
-    rs.conn_timeout = max(1, int(settings.redis_timeout_s))
-    rs.conn_retries = retries  # the API must fail fast; a starting worker may wait for Redis
+    rs.conn_retries = 30  # a starting worker waits for Redis
     return rs
 
 
@@ -34,7 +33,15 @@ class Producer:
         self.pool = None
 
     async def start(self) -> None:
-        self.pool = await create_pool(redis_settings(self.settings, retries=0), default_queue_name=QUEUE_KEY)
+        # arq's create_pool sets no command timeout: a frozen Redis would hang the
+        # request. Its ArqRedis on a pool of our own has the API's timeouts.
+        pool = ConnectionPool.from_url(
+            self.settings.redis_url,
+            socket_timeout=self.settings.redis_timeout_s,
+            socket_connect_timeout=self.settings.redis_timeout_s,
+        )
+        self.pool = ArqRedis(pool, default_queue_name=QUEUE_KEY)
+        await self.pool.ping()
 
     async def enqueue(self, msg: TaskMessage) -> None:
         job = await self.pool.enqueue_job(TASK_NAME, msg.payload(), _job_id=msg.task_id)
@@ -69,7 +76,7 @@ def main() -> None:
     settings = get_settings()
     Worker(
         functions=[lab_task],
-        redis_settings=redis_settings(settings, retries=30),
+        redis_settings=redis_settings(settings),
         queue_name=QUEUE_KEY,
         max_jobs=settings.concurrency_for(QUEUE),
         poll_delay=settings.arq_poll_delay,

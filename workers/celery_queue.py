@@ -85,9 +85,11 @@ class Producer:
 
     async def enqueue(self, msg: TaskMessage) -> None:
         # kombu's publish is blocking I/O: keep it off the API's event loop.
-        # retry=False: an unreachable broker raises at once instead of retrying.
+        # retry=False: an unreachable broker raises at once instead of retrying;
+        # the transport's socket timeouts bound the rest. The thread is awaited to
+        # the end: a publish given up on half-way may still reach the broker.
         send = partial(app.send_task, TASK_NAME, args=[msg.payload()], task_id=msg.task_id, retry=False)
-        await anyio.to_thread.run_sync(send, abandon_on_cancel=True)
+        await anyio.to_thread.run_sync(send)
 
     async def close(self) -> None:
         pass

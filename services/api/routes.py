@@ -40,22 +40,24 @@ def _reason(exc: BaseException) -> str:
 
 
 async def enqueue(request: Request, msg: TaskMessage, background: BackgroundTasks) -> None:
-    """Hand one task to its queue, counted in the ledger first; on any failure
-    the ledger entry is taken back and a QueueUnavailable (503) raised."""
+    """Hand one task to its queue, counted in the ledger first; when the broker
+    refuses it, the ledger entry is taken back and a QueueUnavailable (503) raised."""
     lab = request.app.state.lab
     started = time.perf_counter()
+    # No overall deadline here: cancelling a publish half-way leaves its outcome
+    # unknown (the broker may have it). Every client has socket timeouts
+    # (REDIS_TIMEOUT_S) instead, so an unreachable Redis still fails in seconds.
     try:
-        async with asyncio.timeout(lab.settings.enqueue_timeout_s):
-            await lab.ledger.record_enqueued(msg)
-            try:
-                if msg.queue == Queue.background:
-                    lab.background.enqueue(msg, background)
-                else:
-                    producer = await lab.producer(msg.queue)
-                    await producer.enqueue(msg)
-            except BaseException:
-                await asyncio.shield(_undo(lab, msg))
-                raise
+        await lab.ledger.record_enqueued(msg)
+        try:
+            if msg.queue == Queue.background:
+                lab.background.enqueue(msg, background)
+            else:
+                producer = await lab.producer(msg.queue)
+                await producer.enqueue(msg)
+        except BaseException:
+            await asyncio.shield(_undo(lab, msg))
+            raise
     except Exception as exc:
         reason = _reason(exc)
         ENQUEUE_ERRORS.labels(queue=msg.queue, reason=reason).inc()
