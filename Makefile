@@ -107,7 +107,7 @@ compose-services: ## print every compose service but Grafana (for the tests)
 # make load scenario=upstream variant=async-blocking users=50 iterations=100
 # Only the parameters given are passed: the defaults live in locust/load_params.py.
 LOAD_PARAMS = worker endpoint users spawn iterations duration run scenario variant mode count size \
-              locust_workers drain_timeout
+              locust_workers drain_timeout drain_stall
 load-args = $(foreach p,$(LOAD_PARAMS),$(if $(strip $($(p))),--$(subst _,-,$(p)) '$(strip $($(p)))'))
 # Where the run records go (the compose tests point it at a temporary directory).
 results_dir ?= results
@@ -130,7 +130,7 @@ sweep: ## load runs over a matrix of worker limits: make sweep worker=arq cpus="
 
 # ---- Fault experiments ----------------------------------------------------------------
 .PHONY: chaos
-chaos: ## a load run with a fault injected: make chaos worker=arq fault=kill-worker|stop-worker|restart-redis|oom [at=10 hold=5]
-	@test -n "$(worker)" -a -n "$(fault)" || { echo "usage: make chaos worker=arq|saq|faststream|celery fault=kill-worker|stop-worker|restart-redis|oom [at=10 hold=5]"; exit 2; }
+chaos: ## a load run with a fault injected: make chaos worker=arq fault=kill-worker|stop-worker|restart-redis|oom [at=3 hold=5]
+	@test -n "$(worker)" -a -n "$(fault)" || { echo "usage: make chaos worker=arq|saq|faststream|celery fault=kill-worker|stop-worker|restart-redis|oom [at=3 hold=5]"; exit 2; }
 	@COMPOSE="$(COMPOSE)" $(UV) run python -m scripts.chaos --fault '$(fault)' $(if $(at),--at $(at)) $(if $(hold),--hold $(hold)) \
 	  $(load-args) --results-dir '$(results_dir)'

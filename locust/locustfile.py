@@ -41,7 +41,7 @@ import locust.runners  # noqa: E402
 from gevent.event import Event  # noqa: E402
 from gevent.pywsgi import WSGIServer  # noqa: E402
 from locust import FastHttpUser, constant, events, task  # noqa: E402
-from locust.runners import LocalRunner, MasterRunner, WorkerRunner  # noqa: E402
+from locust.runners import MasterRunner, WorkerRunner  # noqa: E402
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, make_wsgi_app  # noqa: E402
 
 from load_params import ENV_NAMES, USER_CLASSES, ParamError, TicketBook, parse_params, tickets_to_ask  # noqa: E402
@@ -51,6 +51,11 @@ SCENARIO = os.environ.get("LOAD_SCENARIO") or "queue"
 if SCENARIO not in USER_CLASSES:
     raise SystemExit(f"LAB-ERROR LOAD_SCENARIO={SCENARIO!r}: choose from {', '.join(USER_CLASSES)}")
 LINGER_S = float(os.environ.get("LOAD_LINGER_S") or 6)
+# The master waits for this file before its users start (make load creates it
+# once Prometheus has scraped every Locust process), so the dashboards see the
+# Locust counters from zero. Unset: no wait.
+START_GATE = os.environ.get("LOAD_START_GATE")
+START_GATE_TIMEOUT_S = float(os.environ.get("LOAD_START_GATE_TIMEOUT_S") or 60)
 TIMEOUT_S = float(os.environ.get("LOAD_TIMEOUT_S") or 60)
 # Workers report their stats every second instead of every 3 s: the master sees
 # the last request sooner, and the driver's progress is fresher.
@@ -196,6 +201,12 @@ def on_init(environment, runner=None, **_):
                                                          f"LOAD_SCENARIO={SCENARIO} chose the user class"})
             raise SystemExit(2)
 
+    if STATE.role != "master":
+        try:  # the workers read the same LOAD_* as the master (their values win at spawn)
+            precreate_series(parse_params(options_of(environment)))
+        except ParamError:
+            pass
+
     service = os.environ.get("SERVICE_NAME") or ("locust-worker" if STATE.role == "worker" else "locust-master")
     register_cgroup_metrics(service)
     if STATE.role != "worker":  # the master counts every worker's users: exported once, here
@@ -216,6 +227,25 @@ def on_init(environment, runner=None, **_):
         runner.register_message("lab_grant", on_grant)
         runner.register_message("lab_close", on_close)
         environment.events.report_to_master.add_listener(on_report_to_master)
+
+
+def precreate_series(params) -> None:
+    """Every request series at 0 before the first request: Prometheus's rate()
+    counts from the first sample it sees, so a series born with the first
+    requests would lose them."""
+    for call in params.calls:
+        REQUESTS.labels(name=call.name, method=call.method)
+        FAILURES.labels(name=call.name, method=call.method)
+        RESPONSE_TIME.labels(name=call.name)
+
+
+def wait_for_gate() -> None:
+    if not START_GATE:
+        return
+    emit("WAITING", {"gate": START_GATE, "timeout_s": START_GATE_TIMEOUT_S})
+    deadline = time.time() + START_GATE_TIMEOUT_S
+    while not Path(START_GATE).exists() and time.time() < deadline:
+        gevent.sleep(0.2)
 
 
 def on_request(request_type, name, response_time, response_length, exception=None, start_time=None,
@@ -285,12 +315,15 @@ def close_run(environment) -> None:
 
 @events.test_start.add_listener
 def on_test_start(environment, **_):
+    if STATE.role != "worker":
+        wait_for_gate()  # fired before the users are dispatched: they wait too
     STATE.cpu_start = (time.time(), read_cgroup().cpu_seconds or 0.0)
     STATE.status_codes, STATE.first_start, STATE.last_end = {}, None, None
     runner = environment.runner
     if STATE.role == "worker":
         # The master's --lab-* values arrived with the spawn message.
         STATE.params = parse_params(options_of(environment))
+        precreate_series(STATE.params)
         if STATE.params.iterations is not None:
             STATE.tickets = Tickets(lambda n: runner.send_message("lab_want", {"want": n}))
         return

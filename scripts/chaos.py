@@ -2,7 +2,7 @@
 through the engine while it runs, then restored; the run's record gains a
 `chaos` section: lost, duplicated, failed, time to recover.
 
-    make chaos worker=arq fault=kill-worker [at=10] [hold=5] [iterations=1500 users=20 endpoint=io/simple]
+    make chaos worker=arq fault=kill-worker [at=3] [hold=5] [iterations=1500 users=10 endpoint=io/simple]
 
 Faults:
   kill-worker    SIGKILL to the worker container (a crash: nothing can finish)
@@ -128,13 +128,14 @@ class CompletionWatch(threading.Thread):
             if report:
                 self.samples.append((time.time(), report["totals"]["completed"]))
 
-    def resumed_after(self, t: float) -> float | None:
-        """Seconds from t until the completed count first rose after t."""
-        before = [c for ts, c in self.samples if ts <= t]
+    def resumed(self, injected: float, restored: float) -> float | None:
+        """Seconds from the fault until tasks completed again once it was undone
+        (completions just after the fault are tasks that had already finished)."""
+        before = [c for ts, c in self.samples if ts <= restored]
         base = before[-1] if before else 0
         for ts, completed in self.samples:
-            if ts > t and completed > base:
-                return round(ts - t, 2)
+            if ts > restored and completed > base:
+                return round(ts - injected, 1)
         return None
 
 
@@ -143,8 +144,15 @@ def run_chaos(args: argparse.Namespace) -> int:
     ui = L.Display()
     args.run = args.run or f"chaos-{args.worker}-{args.fault}-{secrets.token_hex(3)}"
     args.endpoint = args.endpoint or ("cpu/process" if args.fault == "oom" else "io/simple")
-    args.users = args.users or "20"
+    # ~10 s of load at the default limits (~145 requests/s from 10 users): the
+    # fault lands mid-load, with tasks running and a backlog behind them.
+    args.users = args.users or "10"
     args.iterations = args.iterations or ("" if args.duration else "1500")
+    if args.drain_stall is None:
+        # A dead worker's tasks come back once their lease runs out: TASK_TIMEOUT_S
+        # (+10 s for arq, +60 s sweep for SAQ; Celery's visibility timeout is twice
+        # it). Waiting less would call them lost when they are only late.
+        args.drain_stall = 3 * float(L.setting("TASK_TIMEOUT_S", "60"))
     fault = Fault(compose, args.fault, args.worker, args.hold, ui.say)
     fault.check()
     api = compose.port("api", 8000)
@@ -152,8 +160,13 @@ def run_chaos(args: argparse.Namespace) -> int:
         raise L.LoadError("the lab is not running: `make up`")
     watch = CompletionWatch(api, args.run)
 
+    load_started = threading.Event()
+
     def inject_then_restore() -> None:
-        time.sleep(args.at)
+        # `at` counts from the moment Locust's users start, not from the
+        # containers' start-up, which takes a varying 10-20 s.
+        if not load_started.wait(timeout=300) or watch.stop.wait(args.at):
+            return
         try:
             fault.inject()
             time.sleep(args.hold)
@@ -163,21 +176,30 @@ def run_chaos(args: argparse.Namespace) -> int:
     injector = threading.Thread(target=inject_then_restore, daemon=True)
     watch.start()
     injector.start()
-    code = L.run_load(args, compose, ui)
-    injector.join(timeout=args.at + args.hold + 120)
-    watch.stop.set()
+    try:
+        code = L.run_load(args, compose, ui, on_start=lambda _: load_started.set())
+    finally:
+        watch.stop.set()
+        injector.join(timeout=args.hold + 120)
 
     path = Path(args.results_dir) / f"{args.run}.json"
     record = json.loads(path.read_text()) if path.exists() else {"run": args.run}
-    totals = (L.ledger(api, args.run) or {}).get("totals", {})
-    injected = fault.events.get("injected_at")
+    report = L.ledger(api, args.run) or {}
+    totals = report.get("totals", {})
+    injected, restored = fault.events.get("injected_at"), fault.events.get("restored_at")
+    last = report.get("last_settled_at")
     record["chaos"] = {
         "fault": args.fault, "service": fault.service, "at_s": args.at, "hold_s": args.hold,
         **fault.events,
-        "recovered_s": watch.resumed_after(injected) if injected else None,
+        "recovered_s": watch.resumed(injected, restored) if injected and restored else None,
+        # The last task settled this long after the fault: a dead worker's
+        # tasks come back only when their lease runs out (TASK_TIMEOUT_S).
+        "last_settled_after_fault_s": round(last - injected, 1) if injected and last else None,
         "enqueued": totals.get("enqueued"), "completed": totals.get("completed"),
         "failed": totals.get("failed"), "duplicates": totals.get("duplicates"),
         "lost": totals.get("pending"),
+        # executions cut off by the fault (started, never ended); re-run unless lost
+        "interrupted": totals.get("unfinished"),
         **fault.container_state(),
         "errors": fault.errors,
     }
@@ -185,7 +207,8 @@ def run_chaos(args: argparse.Namespace) -> int:
     path.write_text(json.dumps(record, indent=2) + "\n")
     c = record["chaos"]
     ui.say(f"\nchaos {args.fault} on {fault.service}: lost {c['lost']}, duplicated {c['duplicates']}, "
-           f"failed {c['failed']}, work resumed {c['recovered_s']} s after the fault, "
+           f"failed {c['failed']}, interrupted {c['interrupted']}, work resumed {c['recovered_s']} s and the "
+           f"last task settled {c['last_settled_after_fault_s']} s after the fault, "
            f"restarts {c['restart_count']}, OOM-killed {c['oom_killed']}")
     for error in fault.errors:
         ui.say(f"WARNING: {error}")
@@ -197,8 +220,9 @@ def parser() -> argparse.ArgumentParser:
     p.prog = "python -m scripts.chaos"
     p.description = __doc__
     p.add_argument("--fault", required=True, choices=FAULTS)
-    p.add_argument("--at", type=float, default=10, help="seconds into the load when the fault starts")
+    p.add_argument("--at", type=float, default=3, help="seconds into the load when the fault starts")
     p.add_argument("--hold", type=float, default=5, help="seconds the fault lasts before it is undone")
+    p.set_defaults(drain_stall=None)
     return p
 
 

@@ -88,7 +88,7 @@ def limit_text(limits: Mapping | None) -> str:
     if not limits or not limits.get("replicas"):
         return "-"
     cpus = limits.get("cpus")
-    return f"{'%g' % cpus if cpus else '-'}cpu/{limits.get('memory') or '-'}"
+    return f"{f'{cpus:g}' if cpus else '-'}cpu/{limits.get('memory') or '-'}"
 
 
 def workers_limit_text(workers: Mapping[str, Mapping]) -> str:
@@ -99,6 +99,28 @@ def workers_limit_text(workers: Mapping[str, Mapping]) -> str:
     if len(set(texts.values())) == 1:
         return next(iter(texts.values()))
     return ",".join(f"{q}:{t}" for q, t in texts.items())
+
+
+def restart_counts(containers: Mapping[str, list[Mapping]]) -> dict[str, dict[str, list]]:
+    """Per service and container (docker inspect): [restart count, last exit was an OOM kill]."""
+    return {service: {c.get("Name", "").lstrip("/"): [c.get("RestartCount", 0), bool(c.get("State", {}).get("OOMKilled"))]
+                      for c in cs} for service, cs in containers.items()}
+
+
+def restarts_during(before: Mapping[str, Mapping[str, list]], after: Mapping[str, Mapping[str, list]]) -> dict:
+    """Restarts of each service's containers between two restart_counts(): a
+    container restarted by its restart policy (a crash, an OOM kill) mid-run."""
+    out = {}
+    for service, containers in after.items():
+        n, oom = 0, False
+        for name, (count, oom_killed) in containers.items():
+            earlier = before.get(service, {}).get(name)
+            if earlier is not None and count > earlier[0]:
+                n += count - earlier[0]
+                oom = oom or oom_killed
+        if n:
+            out[service] = {"restarts": n, "oom_killed": oom}
+    return out
 
 
 # -- Grafana annotations (format: grafana/README.md) --------------------------------
@@ -153,19 +175,24 @@ def task_fields(ledger: Mapping | None, load_ended_at: float | None, settled: bo
         "failed": totals.get("failed", 0),
         "duplicates": totals.get("duplicates", 0),
         "lost": max(0, totals.get("pending", 0)),  # still pending when we stopped waiting
+        # Executions that began and never ended: cut off by a crash (and, if the
+        # task is not lost, run again). Ledgers older than the `started` count: None.
+        "unfinished": totals.get("unfinished") if "started" in totals else None,
         "settled": done,
         "first_enqueued_at": first,
         "last_settled_at": last,
         "time_to_execute_all_s": _round(last - first) if done and first and last else None,
         "drain_s": _round(max(0.0, last - load_ended_at)) if done and last and load_ended_at else None,
-        "per_queue": {q: {e: {k: row.get(k) for k in ("enqueued", "completed", "failed", "duplicates", "pending")}
+        "per_queue": {q: {e: {k: row.get(k) for k in ("enqueued", "completed", "failed", "duplicates", "pending",
+                                                           "unfinished")}
                           for e, row in endpoints.items()} for q, endpoints in ledger.get("queues", {}).items()},
     }
 
 
 def build_record(*, params: Mapping, locust: Mapping, ledger: Mapping | None, settled: bool,
                  limits: Mapping, knobs: Mapping, resources: Mapping | None, probe: Mapping | None,
-                 locust_workers: int, subjects: Iterable[str], notes: Iterable[str] = ()) -> dict:
+                 locust_workers: int, subjects: Iterable[str], notes: Iterable[str] = (),
+                 restarts: Mapping[str, Mapping] | None = None) -> dict:
     """Everything a run leaves, in one dict (results/<run>.json).
 
     params: run, scenario, worker, endpoint, users, spawn_rate, iterations, duration_target_s
@@ -185,6 +212,9 @@ def build_record(*, params: Mapping, locust: Mapping, ledger: Mapping | None, se
         warnings.append(generator["warning"])
     if locust.get("locust_cpu_warning"):
         warnings.append("Locust itself warned that a process used over 90 % CPU")
+    for service, r in (restarts or {}).items():
+        warnings.append(f"{service} restarted {r['restarts']} time(s) during the run"
+                        + (" (OOM killed)" if r.get("oom_killed") else ""))
     if params.get("iterations") is not None and requests != params["iterations"]:
         warnings.append(f"{requests} requests recorded, not the {params['iterations']} asked for")
     tasks = task_fields(ledger, end, settled)
@@ -239,6 +269,7 @@ def build_record(*, params: Mapping, locust: Mapping, ledger: Mapping | None, se
         "cpu_throttled_pct": _round(max(throttles), 1) if throttles else None,
         "generator": generator,
         "exported_requests": locust.get("exported_requests"),
+        "restarts": dict(restarts or {}),
         "probe": dict(probe) if probe is not None else None,
         "warnings": warnings,
     }
@@ -300,6 +331,8 @@ def notes_of(record: Mapping) -> str:
         notes.append(f"arq poll {knobs['arq']['ARQ_POLL_DELAY']}s")
     if record.get("generator", {}).get("cpu_bound"):
         notes.append("generator CPU-bound")
+    for service, r in (record.get("restarts") or {}).items():
+        notes.append(f"{service} restarted" + (" (OOM)" if r.get("oom_killed") else ""))
     tasks = record.get("tasks")
     if tasks and not tasks.get("settled"):
         notes.append("NOT SETTLED")

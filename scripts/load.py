@@ -35,11 +35,13 @@ import json
 import math
 import os
 import queue
+import re
 import shlex
 import subprocess
 import sys
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -57,6 +59,7 @@ def setting(name: str, default: str) -> str:
     return os.environ.get(name) or dotenv().get(name) or default
 
 PROBE_MIN_WINDOW_S = 2.0
+GATE_FILE = "/tmp/lab-go"  # LOAD_START_GATE inside the master's container
 
 
 def _load_params_module():
@@ -89,7 +92,7 @@ class Compose:
         cmd = [*self.cmd, "--profile", "load", *args]
         try:
             proc = subprocess.run(cmd, cwd=ROOT, env={**self.env, **(extra_env or {})}, capture_output=True,
-                                  text=True, timeout=timeout)
+                                  text=True, timeout=timeout, check=False)
         except subprocess.TimeoutExpired:
             raise LoadError(f"`{' '.join(cmd)}` did not finish within {timeout:.0f} s") from None
         if check and proc.returncode != 0:
@@ -110,7 +113,7 @@ class Compose:
         ids = self.ids(service)
         if not ids:
             return []
-        proc = subprocess.run(["docker", "inspect", *ids], capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(["docker", "inspect", *ids], capture_output=True, text=True, timeout=60, check=False)
         if proc.returncode != 0:
             raise LoadError(f"docker inspect {service}: {proc.stderr.strip()}")
         return json.loads(proc.stdout)
@@ -177,6 +180,17 @@ class Prometheus:
             compose("kill", "-s", "SIGHUP", "prometheus", check=False, timeout=60)
             say("Prometheus ran an older prometheus.yml without the load jobs: reloaded it (SIGHUP)")
 
+    def scraped_locust(self, workers: int, since: float) -> bool:
+        """The Locust master and `workers` workers were each scraped after `since`."""
+        try:
+            targets = httpx.get(f"{self.url}/api/v1/targets", params={"state": "active"},
+                                timeout=10).json()["data"]["activeTargets"]
+        except (httpx.HTTPError, KeyError, ValueError):
+            return False
+        fresh = [t["labels"].get("job") for t in targets
+                 if t.get("health") == "up" and rfc3339(t.get("lastScrape", "")) > since]
+        return fresh.count("locust-master") >= 1 and fresh.count("locust-worker") >= workers
+
     def wait_for_scrape(self, services: list[str], after: float, timeout: float = 15) -> bool:
         """True once every service has a sample newer than `after`: the window's
         last scrape is in (the scrape interval is 5 s)."""
@@ -210,6 +224,29 @@ class Prometheus:
                 "cpu_throttled_pct": round(throttled[s], 1) if s in throttled else None,
             }
         return out
+
+
+def rfc3339(stamp: str) -> float:
+    """Prometheus's lastScrape (RFC 3339, nanoseconds) as a unix time; 0 if unreadable."""
+    match = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$", stamp or "")
+    if not match:
+        return 0.0
+    whole, frac, zone = match.groups()
+    when = datetime.fromisoformat(whole + ("+00:00" if zone == "Z" else zone)).timestamp()
+    return when + (float(frac) if frac else 0.0)
+
+
+def open_gate(compose: Compose, prom: Prometheus | None, workers: int, since: float, say) -> None:
+    """Let the master start its users: once Prometheus has scraped every Locust
+    process (their series are at 0, so rate() sees the whole run), or after 30 s."""
+    if prom is not None:
+        deadline = time.monotonic() + 30
+        while not prom.scraped_locust(workers, since):
+            if time.monotonic() > deadline:
+                say("Prometheus has not scraped every Locust process after 30 s: starting anyway")
+                break
+            time.sleep(1)
+    compose("exec", "-T", "locust-master", "touch", GATE_FILE, check=False, timeout=60)
 
 
 class Grafana:
@@ -337,7 +374,7 @@ class Display:
 
 
 def bar(fraction: float, width: int = 24) -> str:
-    filled = max(0, min(width, int(round(fraction * width))))
+    filled = max(0, min(width, round(fraction * width)))
     return "[" + "#" * filled + "-" * (width - filled) + "]"
 
 
@@ -400,10 +437,13 @@ def load_env(params, locust_workers: int) -> dict[str, str]:
         "size": "" if params.size is None else str(params.size),
     }
     return {**{P.ENV_NAMES[k]: v for k, v in given.items()}, "LOAD_USERS": str(params.users),
-            "LOAD_SPAWN_RATE": f"{params.spawn_rate:g}", "LOCUST_WORKERS": str(locust_workers)}
+            "LOAD_SPAWN_RATE": f"{params.spawn_rate:g}", "LOCUST_WORKERS": str(locust_workers),
+            "LOAD_START_GATE": GATE_FILE}
 
 
-def run_load(args: argparse.Namespace, compose: Compose | None = None, display: Display | None = None) -> int:
+def run_load(args: argparse.Namespace, compose: Compose | None = None, display: Display | None = None,
+             on_start=None) -> int:
+    """One load run and its record; `on_start(start_info)` is called when Locust's users start."""
     params = P.parse_params(raw_params(args))  # ParamError: reported by main()
     compose = compose or Compose()
     ui = display or Display()
@@ -449,6 +489,9 @@ def run_load(args: argparse.Namespace, compose: Compose | None = None, display: 
     if grafana.problem:
         say(grafana.problem)
 
+    watched = list(dict.fromkeys(["api", *(q for q in params.workers if q != "background")]))
+    before = R.restart_counts({s: compose.inspect(s) for s in watched})
+
     log = None
     probe_started = False
     try:
@@ -462,6 +505,7 @@ def run_load(args: argparse.Namespace, compose: Compose | None = None, display: 
             probe_started = True
 
         say("starting Locust (docker compose --profile load up) ...")
+        containers_since = time.time()
         compose("up", "--detach", "--no-deps", "--force-recreate", "--build", *LOAD_SERVICES,
                 extra_env=load_env(params, args.locust_workers), timeout=900)
         master = compose.ids("locust-master", include_stopped=True)
@@ -476,8 +520,13 @@ def run_load(args: argparse.Namespace, compose: Compose | None = None, display: 
         led_totals, next_poll = None, 0.0
         while result is None:
             for kind, data in log.events(wait=0.5):
-                if kind == "START":
+                if kind == "WAITING":
+                    open_gate(compose, Prometheus(prom_addr) if prom_addr else None, args.locust_workers,
+                              containers_since, say)
+                elif kind == "START":
                     start_info = data
+                    if on_start is not None:
+                        on_start(data)
                     say(f"load started at {time.strftime('%H:%M:%S', time.localtime(data['started_at']))}")
                     if msg := grafana.annotate(R.annotation("start", params.run, params.worker_label or "none",
                                                             params.endpoint_label, params.users, api_text,
@@ -519,14 +568,18 @@ def run_load(args: argparse.Namespace, compose: Compose | None = None, display: 
         say(f"load done: {result['requests']} requests in {load_s:.1f} s, {result['failures']} failed")
 
         # The tasks: wait until nothing is pending.
-        led, settled = None, False
+        led, settled, stalled = None, False, False
         if queue_run:
             accepted = result["status_codes"].get("202", 0)
             load_end = result["last_response_at"] or time.time()
             deadline = time.monotonic() + args.drain_timeout
+            last_settled, moved_at = -1, time.monotonic()
             while True:
                 led = ledger(api, params.run)
                 totals = (led or {}).get("totals", {})
+                settled_now = totals.get("completed", 0) + totals.get("failed", 0)
+                if settled_now != last_settled:
+                    last_settled, moved_at = settled_now, time.monotonic()
                 # pending < 0 (more settled than enqueued) is a ledger defect, not a
                 # backlog: waiting would not change it; the record flags it.
                 if led and totals.get("pending", 1) <= 0 and (totals.get("enqueued", 0) >= accepted
@@ -534,6 +587,9 @@ def run_load(args: argparse.Namespace, compose: Compose | None = None, display: 
                     settled = True
                     break
                 if time.monotonic() > deadline:
+                    break
+                if time.monotonic() - moved_at > args.drain_stall:
+                    stalled = True  # nothing settled for minutes: those tasks are not coming
                     break
                 done = totals.get("completed", 0) + totals.get("failed", 0)
                 enq = max(1, totals.get("enqueued", 0))
@@ -545,6 +601,9 @@ def run_load(args: argparse.Namespace, compose: Compose | None = None, display: 
             if settled:
                 say(f"all tasks settled: {totals.get('completed')} completed, {totals.get('failed')} failed, "
                     f"{totals.get('duplicates')} duplicates")
+            elif stalled:
+                say(f"DRAIN STALLED: nothing settled for {args.drain_stall:.0f} s, {totals.get('pending')} task(s) "
+                    "still pending (recorded as lost)")
             else:
                 say(f"DRAIN TIMEOUT after {args.drain_timeout:.0f} s: {totals.get('pending')} task(s) still pending "
                     "(recorded as lost)")
@@ -566,6 +625,9 @@ def run_load(args: argparse.Namespace, compose: Compose | None = None, display: 
                 probe["window_s"] = round(probe_until - start, 3)
 
         resources, notes = None, []
+        if queue_run and not settled:
+            notes.append(f"drain stalled: nothing settled for {args.drain_stall:.0f} s" if stalled
+                         else f"drain timeout after {args.drain_timeout:.0f} s")
         if prom_addr:
             prom = Prometheus(prom_addr)
             services = list(dict.fromkeys([*subjects, "api"]))
@@ -583,12 +645,13 @@ def run_load(args: argparse.Namespace, compose: Compose | None = None, display: 
         while not log.ended and time.monotonic() < deadline:
             log.events(wait=0.5)
 
+        restarts = R.restarts_during(before, R.restart_counts({s: compose.inspect(s) for s in watched}))
         record = R.build_record(
             params={"run": params.run, "scenario": params.scenario, "worker": params.worker_label,
                     "endpoint": params.endpoint_label, "users": params.users, "spawn_rate": params.spawn_rate,
                     "iterations": params.iterations, "duration_target_s": params.duration_s},
             locust=result, ledger=led, settled=settled, limits=limits, knobs=knobs, resources=resources,
-            probe=probe, locust_workers=args.locust_workers, subjects=subjects, notes=notes)
+            probe=probe, locust_workers=args.locust_workers, subjects=subjects, notes=notes, restarts=restarts)
         record["window_end"] = window_end
         if msg := grafana.annotate(R.annotation("end", params.run, params.worker_label or "none",
                                                 params.endpoint_label, params.users, api_text, worker_text,
@@ -638,6 +701,10 @@ def parser() -> argparse.ArgumentParser:
                    help="Locust worker processes (containers), default LOCUST_WORKERS or 2")
     p.add_argument("--drain-timeout", type=float, default=float(setting("LOAD_DRAIN_TIMEOUT_S", "900")),
                    help="seconds to wait for pending tasks after the load (default 900)")
+    # Waiting for the drain ends early when no task settled for this long: tasks
+    # take seconds at most (CPU_WORK at 0.2 CPU: ~0.25 s), so those are not coming.
+    p.add_argument("--drain-stall", type=float, default=float(setting("LOAD_DRAIN_STALL_S", "120")),
+                   help="...or once no task settled for this long (seconds)")
     p.add_argument("--results-dir", default=str(ROOT / "results"))
     return p
 

@@ -25,7 +25,7 @@ import httpx
 from scripts import lab_results as R
 
 ROOT = Path(__file__).resolve().parents[1]
-RATE = "[20s]"  # four scrapes at the 5 s scrape interval
+RATE = "[15s]"  # three scrapes at the 5 s scrape interval
 
 
 def load_records(directory: Path) -> list[dict]:
@@ -92,8 +92,8 @@ def panels_for(record: dict) -> list[tuple[str, str, list[tuple[str, str, dict]]
             ]),
             ("Latency", "seconds", [
                 *locust_q,
-                ("{queue} task end-to-end p95", "histogram_quantile(0.95, sum by (le, queue) "
-                 f"(rate(lab_task_latency_seconds_bucket{{queue=~\"{queues}\"}}{RATE})))", {"ls": "--"}),
+                ("{queue} task end-to-end p95", ("histogram_quantile(0.95, sum by (le, queue) "
+                 f"(rate(lab_task_latency_seconds_bucket{{queue=~\"{queues}\"}}{RATE})))"), {"ls": "--"}),
             ]),
             ("CPU vs limit", "cores", cpu),
         ]

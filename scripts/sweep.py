@@ -38,7 +38,7 @@ def make_up(services: str, env: dict[str, str], **variables: str) -> None:
     if services.strip():
         cmd.append(f"services={services.strip()}")
     print(f"\n== {' '.join(cmd[4:]) or 'make up'}", flush=True)
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise L.LoadError(f"make up {variables} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
 

@@ -4,11 +4,15 @@ Keys (all under `lab:`, the only keys `make reset` ever deletes):
   lab:runs                      SET   run names
   lab:run:<run>:ledger          HASH  "<queue>:<kind>/<variant>:<stat>" -> count, plus
                                       first_enqueued_at / last_settled_at (unix seconds)
+  lab:run:<run>:enqueued        SET   task_ids counted as enqueued
   lab:run:<run>:settled         SET   task_ids already completed or failed
   lab:run:<run>:work:<queue>:<kind>/<variant>   the counter the tasks INCRBY
 
 A task is settled once: the first execution that ends records `completed` or
 `failed`; any later execution of the same task_id counts as a duplicate.
+Every execution also counts as `started` when it begins, so `unfinished`
+(started - completed - failed - duplicates) is what is running now, or, once
+a run has drained, the executions cut off by a crash and run again.
 """
 
 import time
@@ -18,7 +22,25 @@ import redis.asyncio as aioredis
 
 from services.protocol import TaskMessage
 
-STATS = ("enqueued", "completed", "failed", "duplicates")
+STATS = ("enqueued", "started", "completed", "failed", "duplicates")
+
+# Counting an enqueue, or taking it back, is idempotent per task_id: a call
+# whose reply timed out may or may not have been applied, and the API takes
+# back every enqueue it answered with an error, whichever happened.
+_ENQUEUED = """
+local changed
+if ARGV[1] == '1' then changed = redis.call('SADD', KEYS[1], ARGV[2]) else changed = redis.call('SREM', KEYS[1], ARGV[2]) end
+if changed == 1 then
+  local delta = tonumber(ARGV[1])
+  redis.call('HINCRBY', KEYS[2], ARGV[3] .. ':enqueued', delta)
+  redis.call('HINCRBY', KEYS[2], ARGV[3] .. ':value', delta * tonumber(ARGV[4]))
+  if delta == 1 then
+    redis.call('SADD', KEYS[3], ARGV[5])
+    redis.call('HSETNX', KEYS[2], 'first_enqueued_at', ARGV[6])
+  end
+end
+return changed
+"""
 
 # SADD decides, atomically, whether this execution is the first to settle the task.
 _SETTLE = """
@@ -50,18 +72,24 @@ class Ledger:
     def __init__(self, redis: aioredis.Redis):
         self.redis = redis
         self._settle = redis.register_script(_SETTLE)
+        self._enqueued = redis.register_script(_ENQUEUED)
 
-    async def record_enqueued(self, msg: TaskMessage, delta: int = 1) -> None:
+    async def record_enqueued(self, msg: TaskMessage) -> None:
         """Count a task as enqueued before it is handed to the broker, so that a
-        completion can never be seen before its enqueue; delta=-1 takes it back
-        when the broker refused it."""
-        ledger = run_key(msg.run, "ledger")
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.sadd("lab:runs", msg.run)
-            pipe.hincrby(ledger, _field(msg, "enqueued"), delta)
-            pipe.hincrby(ledger, _field(msg, "value"), delta * msg.value)
-            pipe.hsetnx(ledger, "first_enqueued_at", repr(msg.enqueued_at))
-            await pipe.execute()
+        completion can never be seen before its enqueue."""
+        await self._count_enqueued(msg, 1)
+
+    async def take_back(self, msg: TaskMessage) -> None:
+        """Uncount an enqueue the broker refused; a no-op if it was never counted."""
+        await self._count_enqueued(msg, -1)
+
+    async def _count_enqueued(self, msg: TaskMessage, delta: int) -> None:
+        keys = [run_key(msg.run, "enqueued"), run_key(msg.run, "ledger"), "lab:runs"]
+        args = [delta, msg.task_id, f"{msg.queue}:{msg.endpoint}", msg.value, msg.run, repr(msg.enqueued_at)]
+        await self._enqueued(keys=keys, args=args)
+
+    async def record_started(self, msg: TaskMessage) -> None:
+        await self.redis.hincrby(run_key(msg.run, "ledger"), _field(msg, "started"), 1)
 
     async def settle(self, msg: TaskMessage, outcome: str) -> bool:
         """Record `completed` or `failed`; False when this task was already settled."""
@@ -87,9 +115,10 @@ class Ledger:
         rows = [(q, e, row) for q, endpoints in queues.items() for e, row in endpoints.items()]
         # `work` is what the tasks really added up: `value` plus whatever duplicates added.
         work = await self.redis.mget([run_key(run, f"work:{q}:{e}") for q, e, _ in rows]) if rows else []
-        totals = dict.fromkeys((*STATS, "pending"), 0)
+        totals = dict.fromkeys((*STATS, "pending", "unfinished"), 0)
         for (_, _, row), done in zip(rows, work):
             row["pending"] = row["enqueued"] - row["completed"] - row["failed"]
+            row["unfinished"] = row["started"] - row["completed"] - row["failed"] - row["duplicates"]
             row["work"] = int(done or 0)
             for stat in totals:
                 totals[stat] += row[stat]

@@ -43,6 +43,7 @@ class TaskRunner:
         in_progress = TASKS_IN_PROGRESS.labels(**labels)
         in_progress.inc()
         try:
+            await self.ledger.record_started(msg)
             try:
                 await self.work.body(msg.kind, msg.variant)(msg)
             except Exception:

@@ -63,8 +63,11 @@ class Settings(BaseSettings):
     celery_pool: Literal["prefork", "threads", "solo"] = "prefork"
     celery_prefetch_multiplier: int = Field(4, ge=1)
 
-    # The same time limit for one task on every queue (arq's default; SAQ's own is 10 s).
-    task_timeout_s: int = Field(300, ge=1)
+    # The same time limit for one task on every queue (arq's default is 300 s,
+    # SAQ's 10 s). It is also each queue's lease: a dead worker's tasks are run
+    # again after about this long (arq: +10 s; SAQ: + its 60 s sweep; Celery's
+    # visibility timeout is twice it). Tasks here take seconds at most.
+    task_timeout_s: int = Field(60, ge=1)
     # How long a worker waits for in-flight tasks on SIGTERM before giving them back.
     shutdown_grace_s: int = Field(20, ge=0)
 

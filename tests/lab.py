@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -46,9 +47,12 @@ def wait_until(predicate, timeout: float, what: str, interval: float = 0.1):
 
 
 class RedisServer:
-    def __init__(self, port: int | None = None):
+    def __init__(self, port: int | None = None, persist: bool = False):
+        """persist: an append-only file in a directory of its own, so a restart
+        keeps the queues and the ledger (like REDIS_APPENDONLY=yes)."""
         self.port = port or free_port()
         self.proc: subprocess.Popen | None = None
+        self.dir = tempfile.mkdtemp(prefix="lab-redis-") if persist else None
 
     @property
     def url(self) -> str:
@@ -56,8 +60,8 @@ class RedisServer:
 
     def start(self) -> "RedisServer":
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no"],
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             *(["--appendonly", "yes", "--dir", self.dir] if self.dir else ["--appendonly", "no"])],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         wait_until(self.ping, 10, f"redis-server on {self.port}")

@@ -7,7 +7,6 @@ Locust is never imported here: it monkey-patches the whole process with gevent.
 It runs as subprocesses instead (`uv sync --all-groups` installs it on the host).
 """
 
-import importlib.util
 import json
 import os
 import re
@@ -129,7 +128,7 @@ def test_driver_environment_makes_the_containers_parse_the_same_run():
 
 def test_compose_passes_every_parameter_to_the_locust_containers():
     text = (ROOT / "docker-compose.yml").read_text()
-    for name in [*P.ENV_NAMES.values(), "LOAD_USERS", "LOAD_SPAWN_RATE", "LOCUST_WORKERS"]:
+    for name in [*P.ENV_NAMES.values(), "LOAD_USERS", "LOAD_SPAWN_RATE", "LOCUST_WORKERS", "LOAD_START_GATE"]:
         assert f"${{{name}:-" in text, name
 
 
@@ -288,6 +287,22 @@ def test_the_record_flags_what_does_not_add_up():
     calm = record(locust={**LOCUST_RESULT, "processes": LOCUST_RESULT["processes"][:1]})
     assert calm["generator"] == {"processes": [{"role": "master", "cpu_cores": 0.025, "ceiling_cores": 1.0}],
                                  "cpu_bound": False, "warning": None}
+
+
+def test_restarts_during_a_run_are_reported():
+    def inspected(name, count, oom):
+        return {"Name": f"/lab-{name}", "RestartCount": count, "State": {"OOMKilled": oom}}
+
+    before = R.restart_counts({"api": [inspected("api-1", 0, False)],
+                               "arq": [inspected("arq-1", 3, True), inspected("arq-2", 0, False)]})
+    after = R.restart_counts({"api": [inspected("api-1", 2, True)],
+                              "arq": [inspected("arq-1", 3, True), inspected("arq-2", 0, False),
+                                      inspected("arq-3", 1, False)]})  # a replica added since: not a restart
+    restarts = R.restarts_during(before, after)
+    assert restarts == {"api": {"restarts": 2, "oom_killed": True}}  # arq-1's old OOM kill is not this run's
+    r = record(restarts=restarts)
+    assert "api restarted 2 time(s) during the run (OOM killed)" in r["warnings"]
+    assert "api restarted (OOM)" in R.notes_of(r) and record()["restarts"] == {}
 
 
 def test_the_generator_is_cpu_bound_against_its_own_limit_too():
@@ -481,6 +496,8 @@ def test_a_distributed_run_sends_exactly_its_iterations_and_counts_each_once(tar
     sent = {k: metrics[k].get(f"locust_requests_total{{method=POST,name={name}}}", 0) for k in ("w1", "w2")}
     assert sum(sent.values()) == 137 and all(sent.values()), sent  # both workers sent, each counted once
     assert sum(metrics[k][f"locust_response_time_seconds_count{{name={name}}}"] for k in ("w1", "w2")) == 137
+    # Created at 0 before the first request (rate() needs that first sample), never incremented.
+    assert metrics["w1"][f"locust_failures_total{{method=POST,name={name}}}"] == 0
     assert not any(k.startswith("locust_requests_total") for k in metrics["master"])
     assert "locust_users{}" in metrics["master"] and not any(k.startswith("locust_users") for k in metrics["w1"])
     assert "lab_cpu_seconds_total{service=locust-master}" in metrics["master"]
@@ -491,7 +508,7 @@ def test_a_distributed_run_for_a_duration_records_every_request_it_sent(target, 
     """duration=3s over two workers: at the end no new request starts and those
     in flight are answered, so Locust's count is what the server received (the
     ledger's enqueued then equals the 202s)."""
-    lines, metrics, codes = run_distributed(target, tmp_path, users=4, LOAD_DURATION="3s", LOAD_RUN="units-3")
+    lines, _, codes = run_distributed(target, tmp_path, users=4, LOAD_DURATION="3s", LOAD_RUN="units-3")
     assert codes == [0, 0, 0]
     result = lines["LAB-RESULT"]
     assert result["iterations"] is None and result["duration_target_s"] == 3.0
@@ -509,7 +526,7 @@ def test_a_local_run_for_a_duration_and_a_refused_parameter(target, tmp_path):
                      LOAD_LINGER_S="0", METRICS_PORT="off")
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "locust", *common], env=env, capture_output=True, text=True,
-                          timeout=60)
+                          timeout=60, check=False)
     took = time.monotonic() - started
     result = next(json.loads(line.split(" ", 1)[1]) for line in proc.stdout.splitlines()
                   if line.startswith("LAB-RESULT"))
@@ -519,6 +536,33 @@ def test_a_local_run_for_a_duration_and_a_refused_parameter(target, tmp_path):
 
     before = target.count
     bad = subprocess.run([sys.executable, "-m", "locust", *common],
-                         env={**env, "LOAD_WORKER": "rq"}, capture_output=True, text=True, timeout=60)
+                         env={**env, "LOAD_WORKER": "rq"}, capture_output=True, text=True, timeout=60, check=False)
     assert bad.returncode != 0 and target.count == before
     assert "LAB-ERROR" in bad.stdout and "worker='rq'" in bad.stdout
+
+
+def test_the_master_waits_for_its_start_gate(target, tmp_path):
+    """With LOAD_START_GATE the users start only once that file exists (make load
+    creates it when Prometheus has scraped every Locust process)."""
+    gate = tmp_path / "go"
+    env = locust_env(LOAD_SCENARIO="queue", LOAD_WORKER="arq", LOAD_ITERATIONS="5", LOAD_RUN="units-4",
+                     LOAD_LINGER_S="0", METRICS_PORT="off", LOAD_START_GATE=str(gate))
+    log = tmp_path / "local.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "locust", "-f", str(ROOT / "locust" / "locustfile.py"),
+                                 "--headless", "--only-summary", "--users=2", "--spawn-rate=10",
+                                 f"--host={target.url}", "--exit-code-on-error=0"],
+                                env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while "LAB-WAITING" not in log.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.1)
+        time.sleep(2)
+        assert "LAB-START" not in log.read_text() and proc.poll() is None and target.count == 0
+        gate.write_text("")
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "LAB-START" in log.read_text() and target.count == 5

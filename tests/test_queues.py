@@ -30,8 +30,8 @@ def test_every_task_completes_once(lab, queue, endpoint):
     report = wait_settled(lab.api.url, run, count)
     row = report["queues"][queue][endpoint]
     assert row == {
-        "enqueued": count, "completed": count, "failed": 0, "duplicates": 0,
-        "pending": 0, "value": count * VALUE, "work": count * VALUE,
+        "enqueued": count, "started": count, "completed": count, "failed": 0, "duplicates": 0,
+        "pending": 0, "unfinished": 0, "value": count * VALUE, "work": count * VALUE,
     }
     assert list(report["queues"]) == [queue]
 

@@ -19,7 +19,8 @@ def test_two_replicas_never_duplicate(lab, queue):
         run = new_run(f"replicas-{queue}")
         assert all(r.status_code == 202 for r in post_tasks(lab.api.url, run, queue, "io/simple", COUNT))
         totals = wait_settled(lab.api.url, run, COUNT)["totals"]
-        assert totals == {"enqueued": COUNT, "completed": COUNT, "failed": 0, "duplicates": 0, "pending": 0}
+        assert totals == {"enqueued": COUNT, "started": COUNT, "completed": COUNT, "failed": 0, "duplicates": 0,
+                          "pending": 0, "unfinished": 0}
 
         def done_by_replicas():
             return [p.metrics().value("lab_task_completed_total", **labels) - b

@@ -92,6 +92,8 @@ def test_ledger_settles_once_and_counts_duplicates(ledger_redis):
         a, b, c = msg("unit-1"), msg("unit-1"), msg("unit-1")
         for m in (a, b, c):
             await ledger.record_enqueued(m)
+        for m in (a, a, b, b, c):  # c's execution is cut off: it never settles
+            await ledger.record_started(m)
         assert await ledger.settle(a, "completed") is True
         assert await ledger.settle(a, "completed") is False  # ran twice
         assert await ledger.settle(b, "failed") is True
@@ -100,8 +102,30 @@ def test_ledger_settles_once_and_counts_duplicates(ledger_redis):
         await redis.aclose()
         return row
     row = asyncio.run(go())
-    assert {k: row[k] for k in ("enqueued", "completed", "failed", "duplicates", "pending", "value")} == \
-        {"enqueued": 3, "completed": 1, "failed": 1, "duplicates": 2, "pending": 1, "value": 6}
+    assert {k: row[k] for k in ("enqueued", "started", "completed", "failed", "duplicates", "pending",
+                                "unfinished", "value")} == \
+        {"enqueued": 3, "started": 5, "completed": 1, "failed": 1, "duplicates": 2, "pending": 1,
+         "unfinished": 1, "value": 6}
+
+
+def test_enqueue_counts_and_take_backs_are_idempotent_per_task(ledger_redis):
+    """An enqueue whose reply timed out may or may not have been applied; the API
+    takes it back either way, and neither a repeat nor a stray take-back counts."""
+    async def go():
+        redis = aioredis.Redis.from_url(ledger_redis)
+        ledger = Ledger(redis)
+        kept, refused, never = msg("unit-idem"), msg("unit-idem"), msg("unit-idem")
+        await ledger.record_enqueued(kept)
+        await ledger.record_enqueued(kept)  # the same task counted again: no change
+        await ledger.record_enqueued(refused)
+        await ledger.take_back(refused)
+        await ledger.take_back(refused)  # taken back twice: once counts
+        await ledger.take_back(never)  # never counted: nothing to take back
+        row = (await ledger.report("unit-idem"))["queues"]["arq"]["io/simple"]
+        await redis.aclose()
+        return row
+    row = asyncio.run(go())
+    assert (row["enqueued"], row["value"], row["pending"]) == (1, 2, 1)
 
 
 def test_reset_of_one_run_touches_nothing_else(ledger_redis):

@@ -2,15 +2,26 @@
 
 Knobs that change the result: ARQ_MAX_JOBS (default CONCURRENCY) and
 ARQ_POLL_DELAY (arq's default 0.5 s: an idle worker looks for jobs twice a
-second, and each poll takes at most a batch of jobs, which caps a worker at
-roughly 200 tasks/s with defaults). On SIGTERM the worker stops taking jobs
+second, and each poll starts at most ARQ_MAX_JOBS jobs, which caps a worker
+at ARQ_MAX_JOBS / ARQ_POLL_DELAY short tasks a second: 6 at the defaults). On SIGTERM the worker stops taking jobs
 and waits SHUTDOWN_GRACE_S for running ones (arq's `job_completion_wait`);
 jobs still running after that are cancelled and arq runs them again later.
+
+Delivery: a job stays in the queue until it finishes; the worker running it
+holds an in-progress key that expires TASK_TIMEOUT_S + 10 s after it started.
+A job whose worker died is run again once that key expires (arq's
+`max_tries`, 5, bounds the re-runs); the ledger counts a second execution as a
+duplicate. Redis going away does not end the worker (see LabWorker).
 """
 
+import asyncio
+import logging
+
 from arq.connections import ArqRedis, RedisSettings
-from redis.asyncio import ConnectionPool
 from arq.worker import Worker
+from redis.asyncio import ConnectionPool
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from services.protocol import Queue, TaskMessage
 from services.settings import Settings, get_settings
@@ -58,6 +69,36 @@ async def depth(redis) -> int:
 
 
 # Worker
+REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
+log = logging.getLogger("lab.arq")
+
+
+class LabWorker(Worker):
+    """arq's Worker, except that losing Redis does not end it.
+
+    arq lets a connection error out of its poll loop, and the process exits.
+    Here the poll is retried every second until Redis answers again; jobs
+    that were running carry on (those whose result could not be written are
+    run again when their in-progress key expires)."""
+
+    async def _poll_iteration(self) -> None:
+        try:
+            await super()._poll_iteration()
+        except REDIS_DOWN as exc:
+            log.warning("Redis unreachable (%s): polling again in 1 s", exc)
+            await asyncio.sleep(1)
+
+    async def start_jobs(self, job_ids: list[bytes]) -> None:
+        try:
+            await super().start_jobs(job_ids)
+        except REDIS_DOWN:
+            # arq had taken a slot for the job it was starting when Redis went:
+            # give it back, or each outage would cost the worker one slot.
+            self.job_counter -= 1
+            self.sem.release()
+            raise
+
+
 async def lab_task(ctx: dict, message: dict) -> None:
     await ctx["lab"].runner.run(message)
 
@@ -74,7 +115,7 @@ async def shutdown(ctx: dict) -> None:
 def main() -> None:
     setup_logging()
     settings = get_settings()
-    Worker(
+    LabWorker(
         functions=[lab_task],
         redis_settings=redis_settings(settings),
         queue_name=QUEUE_KEY,

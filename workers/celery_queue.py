@@ -8,7 +8,9 @@ every task is submitted to that loop. It is created after the fork, never
 before, and never per task.
 
 Delivery: `acks_late` with `reject_on_worker_lost`: a task is acknowledged only
-when it finished, and goes back to the queue if its process dies. Task events
+when it finished, and goes back to the queue if its process dies. If the whole
+worker dies, its unacknowledged tasks are delivered again once the Redis
+transport's visibility timeout (2 x TASK_TIMEOUT_S) has passed. Task events
 are on (`-E`), so Flower shows every task. Knobs that change the result:
 CELERY_CONCURRENCY (default CONCURRENCY), CELERY_POOL,
 CELERY_PREFETCH_MULTIPLIER (Celery's default 4).
@@ -63,9 +65,11 @@ def make_app(settings: Settings) -> Celery:
         worker_hijack_root_logger=False,
         broker_connection_retry_on_startup=True,
         broker_transport_options={
-            # A task not acknowledged within this time is delivered again; it
-            # must exceed the longest task, or long tasks run twice.
-            "visibility_timeout": max(3600, 2 * settings.task_timeout_s),
+            # A task not acknowledged within this time is delivered again (a
+            # killed worker's tasks come back then; kombu's default is an hour).
+            # It must exceed the longest task plus its wait in the prefetch
+            # buffer, or long tasks run twice.
+            "visibility_timeout": 2 * settings.task_timeout_s,
             "socket_timeout": settings.redis_timeout_s,
             "socket_connect_timeout": settings.redis_timeout_s,
         },

@@ -22,7 +22,9 @@ import socket
 
 from faststream import AckPolicy, FastStream
 from faststream.redis import RedisBroker, StreamSub
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from services.protocol import Queue, TaskMessage
 from services.redis_clients import async_client
@@ -32,6 +34,7 @@ from services.worker_runtime import WorkerRuntime, setup_logging
 QUEUE = Queue.faststream
 STREAM = "lab:faststream"  # a STREAM (or, with pubsub, the channel of that name)
 GROUP = "lab"
+log = logging.getLogger("lab.faststream")
 
 
 def make_broker(settings: Settings, timeout_s: float | None) -> RedisBroker:
@@ -118,12 +121,46 @@ def make_app(settings: Settings) -> FastStream:
     return FastStream(broker, after_startup=[lab.start], after_shutdown=[lab.stop])
 
 
+async def group_lost(settings: Settings) -> bool:
+    """True only when Redis answers and our consumer group is not there."""
+    redis = async_client(settings)
+    try:
+        groups = await redis.xinfo_groups(STREAM)
+        return not any(g["name"] in (GROUP, GROUP.encode()) for g in groups)
+    except ResponseError:  # no such stream: the group went with it
+        return True
+    except (RedisConnectionError, RedisTimeoutError, OSError):
+        return False
+    finally:
+        await redis.aclose()
+
+
+async def wait_and_create_group(settings: Settings) -> None:
+    while True:
+        try:
+            return await create_group(settings)
+        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+            log.warning("Redis unreachable (%s): creating the consumer group again in 1 s", exc)
+            await asyncio.sleep(1)
+
+
 def main() -> None:
     setup_logging()
     settings = get_settings()
-    if settings.faststream_channel != "pubsub":
-        asyncio.run(create_group(settings))
-    asyncio.run(make_app(settings).run())
+    if settings.faststream_channel == "pubsub":
+        asyncio.run(make_app(settings).run())
+        return
+    # FastStream retries reads while Redis is unreachable, but when Redis comes
+    # back without the consumer group (restarted without persistence, or
+    # flushed) its subscriber stops for good and the app exits. Then the group
+    # is created again and a new app started in this process; an exit with the
+    # group still in place is a signal's (SIGTERM), and ends the worker.
+    while True:
+        asyncio.run(wait_and_create_group(settings))
+        asyncio.run(make_app(settings).run())
+        if not asyncio.run(group_lost(settings)):
+            return
+        log.warning("consumer group %s of stream %s is gone (Redis lost its data): starting over", GROUP, STREAM)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,10 @@ TASK_TIMEOUT_S like every queue (SAQ's own default would be 10 s). On SIGTERM
 the worker waits up to SHUTDOWN_GRACE_S for running jobs, then cancels what is
 left and SAQ puts those jobs back on the queue. SAQ_WEB=1 serves SAQ's
 web UI on SAQ_WEB_PORT.
+
+Delivery: a job a dead worker held stays "active" until SAQ's sweep (every
+60 s, in any live worker) finds it past its timeout; with `retries=2` it is
+then queued again, not aborted.
 """
 
 import asyncio
@@ -40,7 +44,11 @@ class Producer:
 
     async def enqueue(self, msg: TaskMessage) -> None:
         job = await self.queue.enqueue(
-            TASK_NAME, key=msg.task_id, timeout=self.settings.task_timeout_s, message=msg.payload()
+            TASK_NAME, key=msg.task_id, timeout=self.settings.task_timeout_s, message=msg.payload(),
+            # SAQ's default (1) is one attempt in all: a job swept from a dead
+            # worker would be aborted, never run. 2 runs it again (and retries a
+            # task that raised once; the ledger counts either as a duplicate).
+            retries=2,
         )
         if job is None:  # SAQ does not enqueue a key that already exists
             raise RuntimeError(f"saq refused duplicate job key {msg.task_id}")

@@ -35,6 +35,11 @@ class Lab:
         self.settings = settings
         self.redis = async_client(settings)
         self.ledger = Ledger(self.redis)
+        # Take-backs sent after an answer go through a pool of their own: redis-py
+        # connects under its pool's lock, so one stuck on a frozen Redis would
+        # hold up the next request's ledger call for a whole timeout.
+        self._undo_redis = async_client(settings)
+        self.undo_ledger = Ledger(self._undo_redis)
         self.background = BackgroundQueue(TaskRunner(settings))
         self.upstream_sync, self.upstream_async = clients_for(settings)
         self._producers: dict[Queue, object] = {}
@@ -61,6 +66,7 @@ class Lab:
         await self.upstream_async.aclose()
         self.upstream_sync.close()
         await self.redis.aclose()
+        await self._undo_redis.aclose()
 
 
 @asynccontextmanager

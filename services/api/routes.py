@@ -1,6 +1,7 @@
 """The API's routes: enqueue a task, read a run's ledger, health."""
 
 import asyncio
+import logging
 import time
 from typing import Annotated
 
@@ -13,6 +14,7 @@ from services.metrics import ENQUEUE_ERRORS, ENQUEUE_SECONDS, ENQUEUED
 from services.protocol import DEFAULT_RUN, ENDPOINTS, RUN_PATTERN, Kind, Queue, TaskMessage, Variant
 
 router = APIRouter()
+log = logging.getLogger("lab.api")
 
 
 class IncrBody(BaseModel):
@@ -48,7 +50,14 @@ async def enqueue(request: Request, msg: TaskMessage, background: BackgroundTask
     # unknown (the broker may have it). Every client has socket timeouts
     # (REDIS_TIMEOUT_S) instead, so an unreachable Redis still fails in seconds.
     try:
-        await lab.ledger.record_enqueued(msg)
+        try:
+            await lab.ledger.record_enqueued(msg)
+        except BaseException:
+            # Its reply timed out or the connection broke: Redis may have applied
+            # it anyway. The take-back is idempotent, so it is sent regardless,
+            # after the answer: with Redis frozen it would take another timeout.
+            _undo_later(lab, msg)
+            raise
         try:
             if msg.queue == Queue.background:
                 lab.background.enqueue(msg, background)
@@ -56,7 +65,8 @@ async def enqueue(request: Request, msg: TaskMessage, background: BackgroundTask
                 producer = await lab.producer(msg.queue)
                 await producer.enqueue(msg)
         except BaseException:
-            await asyncio.shield(_undo(lab, msg))
+            if not await asyncio.shield(_undo(lab, msg)):
+                _undo_later(lab, msg)  # Redis went too: retried until it is back
             raise
     except Exception as exc:
         reason = _reason(exc)
@@ -66,11 +76,28 @@ async def enqueue(request: Request, msg: TaskMessage, background: BackgroundTask
     ENQUEUED.labels(queue=msg.queue, kind=msg.kind, variant=msg.variant).inc()
 
 
-async def _undo(lab, msg: TaskMessage) -> None:
-    try:
-        await lab.ledger.record_enqueued(msg, delta=-1)
-    except Exception:
-        pass  # Redis itself is down: the enqueue was never counted either
+_PENDING_UNDOS: set[asyncio.Task] = set()  # strong references until each one ran
+UNDO_RETRY_S = 60  # a take-back that finds Redis down is retried every second for this long
+
+
+def _undo_later(lab, msg: TaskMessage) -> None:
+    task = asyncio.create_task(_undo(lab, msg, lab.undo_ledger, attempts=UNDO_RETRY_S))
+    _PENDING_UNDOS.add(task)
+    task.add_done_callback(_PENDING_UNDOS.discard)
+
+
+async def _undo(lab, msg: TaskMessage, ledger=None, attempts: int = 1) -> bool:
+    """Take back a counted enqueue; False if Redis could not be reached. Left
+    undone, the ledger would keep a task no queue has, as lost."""
+    for attempt in range(attempts):
+        try:
+            await (ledger or lab.ledger).take_back(msg)
+            return True
+        except Exception:
+            if attempt + 1 < attempts:
+                await asyncio.sleep(1)
+    log.warning("could not take back the enqueue of task %s (run %s): Redis unreachable", msg.task_id, msg.run)
+    return False
 
 
 async def _enqueue_after_response(request: Request, msg: TaskMessage, background: BackgroundTasks) -> None:
