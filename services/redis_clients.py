@@ -6,6 +6,11 @@ import redis.asyncio as aioredis
 from services.settings import Settings
 
 
+# What a client raises when Redis cannot be reached or does not answer in time
+# (as opposed to Redis answering with an error).
+REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+
+
 def _options(settings: Settings) -> dict:
     return {
         "socket_timeout": settings.redis_timeout_s,

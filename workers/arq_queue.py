@@ -20,10 +20,9 @@ import logging
 from arq.connections import ArqRedis, RedisSettings
 from arq.worker import Worker
 from redis.asyncio import ConnectionPool
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from services.protocol import Queue, TaskMessage
+from services.redis_clients import REDIS_DOWN
 from services.settings import Settings, get_settings
 from services.worker_runtime import WorkerRuntime, setup_logging
 
@@ -69,7 +68,6 @@ async def depth(redis) -> int:
 
 
 # Worker
-REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
 log = logging.getLogger("lab.arq")
 
 

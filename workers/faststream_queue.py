@@ -22,12 +22,10 @@ import socket
 
 from faststream import AckPolicy, FastStream
 from faststream.redis import RedisBroker, StreamSub
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from services.protocol import Queue, TaskMessage
-from services.redis_clients import async_client
+from services.redis_clients import REDIS_DOWN, async_client
 from services.settings import Settings, get_settings
 from services.worker_runtime import WorkerRuntime, setup_logging
 
@@ -86,15 +84,19 @@ class Producer:
         await self.broker.stop()
 
 
+def our_group(groups: list[dict]) -> dict | None:
+    """The lab's consumer group among XINFO GROUPS' answer, if it is there."""
+    return next((g for g in groups if g["name"] in (GROUP, GROUP.encode())), None)
+
+
 async def depth(redis) -> int | float:
     """Entries the group has not been handed yet (XINFO GROUPS `lag`)."""
     try:
-        groups = await redis.xinfo_groups(STREAM)
+        group = our_group(await redis.xinfo_groups(STREAM))
     except ResponseError:  # no stream yet
         return 0
-    for group in groups:
-        if group["name"] in (GROUP, GROUP.encode()):
-            return group["lag"] if group.get("lag") is not None else float("nan")
+    if group is not None:
+        return group["lag"] if group.get("lag") is not None else float("nan")
     return await redis.xlen(STREAM)
 
 
@@ -125,11 +127,10 @@ async def group_lost(settings: Settings) -> bool:
     """True only when Redis answers and our consumer group is not there."""
     redis = async_client(settings)
     try:
-        groups = await redis.xinfo_groups(STREAM)
-        return not any(g["name"] in (GROUP, GROUP.encode()) for g in groups)
+        return our_group(await redis.xinfo_groups(STREAM)) is None
     except ResponseError:  # no such stream: the group went with it
         return True
-    except (RedisConnectionError, RedisTimeoutError, OSError):
+    except REDIS_DOWN:
         return False
     finally:
         await redis.aclose()
@@ -139,7 +140,7 @@ async def wait_and_create_group(settings: Settings) -> None:
     while True:
         try:
             return await create_group(settings)
-        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+        except REDIS_DOWN as exc:
             log.warning("Redis unreachable (%s): creating the consumer group again in 1 s", exc)
             await asyncio.sleep(1)
 

@@ -10,6 +10,7 @@ from fastapi import APIRouter, BackgroundTasks, Body, Header, HTTPException, Req
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from services.api.errors import QueueUnavailable
+from services.ledger import Ledger
 from services.metrics import ENQUEUE_ERRORS, ENQUEUE_SECONDS, ENQUEUED
 from services.protocol import DEFAULT_RUN, ENDPOINTS, RUN_PATTERN, Kind, Queue, TaskMessage, Variant
 
@@ -65,7 +66,7 @@ async def enqueue(request: Request, msg: TaskMessage, background: BackgroundTask
                 producer = await lab.producer(msg.queue)
                 await producer.enqueue(msg)
         except BaseException:
-            if not await asyncio.shield(_undo(lab, msg)):
+            if not await asyncio.shield(_undo(lab.ledger, msg)):
                 _undo_later(lab, msg)  # Redis went too: retried until it is back
             raise
     except Exception as exc:
@@ -81,17 +82,17 @@ UNDO_RETRY_S = 60  # a take-back that finds Redis down is retried every second f
 
 
 def _undo_later(lab, msg: TaskMessage) -> None:
-    task = asyncio.create_task(_undo(lab, msg, lab.undo_ledger, attempts=UNDO_RETRY_S))
+    task = asyncio.create_task(_undo(lab.undo_ledger, msg, attempts=UNDO_RETRY_S))
     _PENDING_UNDOS.add(task)
     task.add_done_callback(_PENDING_UNDOS.discard)
 
 
-async def _undo(lab, msg: TaskMessage, ledger=None, attempts: int = 1) -> bool:
+async def _undo(ledger: Ledger, msg: TaskMessage, attempts: int = 1) -> bool:
     """Take back a counted enqueue; False if Redis could not be reached. Left
     undone, the ledger would keep a task no queue has, as lost."""
     for attempt in range(attempts):
         try:
-            await (ledger or lab.ledger).take_back(msg)
+            await ledger.take_back(msg)
             return True
         except Exception:
             if attempt + 1 < attempts:
