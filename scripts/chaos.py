@@ -10,9 +10,13 @@ Faults:
   restart-redis  Redis restarted (`docker restart`). Without REDIS_APPENDONLY=yes its
                  data, the ledger included, is gone: the run cannot be accounted for,
                  so this fault refuses to run without it (make up REDIS_APPENDONLY=yes)
-  oom            the worker's memory limit lowered just above what it uses, so the
-                 next allocation kills a process (endpoint cpu/process by default:
-                 its process pool needs memory); the limit is put back after `hold`
+  oom            the worker's memory limit lowered to what it uses plus OOM_MARGIN,
+                 then a memory hog inside the container (BALLOON) allocates past it:
+                 the kernel's OOM killer kills the worker's main process, pointed at
+                 it with oom_score_adj 1000 (the biggest process, its usual choice
+                 anyway), and the restart policy brings the container back. A lower
+                 limit alone proves nothing: the kernel reclaims page cache first and
+                 a steady worker allocates too little to be killed.
 After `hold` seconds the fault is undone (container started again, limit restored).
 Recovery time: from the fault's start until tasks complete again (the ledger's
 completed count rises).
@@ -25,12 +29,32 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 from scripts import load as L
 
 FAULTS = ("kill-worker", "stop-worker", "restart-redis", "oom")
 WORKERS = ("arq", "saq", "faststream", "celery")
+OOM_MARGIN = 16 * 2**20
+
+# Run as root inside the worker container (root may raise another process's
+# oom_score_adj; no capability needed). The worker's main process is the
+# child of the container's init (tini); `docker exec` processes have parent 0.
+BALLOON = """
+import os, sys, time
+def parent(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(line for line in f if line.startswith("PPid:")).split()[1])
+for pid in os.listdir("/proc"):
+    if pid.isdigit() and int(pid) != os.getpid() and parent(pid) == 1:
+        with open(f"/proc/{pid}/oom_score_adj", "w") as f:
+            f.write("1000")
+hog = []
+for _ in range(int(sys.argv[1])):
+    hog.append(b"\\x01" * 2**20)  # written, so really resident
+    time.sleep(0.005)
+"""
 
 
 def docker(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -46,6 +70,7 @@ class Fault:
         self.events: dict[str, float] = {}
         self.errors: list[str] = []
         self._limits: tuple[int, int] | None = None
+        self._oom_watch: subprocess.Popen | None = None
 
     def container(self) -> str:
         ids = self.compose.ids(self.service, include_stopped=True)
@@ -76,13 +101,26 @@ class Fault:
         elif self.fault == "restart-redis":
             self._run("restart", cid)
         elif self.fault == "oom":
+            # The engine's own record of OOM kills (OOMKilled in `inspect` only says
+            # how the container's last run ended), followed live: the engine keeps
+            # too few past events to ask afterwards, healthchecks crowd them out.
+            self._oom_watch = subprocess.Popen(
+                ["docker", "events", "--since", f"{time.time() - 1:.3f}", "--filter", f"container={cid}",
+                 "--filter", "event=oom",
+                 "--format", "{{.Action}}"], stdout=subprocess.PIPE, text=True)
             info = json.loads(docker("inspect", cid).stdout)[0]["HostConfig"]
             self._limits = (info["Memory"], info["MemorySwap"])
             stats = docker("stats", "--no-stream", "--format", "{{json .}}", cid).stdout
             used = parse_bytes(json.loads(stats)["MemUsage"].split("/")[0]) if stats.strip() else 100 * 2**20
-            tight = int(used + 8 * 2**20)
+            tight = int(used + OOM_MARGIN)
             self._run("update", "--memory", str(tight), "--memory-swap", str(tight), cid)
             self.events["oom_limit_bytes"] = tight
+            # The hog asks for the whole limit; the worker is killed long before
+            # (and the hog with it, when the container stops).
+            proc = subprocess.run(["docker", "exec", "-i", "-u", "0", cid, "python", "-", str(tight // 2**20)],
+                                  input=BALLOON, capture_output=True, text=True, timeout=60)
+            if proc.returncode == 0:
+                self.errors.append("oom: the memory hog allocated the whole limit and nothing was killed")
         self.say(f"chaos: {self.fault} on {self.service} injected")
 
     def restore(self) -> None:
@@ -95,13 +133,30 @@ class Fault:
             state = json.loads(docker("inspect", cid).stdout)[0]["State"]
             if not state.get("Running"):
                 self._run("start", cid)
+            # The restart policy, not this restore, brought the killed worker back.
+            started = docker_time(state.get("StartedAt", ""))
+            if started and started > self.events["injected_at"]:
+                self.events["restarted_at"] = started
         self.events["restored_at"] = time.time()
         self.say(f"chaos: {self.fault} on {self.service} restored")
 
     def container_state(self) -> dict:
-        info = json.loads(docker("inspect", self.container()).stdout)[0]
-        return {"restart_count": info.get("RestartCount"), "oom_killed": info["State"].get("OOMKilled"),
-                "running": info["State"].get("Running")}
+        cid = self.container()
+        info = json.loads(docker("inspect", cid).stdout)[0]
+        state = {"restart_count": info.get("RestartCount"), "oom_killed": info["State"].get("OOMKilled"),
+                 "running": info["State"].get("Running")}
+        if self._oom_watch is not None:
+            self._oom_watch.terminate()
+            state["oom_events"] = self._oom_watch.communicate(timeout=10)[0].split().count("oom")
+        return state
+
+
+def docker_time(stamp: str) -> float | None:
+    """Unix time of an engine timestamp (RFC 3339 with nanoseconds)."""
+    if not stamp or stamp.startswith("0001-"):
+        return None
+    head, _, frac = stamp.rstrip("Z").partition(".")
+    return datetime.fromisoformat(head).replace(tzinfo=timezone.utc).timestamp() + float(f"0.{frac or 0}")
 
 
 def parse_bytes(text: str) -> float:
@@ -130,7 +185,8 @@ class CompletionWatch(threading.Thread):
 
     def resumed(self, injected: float, restored: float) -> float | None:
         """Seconds from the fault until tasks completed again once it was undone
-        (completions just after the fault are tasks that had already finished)."""
+        or the worker was back (completions just after the fault are tasks that
+        had already finished)."""
         before = [c for ts, c in self.samples if ts <= restored]
         base = before[-1] if before else 0
         for ts, completed in self.samples:
@@ -143,7 +199,7 @@ def run_chaos(args: argparse.Namespace) -> int:
     compose = L.Compose()
     ui = L.Display()
     args.run = args.run or f"chaos-{args.worker}-{args.fault}-{secrets.token_hex(3)}"
-    args.endpoint = args.endpoint or ("cpu/process" if args.fault == "oom" else "io/simple")
+    args.endpoint = args.endpoint or "io/simple"
     # ~10 s of load at the default limits (~145 requests/s from 10 users): the
     # fault lands mid-load, with tasks running and a backlog behind them.
     args.users = args.users or "10"
@@ -191,7 +247,8 @@ def run_chaos(args: argparse.Namespace) -> int:
     record["chaos"] = {
         "fault": args.fault, "service": fault.service, "at_s": args.at, "hold_s": args.hold,
         **fault.events,
-        "recovered_s": watch.resumed(injected, restored) if injected and restored else None,
+        "recovered_s": (watch.resumed(injected, fault.events.get("restarted_at", restored))
+                        if injected and restored else None),
         # The last task settled this long after the fault: a dead worker's
         # tasks come back only when their lease runs out (TASK_TIMEOUT_S).
         "last_settled_after_fault_s": round(last - injected, 1) if injected and last else None,
@@ -209,7 +266,7 @@ def run_chaos(args: argparse.Namespace) -> int:
     ui.say(f"\nchaos {args.fault} on {fault.service}: lost {c['lost']}, duplicated {c['duplicates']}, "
            f"failed {c['failed']}, interrupted {c['interrupted']}, work resumed {c['recovered_s']} s and the "
            f"last task settled {c['last_settled_after_fault_s']} s after the fault, "
-           f"restarts {c['restart_count']}, OOM-killed {c['oom_killed']}")
+           f"restarts {c['restart_count']}, OOM kills {c.get('oom_events', 0)}")
     for error in fault.errors:
         ui.say(f"WARNING: {error}")
     return code

@@ -13,6 +13,7 @@ import multiprocessing
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 
 import redis
 import redis.asyncio as aioredis
@@ -77,7 +78,17 @@ class TaskWork:
 
     async def cpu_process(self, msg: TaskMessage) -> None:
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self.process_pool, cpu_work, self.settings.cpu_work)
+        pool = self.process_pool
+        try:
+            await loop.run_in_executor(pool, cpu_work, self.settings.cpu_work)
+        except BrokenProcessPool:
+            # A child died (the OOM killer's choice under a tight WORKER_MEM): the
+            # tasks it held fail, and the next ones get a new pool; a broken pool
+            # would fail every cpu/process task until the worker restarts.
+            if self._process_pool is pool:
+                self._process_pool = None
+                pool.shutdown(wait=False, cancel_futures=True)
+            raise
         await self.redis.incrby(work_key(msg), msg.value)
 
     def body(self, kind: Kind, variant: Variant) -> Callable[[TaskMessage], Awaitable[None]]:

@@ -1,6 +1,10 @@
-"""`make chaos` against the real compose stack: a worker container killed
-(SIGKILL) in the middle of a load run is started again, and the run's record
-accounts for every task: nothing lost, the fault and its recovery recorded.
+"""`make chaos` against the real compose stack: a worker container OOM-killed
+in the middle of a load run (its memory limit lowered, a memory hog inside it)
+comes back by its restart policy, and the run's record accounts for every
+task: nothing lost, the fault, the OOM kill and the recovery recorded; the
+restart shows in Prometheus the way the Queues dashboard's panel counts it.
+(`kill-worker` and `stop-worker` use the same injection and recording with
+`docker kill` / `docker stop` instead of the hog.)
 """
 
 import json
@@ -19,16 +23,21 @@ def results_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("chaos-results")
 
 
-def test_make_chaos_kill_worker_loses_nothing(stack, results_dir):
+def test_make_chaos_oom_kill_loses_nothing_and_shows(stack, results_dir):
     run = f"compose-chaos-{secrets.token_hex(4)}"
-    proc = stack.make("chaos", "worker=saq", "fault=kill-worker", "iterations=600", f"run={run}",
+    proc = stack.make("chaos", "worker=saq", "fault=oom", "iterations=1200", f"run={run}",
                       f"results_dir={results_dir}", timeout=900)
     out = proc.stdout
-    assert "chaos: kill-worker on saq injected" in out and "chaos: kill-worker on saq restored" in out, out
+    assert "chaos: oom on saq injected" in out and "chaos: oom on saq restored" in out, out
     record = json.loads((results_dir / f"{run}.json").read_text())
     chaos = record["chaos"]
     assert chaos["errors"] == [] and chaos["running"] is True, chaos
     assert record["load_started_at"] < chaos["injected_at"] < chaos["restored_at"], "the fault landed outside the load"
+    # The kernel killed the worker (the engine saw it), the restart policy started it again.
+    assert chaos["oom_events"] >= 1 and chaos["oom_killed"] is True, chaos
+    assert record["restarts"]["saq"] == {"restarts": 1, "oom_killed": True}, record["restarts"]
+    table = stack.make("results", f"results_dir={results_dir}", timeout=120).stdout.splitlines()
+    assert "saq restarted (OOM)" in next(line for line in table if f"| {run} |" in line), table
     accepted = record["status_codes"]["202"]
     # SAQ re-runs what the dead worker held once its sweep finds it: every task
     # completes, a task cut off after its work may count as a duplicate.
@@ -36,6 +45,12 @@ def test_make_chaos_kill_worker_loses_nothing(stack, results_dir):
     assert chaos["recovered_s"] is not None and chaos["last_settled_after_fault_s"] > 0, chaos
     ledger = run_report(stack.api_url, run)["totals"]
     assert ledger["pending"] == 0 and ledger["completed"] == accepted
+    # The memory limit is back where `make up` put it.
+    (saq_limits,) = [v for (service, _), v in stack.limits().items() if service == "saq"]
+    assert saq_limits[1] == stack.env.get("WORKER_MEM", "200M"), saq_limits
+    # The Queues dashboard's restarts series saw the new process.
+    restarts = stack.query('changes(max by (job) (process_start_time_seconds{job="saq"})[15m:15s])')
+    assert restarts and float(restarts[0]["value"][1]) >= 1, restarts
 
 
 def test_make_chaos_restart_redis_refuses_without_persistence(stack, results_dir):
