@@ -29,7 +29,6 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 from scripts import load as L
@@ -134,8 +133,8 @@ class Fault:
             if not state.get("Running"):
                 self._run("start", cid)
             # The restart policy, not this restore, brought the killed worker back.
-            started = docker_time(state.get("StartedAt", ""))
-            if started and started > self.events["injected_at"]:
+            started = L.rfc3339(state.get("StartedAt", ""))
+            if started > self.events["injected_at"]:
                 self.events["restarted_at"] = started
         self.events["restored_at"] = time.time()
         self.say(f"chaos: {self.fault} on {self.service} restored")
@@ -149,14 +148,6 @@ class Fault:
             self._oom_watch.terminate()
             state["oom_events"] = self._oom_watch.communicate(timeout=10)[0].split().count("oom")
         return state
-
-
-def docker_time(stamp: str) -> float | None:
-    """Unix time of an engine timestamp (RFC 3339 with nanoseconds)."""
-    if not stamp or stamp.startswith("0001-"):
-        return None
-    head, _, frac = stamp.rstrip("Z").partition(".")
-    return datetime.fromisoformat(head).replace(tzinfo=timezone.utc).timestamp() + float(f"0.{frac or 0}")
 
 
 def parse_bytes(text: str) -> float:

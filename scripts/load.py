@@ -227,7 +227,7 @@ class Prometheus:
 
 
 def rfc3339(stamp: str) -> float:
-    """Prometheus's lastScrape (RFC 3339, nanoseconds) as a unix time; 0 if unreadable."""
+    """An RFC 3339 time with nanoseconds (Prometheus's lastScrape, the engine's StartedAt) as a unix time; 0 if unreadable."""
     match = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$", stamp or "")
     if not match:
         return 0.0
