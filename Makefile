@@ -128,6 +128,13 @@ sweep: ## load runs over a matrix of worker limits: make sweep worker=arq cpus="
 	@COMPOSE="$(COMPOSE)" $(UV) run python -m scripts.sweep --cpus '$(cpus)' --mems '$(mems)' \
 	  --services '$(services)' $(load-args) --results-dir '$(results_dir)'
 
+# ---- What the lab costs ----------------------------------------------------------------
+.PHONY: bench
+bench: ## the lab's API and workers beside bare ones (each library's plain call): make bench [worker=Q|all requests=3000 users=50]
+	@COMPOSE="$(COMPOSE)" $(UV) run python -m scripts.bench --worker '$(or $(worker),all)' \
+	  $(if $(requests),--requests $(requests)) $(if $(users),--users $(users)) $(if $(warmup),--warmup $(warmup)) $(if $(rounds),--rounds $(rounds)) \
+	  $(if $(drain_max_s),--drain-max-s $(drain_max_s)) --results-dir '$(results_dir)'
+
 # ---- Fault experiments ----------------------------------------------------------------
 .PHONY: chaos
 chaos: ## a load run with a fault injected: make chaos worker=arq fault=kill-worker|stop-worker|restart-redis|oom [at=3 hold=5]

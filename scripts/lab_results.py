@@ -323,12 +323,24 @@ def _derived(record: Mapping, key: str):
     raise KeyError(key)
 
 
+def arq_cap(knobs: Mapping) -> str:
+    """arq's ceiling, named where arq is measured: since arq 0.26 (python-arq/arq
+    PR #408) a worker starts at most max_jobs jobs per poll, then sleeps poll_delay."""
+    arq = knobs.get("arq") or {}
+    jobs, delay = arq.get("ARQ_MAX_JOBS", "?"), arq.get("ARQ_POLL_DELAY", "?")
+    try:
+        ceiling = f" = {float(jobs) / float(delay):g} tasks/s per worker"
+    except (TypeError, ValueError, ZeroDivisionError):
+        ceiling = ""
+    return f"arq: at most ARQ_MAX_JOBS ({jobs}) per ARQ_POLL_DELAY ({delay} s){ceiling}"
+
+
 def notes_of(record: Mapping) -> str:
     """Short notes for the table: the knobs that change a queue's numbers, and problems."""
     notes = []
     knobs = record.get("knobs") or {}
     if "ARQ_POLL_DELAY" in knobs.get("arq", {}) and record.get("worker") in ("arq", "all"):
-        notes.append(f"arq poll {knobs['arq']['ARQ_POLL_DELAY']}s")
+        notes.append(arq_cap(knobs))
     if record.get("generator", {}).get("cpu_bound"):
         notes.append("generator CPU-bound")
     for service, r in (record.get("restarts") or {}).items():

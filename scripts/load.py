@@ -81,15 +81,16 @@ class LoadError(RuntimeError):
 
 # -- The compose project ------------------------------------------------------------
 class Compose:
-    """`docker compose --profile load ...` in the project root, with COMPOSE as the command."""
+    """`docker compose --profile load ...` (or another profile) in the project root, with COMPOSE as the command."""
 
-    def __init__(self, env: dict[str, str] | None = None):
+    def __init__(self, env: dict[str, str] | None = None, profile: str = "load"):
         self.env = dict(os.environ if env is None else env)
         self.cmd = shlex.split(self.env.get("COMPOSE") or "docker compose")
+        self.profile = profile
 
     def __call__(self, *args: str, extra_env: dict[str, str] | None = None, check: bool = True,
                  timeout: float = 300) -> subprocess.CompletedProcess:
-        cmd = [*self.cmd, "--profile", "load", *args]
+        cmd = [*self.cmd, "--profile", self.profile, *args]
         try:
             proc = subprocess.run(cmd, cwd=ROOT, env={**self.env, **(extra_env or {})}, capture_output=True,
                                   text=True, timeout=timeout, check=False)
@@ -594,7 +595,8 @@ def run_load(args: argparse.Namespace, compose: Compose | None = None, display: 
                 done = totals.get("completed", 0) + totals.get("failed", 0)
                 enq = max(1, totals.get("enqueued", 0))
                 ui.show(f"draining {bar(done / enq)} completed {totals.get('completed', 0)}/{totals.get('enqueued', 0)}"
-                        f"  pending {totals.get('pending', 0)}  {time.time() - load_end:5.1f}s since the load stopped")
+                        f"  pending {totals.get('pending', 0)}  {time.time() - load_end:5.1f}s since the load stopped"
+                        + (f"  ({R.arq_cap(knobs)})" if "arq" in knobs else ""))
                 time.sleep(1)
             ui.end_line()
             totals = (led or {}).get("totals", {})

@@ -22,13 +22,14 @@ from pathlib import Path
 
 import httpx
 
+from scripts import bench
 from scripts import lab_results as R
 
 ROOT = Path(__file__).resolve().parents[1]
 RATE = "[15s]"  # three scrapes at the 5 s scrape interval
 
 
-def load_records(directory: Path) -> list[dict]:
+def load_records(directory: Path, schema=R.SCHEMA) -> list[dict]:
     records = []
     for path in sorted(directory.glob("*.json")):
         try:
@@ -36,7 +37,7 @@ def load_records(directory: Path) -> list[dict]:
         except (OSError, ValueError) as exc:
             print(f"skipping {path}: {exc}", file=sys.stderr)
             continue
-        if isinstance(record, dict) and record.get("schema") == R.SCHEMA and "run" in record:
+        if isinstance(record, dict) and record.get("schema") == schema and "run" in record:
             records.append(record)
     return records
 
@@ -44,10 +45,15 @@ def load_records(directory: Path) -> list[dict]:
 def cmd_table(args) -> int:
     directory = Path(args.results_dir)
     records = load_records(directory)
-    if not records:
-        print(f"no run recorded in {directory}/ yet: make load worker=... (see make help)")
+    benches = sorted(load_records(directory, bench.SCHEMA), key=lambda r: r.get("time") or "")
+    if not records and not benches:
+        print(f"no run recorded in {directory}/ yet: make load worker=... or make bench (see make help)")
         return 0
-    print(R.table(records))
+    if records:
+        print(R.table(records))
+    if benches:
+        print(f"{chr(10) if records else ''}What the lab costs (make bench): the lab beside a bare app and worker")
+        print(bench.table(benches))
     return 0
 
 

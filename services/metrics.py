@@ -96,3 +96,25 @@ def touch_task_series(queues) -> None:
             labels = {"queue": queue, "kind": kind, "variant": variant}
             for metric in (TASK_STARTED, TASK_COMPLETED, TASK_FAILED, TASK_DUPLICATES, TASKS_IN_PROGRESS):
                 metric.labels(**labels)
+
+# The API's HTTP traffic (services/api/http_metrics.py), under the names and
+# labels of prometheus-fastapi-instrumentator. `handler` is the route template.
+HTTP_REQUESTS = Counter(
+    "http_requests", "Requests by route template, method and status.", ("handler", "method", "status"),
+    registry=_registry,
+)
+HTTP_DURATION = Histogram(
+    "http_request_duration_seconds", "Latency by route template.", ("handler", "method"),
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10), registry=_registry,
+)
+HTTP_DURATION_ALL = Histogram(
+    "http_request_duration_highr_seconds",
+    "Latency of the API's work routes (health, readiness and /metrics left out), fine buckets for percentiles.",
+    buckets=(0.001, 0.0025, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75,
+             1, 1.5, 2, 3, 4, 5, 7.5, 10, 30, 60),
+    registry=_registry,
+)
+HTTP_IN_PROGRESS = Gauge(
+    "http_requests_inprogress", "Requests in flight.", ("handler", "method"),
+    multiprocess_mode="livesum", registry=_registry,
+)

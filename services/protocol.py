@@ -56,7 +56,9 @@ class TaskMessage(BaseModel):
 
     @classmethod
     def new(cls, run: str, queue: Queue, kind: Kind, variant: Variant, value: int) -> "TaskMessage":
-        return cls(
+        # The API validated every field already (path, header, body): built
+        # without a second validation, which is a good part of a request's cost.
+        return cls.model_construct(
             task_id=uuid.uuid4().hex,
             run=run,
             queue=queue,
@@ -71,4 +73,6 @@ class TaskMessage(BaseModel):
         return f"{self.kind}/{self.variant}"
 
     def payload(self) -> dict:
-        return self.model_dump(mode="json")
+        """The message as JSON types (what model_dump(mode="json") gives, for a fraction of its cost)."""
+        return {"task_id": self.task_id, "run": self.run, "queue": str(self.queue), "kind": str(self.kind),
+                "variant": str(self.variant), "value": self.value, "enqueued_at": self.enqueued_at}

@@ -6,6 +6,9 @@ io/sync     the blocking client called inside the async task: it stalls the
 io/thread   the blocking client in a ThreadPoolExecutor (THREAD_POOL_SIZE)
 cpu/simple  CPU_WORK loop iterations inline, then async INCRBY
 cpu/process the CPU work in a ProcessPoolExecutor (PROCESS_POOL_SIZE), then async INCRBY
+
+Every task writes one INCRBY. The async ones are sent by the runner together
+with the task's ledger entry, in one round trip (see TaskWork.steps).
 """
 
 import asyncio
@@ -47,6 +50,13 @@ class TaskWork:
         self.latency_s = settings.io_latency_ms / 1000
         self.thread_pool = ThreadPoolExecutor(settings.thread_pool_size, thread_name_prefix="lab-io")
         self._process_pool: ProcessPoolExecutor | None = None
+        self._steps = {
+            (Kind.io, Variant.simple): (self.io_wait, True),
+            (Kind.io, Variant.sync): (self.io_sync, False),
+            (Kind.io, Variant.thread): (self.io_thread, False),
+            (Kind.cpu, Variant.simple): (self.cpu_inline, True),
+            (Kind.cpu, Variant.process): (self.cpu_process, True),
+        }
 
     @property
     def process_pool(self) -> ProcessPoolExecutor:
@@ -58,10 +68,14 @@ class TaskWork:
             )
         return self._process_pool
 
-    async def io_simple(self, msg: TaskMessage) -> None:
+    # Each shape is its work, then one INCRBY of the run's work counter by the
+    # task's value. io/sync and io/thread write inside their work, with the
+    # blocking client (stalling the loop, or in a thread): that is their point.
+    # The others end with an async INCRBY, which the runner sends in one round
+    # trip with the task's ledger entry (Ledger.settle(..., write=True)).
+    async def io_wait(self, msg: TaskMessage) -> None:
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
-        await self.redis.incrby(work_key(msg), msg.value)
 
     async def io_sync(self, msg: TaskMessage) -> None:
         _blocking_incr(self.redis_sync, work_key(msg), msg.value, self.latency_s)
@@ -72,9 +86,8 @@ class TaskWork:
             self.thread_pool, _blocking_incr, self.redis_sync, work_key(msg), msg.value, self.latency_s
         )
 
-    async def cpu_simple(self, msg: TaskMessage) -> None:
+    async def cpu_inline(self, msg: TaskMessage) -> None:
         cpu_work(self.settings.cpu_work)
-        await self.redis.incrby(work_key(msg), msg.value)
 
     async def cpu_process(self, msg: TaskMessage) -> None:
         loop = asyncio.get_running_loop()
@@ -89,16 +102,20 @@ class TaskWork:
                 self._process_pool = None
                 pool.shutdown(wait=False, cancel_futures=True)
             raise
+
+    async def write(self, msg: TaskMessage) -> None:
         await self.redis.incrby(work_key(msg), msg.value)
 
-    def body(self, kind: Kind, variant: Variant) -> Callable[[TaskMessage], Awaitable[None]]:
-        return {
-            (Kind.io, Variant.simple): self.io_simple,
-            (Kind.io, Variant.sync): self.io_sync,
-            (Kind.io, Variant.thread): self.io_thread,
-            (Kind.cpu, Variant.simple): self.cpu_simple,
-            (Kind.cpu, Variant.process): self.cpu_process,
-        }[(kind, variant)]
+    def steps(self, kind: Kind, variant: Variant) -> tuple[Callable[[TaskMessage], Awaitable[None]], bool]:
+        """A shape's work, and whether the async INCRBY is still to be sent after it."""
+        return self._steps[(kind, variant)]
+
+    async def run_body(self, msg: TaskMessage) -> None:
+        """The whole task, its write included (the runner splits it to save a round trip)."""
+        work, write_after = self.steps(msg.kind, msg.variant)
+        await work(msg)
+        if write_after:
+            await self.write(msg)
 
     def close(self) -> None:
         self.thread_pool.shutdown(wait=True)

@@ -340,7 +340,7 @@ def test_the_table_puts_the_articles_columns_first():
     assert "b-old" in lines[2] and "arq-x" in lines[3]  # oldest first
     cells = [c.strip() for c in lines[3].strip("|").split("|")]
     assert cells[:6] == ["arq", "100", "120", "480", "300", "0.5"]
-    assert "arq poll 0.5s" in cells[-2] and "generator CPU-bound" in cells[-2]
+    assert "arq: at most ARQ_MAX_JOBS" in cells[-2] and "ARQ_POLL_DELAY (0.5 s)" in cells[-2] and "generator CPU-bound" in cells[-2]
 
 
 def test_annotations_follow_the_grafana_readme():

@@ -26,7 +26,7 @@ def test_killed_pool_child_fails_one_task_not_the_rest(redis_server):
     async def scenario() -> None:
         work = TaskWork(settings, async_client(settings), sync_client(settings))
         try:
-            doomed = asyncio.create_task(work.cpu_process(message()))
+            doomed = asyncio.create_task(work.run_body(message()))
             while not work.process_pool._processes:  # the child is forked on first submit
                 await asyncio.sleep(0.05)
             await asyncio.sleep(0.2)
@@ -36,7 +36,7 @@ def test_killed_pool_child_fails_one_task_not_the_rest(redis_server):
                 await doomed
             work.settings = settings.model_copy(update={"cpu_work": 1000})
             survivor = message()
-            await work.cpu_process(survivor)
+            await work.run_body(survivor)
             assert child not in work.process_pool._processes
             assert int(await work.redis.get(work_key(survivor))) == 1
         finally:

@@ -7,12 +7,12 @@ from contextlib import asynccontextmanager
 import anyio.to_thread
 from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
-from prometheus_fastapi_instrumentator import Instrumentator
 
 from services.api import errors
 from services.api.background import BackgroundQueue
 from services.api.experiments import clients_for
 from services.api.experiments import router as experiments_router
+from services.api.http_metrics import HttpMetrics
 from services.api.routes import router
 from services.cgroup import register_cgroup_metrics
 from services.loop_lag import start_loop_lag_watch
@@ -105,15 +105,7 @@ def create_app() -> FastAPI:
     errors.install(app)
     app.include_router(router)
     app.include_router(experiments_router)
-    Instrumentator(
-        should_group_status_codes=False,
-        should_instrument_requests_inprogress=True,
-        inprogress_labels=True,
-        excluded_handlers=["/metrics"],
-        # With several server processes its samples go to files that REGISTRY
-        # reads back; registering the live objects too would report them twice.
-        registry=CollectorRegistry() if MULTIPROCESS else None,
-    ).instrument(app)
+    app.add_middleware(HttpMetrics)
     app.add_api_route("/metrics", metrics, include_in_schema=False)
     app.add_middleware(errors.BodySizeLimit, limit=settings.max_body_bytes)
     return app

@@ -1,0 +1,326 @@
+"""`make bench`: what the lab costs next to each library on its own.
+
+    uv run python -m scripts.bench [--worker arq|...|all] [--requests 3000] [--users 50] [--warmup 200]
+                                   [--drain-max-s 20]
+
+For each queue, under the limits `make up` applied (read from the running
+containers, never changed):
+1. stops the lab's worker of that queue, so both APIs' tasks wait in their queues;
+2. drives the bare API (compose service `bench-api`, services/bare/api.py),
+   then the lab's API, with the same requests (services/bare/loadgen.py in the
+   `bench-client` container), and samples each API's working-set memory from
+   its cgroup meanwhile;
+3. drains what each API enqueued: the bare worker (services/bare/worker.py)
+   under the lab worker's limits, then the lab's own worker; for arq once at
+   the lab's ARQ_POLL_DELAY and once at 0.01 s;
+4. prints the table, writes results/bench-<time>.json (shown by `make results`)
+   and starts the lab's worker again.
+The budget (README, "What the lab costs"): lab/bare >= 0.9 for RPS and drain,
+and the lab API's peak at most 120 MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+
+from scripts import lab_results as R
+from scripts.load import Compose, LoadError
+from services.bare import keys
+
+QUEUES = ("background", "arq", "saq", "faststream", "celery")
+LIMIT_KNOBS = {"arq": "ARQ", "saq": "SAQ", "faststream": "FASTSTREAM", "celery": "CELERY"}
+BUDGET_RATIO = 0.9
+BUDGET_PEAK_MB = 120
+FAST_ARQ_POLL = "0.01"
+CGROUP = Path("/sys/fs/cgroup")
+
+
+# -- Memory, read on the host from the container's cgroup (costs the container nothing) --
+def working_set(container_id: str) -> int | None:
+    """Bytes in use minus inactive page cache, as `docker stats` counts them."""
+    v1 = CGROUP / "memory" / "docker" / container_id
+    try:
+        if v1.is_dir():
+            usage = int((v1 / "memory.usage_in_bytes").read_text())
+            stat = dict(line.split() for line in (v1 / "memory.stat").read_text().splitlines())
+            return usage - int(stat.get("total_inactive_file", 0))
+        for v2 in (CGROUP / "system.slice" / f"docker-{container_id}.scope", CGROUP / "docker" / container_id):
+            if v2.is_dir():
+                stat = dict(line.split() for line in (v2 / "memory.stat").read_text().splitlines())
+                return int((v2 / "memory.current").read_text()) - int(stat.get("inactive_file", 0))
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+class PeakMemory(threading.Thread):
+    def __init__(self, container_id: str, interval: float = 0.1):
+        super().__init__(daemon=True)
+        self.container_id, self.interval = container_id, interval
+        self.peak: int | None = None
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        while not self._done.is_set():
+            value = working_set(self.container_id)
+            if value is not None:
+                self.peak = max(self.peak or 0, value)
+            self._done.wait(self.interval)
+
+    def stop(self) -> float | None:
+        self._done.set()
+        self.join()
+        return round(self.peak / (1 << 20), 1) if self.peak else None
+
+
+# -- The bench ---------------------------------------------------------------------------
+class Bench:
+    def __init__(self, args: argparse.Namespace, compose: Compose, say=print):
+        self.args, self.compose, self.say = args, compose, say
+        self.stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        api = compose.inspect("api")
+        if not api:
+            raise LoadError("the lab is not running: make up first")
+        self.api_limits = R.limits_of(api)
+        self.api_env = R.env_of(api[0])
+        self.mode = self.api_env.get("ENQUEUE_MODE", "await")
+        self.workers: dict[str, list[dict]] = {}
+        # The bench services get the limits the lab's containers really have.
+        self.env = {"API_CPUS": str(self.api_limits["cpus"] or 0), "API_MEM": str(self.api_limits["memory_bytes"] or 0),
+                    "ENQUEUE_MODE": self.mode}
+
+    def worker_limits(self, queue: str) -> dict:
+        containers = self.compose.inspect(queue)
+        if not containers:
+            raise LoadError(f"the lab's {queue} worker is not running: make up first")
+        self.workers[queue] = containers
+        limits = R.limits_of(containers, queue)
+        prefix = LIMIT_KNOBS[queue]
+        self.env.update({f"{prefix}_CPUS": str(limits["cpus"] or 0), f"{prefix}_MEM": str(limits["memory_bytes"] or 0)})
+        for knob in R.KNOBS.get(queue, ()):  # the bare worker gets the lab worker's settings
+            if knob in R.env_of(containers[0]):
+                self.env[knob] = R.env_of(containers[0])[knob]
+        return limits
+
+    def client(self, *args: str, timeout: float = 600) -> dict:
+        proc = self.compose("run", "--rm", "--no-deps", "-T", "bench-client", *args, extra_env=self.env,
+                            timeout=timeout)
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    def drive(self, service: str, queue: str, run: str) -> dict:
+        [container] = self.compose.ids(service)[:1] or [None]
+        memory = PeakMemory(container) if container else None
+        if memory:
+            memory.start()
+        url = f"http://{service}:8000/api/v1/incr/io/simple/{queue}"
+        a = self.args
+        result = self.client("python", "-m", "services.bare.loadgen", url, "--requests", str(a.requests),
+                             "--users", str(a.users), "--warmup", str(a.warmup), *(["--run", run] if run else []))
+        if memory:
+            result["api_peak_mb"] = memory.stop()
+        return result
+
+    def drain(self, start, stop, target: int, counter: str | None = None, run: str | None = None,
+              max_s: float | None = None) -> dict:
+        """Start the drain clock, then the worker; the clock stops at `target`."""
+        out: dict = {}
+        args = ["python", "-m", "services.bare.drain", "--target", str(target),
+                "--max-s", str(max_s or self.args.drain_max_s),
+                *(["--counter", counter] if counter else ["--ledger-run", run])]
+        clock = threading.Thread(target=lambda: out.update(self.client(*args)))
+        clock.start()
+        time.sleep(1.5)  # the clock's container reads its baseline first
+        start()
+        clock.join()
+        stop()
+        return out
+
+    def redis(self, *command: str) -> str:
+        return self.compose("exec", "-T", "redis", "redis-cli", *command, timeout=60).stdout.strip()
+
+    def bench_queue(self, queue: str) -> dict:
+        say, c = self.say, self.compose
+        row: dict = {"queue": queue}
+        if queue != "background":
+            row["worker_limits"] = self.worker_limits(queue)
+            say(f"[{queue}] stopping the lab's {queue} worker: the tasks wait in the queue")
+            c("stop", queue, timeout=120)
+        self.redis("DEL", keys.done_key(queue), *keys.KEYS)
+        say(f"[{queue}] starting bench-api ({R.limit_text(self.api_limits)}, ENQUEUE_MODE={self.mode})")
+        c("up", "-d", "--wait", "--no-deps", "bench-api", extra_env=self.env, timeout=300)
+        run = f"bench-{self.stamp}-{queue}"
+        rounds: dict[str, list[dict]] = {"bare": [], "lab": []}
+        for i in range(self.args.rounds):  # alternated, so a drift of the machine hits both alike
+            say(f"[{queue}] round {i + 1}/{self.args.rounds}: bare API, {self.args.requests} requests "
+                f"at concurrency {self.args.users} ...")
+            rounds["bare"].append(self.drive("bench-api", queue, ""))
+            say(f"[{queue}] round {i + 1}/{self.args.rounds}: lab API (run {run}) ...")
+            rounds["lab"].append(self.drive("api", queue, run))
+        row["bare"], row["lab"] = combine(rounds["bare"]), combine(rounds["lab"])
+        row["run"] = run
+        c("rm", "--stop", "--force", "bench-api", check=False, timeout=120)
+        bare_target = row["bare"]["enqueued"]
+        lab_target = row["lab"]["enqueued"]
+        if queue == "background":  # ran inside the APIs; nothing to drain
+            return row
+        bench_svc = f"bench-{queue}"
+        started = lambda *extra: lambda: c("up", "-d", "--no-deps", "--force-recreate", bench_svc,
+                                           extra_env={**self.env, **dict(extra)}, timeout=300)
+        removed = lambda: c("rm", "--stop", "--force", bench_svc, check=False, timeout=120)
+        say(f"[{queue}] draining {bare_target} tasks with the bare worker ...")
+        row["bare_drain"] = self.drain(started(), removed, bare_target, counter=keys.done_key(queue))
+        say(f"[{queue}] draining {lab_target} tasks with the lab's worker ...")
+        if queue == "arq":
+            row["lab_drain"] = self.drain(lambda: c("start", queue), lambda: c("stop", queue, timeout=120),
+                                          lab_target, run=run)
+            say(f"[arq] again at ARQ_POLL_DELAY={FAST_ARQ_POLL} (what is left in both queues)")
+            row["bare_drain_fast"] = self.drain(started(("ARQ_POLL_DELAY", FAST_ARQ_POLL)), removed, bare_target,
+                                                counter=keys.done_key(queue), max_s=600)
+            name = f"bench-lab-arq-{self.stamp}"
+            one_off = lambda: c("run", "-d", "--rm", "--no-deps", "--name", name,
+                                "-e", f"ARQ_POLL_DELAY={FAST_ARQ_POLL}", "arq", extra_env=self.env)
+            stop_one_off = lambda: subprocess.run(["docker", "rm", "--force", name], capture_output=True,
+                                                  check=False, timeout=120)
+            row["lab_drain_fast"] = self.drain(one_off, stop_one_off, lab_target, run=run, max_s=600)
+        else:
+            row["lab_drain"] = self.drain(lambda: c("start", queue), lambda: None, lab_target, run=run, max_s=600)
+        return row
+
+    def run(self, queues: list[str]) -> dict:
+        rows = []
+        try:
+            for queue in queues:
+                rows.append(self.bench_queue(queue))
+        finally:
+            self.compose("rm", "--stop", "--force", "bench-api", *(f"bench-{q}" for q in LIMIT_KNOBS),
+                         check=False, timeout=120)
+            for queue in queues:
+                if queue != "background":
+                    self.compose("start", queue, check=False, timeout=120)
+        return {
+            "schema": SCHEMA, "run": f"bench-{self.stamp}", "time": datetime.now().isoformat(timespec="seconds"),
+            "mode": self.mode, "requests": self.args.requests, "users": self.args.users,
+            "warmup": self.args.warmup, "api_limits": self.api_limits,
+            "worker_limits": {q: R.limits_of(cs, q) for q, cs in self.workers.items()},
+            "knobs": {q: R.knobs_of(cs, q) for q, cs in self.workers.items()},
+            "rows": rows,
+        }
+
+
+def combine(rounds: list[dict]) -> dict:
+    """Several rounds of one API as one result: RPS over all measured requests,
+    latency percentiles as the mean of the rounds', memory at its highest."""
+    ok, elapsed = sum(r["ok"] for r in rounds), sum(r["elapsed_s"] for r in rounds)
+    mean = lambda key: round(sum(r[key] for r in rounds) / len(rounds), 1) if all(r.get(key) is not None for r in rounds) else None
+    peaks = [r["api_peak_mb"] for r in rounds if r.get("api_peak_mb")]
+    return {
+        "requests": sum(r["requests"] for r in rounds), "ok": ok, "errors": sum(r["errors"] for r in rounds),
+        "enqueued": ok + sum(r.get("warmup_ok", 0) for r in rounds),
+        "elapsed_s": round(elapsed, 3), "rps": round(ok / elapsed, 1) if elapsed else None,
+        "rps_rounds": [r["rps"] for r in rounds], "p50_ms": mean("p50_ms"), "p95_ms": mean("p95_ms"),
+        "api_peak_mb": max(peaks) if peaks else None,
+        "generator_cpu": max(r["generator_cpu"] or 0 for r in rounds),
+        "generator_bound": any(r["generator_bound"] for r in rounds),
+    }
+
+
+# -- The table -----------------------------------------------------------------------------
+def _ratio(lab, bare) -> float | None:
+    return round(lab / bare, 2) if lab and bare else None
+
+
+def _mark(value, ok) -> str:
+    return "-" if value is None else f"{value:g}{'' if ok else ' ✗'}"
+
+
+SCHEMA = "bench/1"
+HEADER = ("| queue | mode | API / worker limits | bare RPS | lab RPS | RPS ratio | bare p50/p95 ms | lab p50/p95 ms "
+          "| bare API peak MB | lab API peak MB | bare drain/s | lab drain/s | drain ratio | notes | run |\n"
+          "|---|---|---|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---|---|")
+
+
+def table(records: list[dict]) -> str:
+    return "\n".join([HEADER, *(line for record in records for line in rows(record))])
+
+
+def rows(record: dict) -> list[str]:
+    """One row per queue (arq twice): RPS, latency, API memory and drain, bare beside lab.
+    A ratio below the budget is marked ✗."""
+    lines = []
+    api = R.limit_text(record.get("api_limits"))
+    for row in record["rows"]:
+        q, bare, lab = row["queue"], row.get("bare") or {}, row.get("lab") or {}
+        limits = f"{api} / {R.limit_text(row.get('worker_limits')) if row.get('worker_limits') else '-'}"
+        notes = []
+        if bare.get("generator_bound") or lab.get("generator_bound"):
+            notes.append("generator CPU-bound")
+        if bare.get("errors") or lab.get("errors"):
+            notes.append(f"errors bare {bare.get('errors', 0)} / lab {lab.get('errors', 0)}")
+        rps_ratio = _ratio(lab.get("rps"), bare.get("rps"))
+        lab_peak = lab.get("api_peak_mb")
+
+        def drains(suffix: str, label: str, extra_notes: list[str]) -> str:
+            b, l = row.get(f"bare_drain{suffix}") or {}, row.get(f"lab_drain{suffix}") or {}
+            d_ratio = _ratio(l.get("rate"), b.get("rate"))
+            cells = [q + label, record.get("mode", ""), limits,
+                     *((f"{bare.get('rps', '-')}", f"{lab.get('rps', '-')}", _mark(rps_ratio, (rps_ratio or 0) >= BUDGET_RATIO),
+                        f"{bare.get('p50_ms', '-')}/{bare.get('p95_ms', '-')}", f"{lab.get('p50_ms', '-')}/{lab.get('p95_ms', '-')}",
+                        f"{bare.get('api_peak_mb', '-')}", _mark(lab_peak, (lab_peak or 0) <= BUDGET_PEAK_MB))
+                       if not label else ("", "", "", "", "", "", "")),
+                     f"{b.get('rate', '-') if b else '-'}", f"{l.get('rate', '-') if l else '-'}",
+                     _mark(d_ratio, (d_ratio or 0) >= BUDGET_RATIO) if b else "-",
+                     "; ".join(extra_notes) or "", record.get("run", "")]
+            return "| " + " | ".join(str(x) for x in cells) + " |"
+
+        arq_note = [R.arq_cap(record.get("knobs") or {})] if q == "arq" else []
+        lines.append(drains("", "", notes + arq_note))
+        if "bare_drain_fast" in row:
+            lines.append(drains("_fast", f" (ARQ_POLL_DELAY={FAST_ARQ_POLL})", []))
+    return lines
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m scripts.bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--worker", default="all", help="a queue, or all (default)")
+    p.add_argument("--requests", type=int, default=3000, help="requests per API and queue (default 3000)")
+    p.add_argument("--users", type=int, default=50, help="concurrent connections (default 50)")
+    p.add_argument("--warmup", type=int, default=200, help="requests sent first, not measured (default 200)")
+    p.add_argument("--rounds", type=int, default=2, help="bare and lab API runs, alternated (default 2)")
+    p.add_argument("--drain-max-s", type=float, default=20,
+                   help="longest a drain is measured (default 20 s); the queue is emptied regardless")
+    p.add_argument("--results-dir", default="results")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    queues = list(QUEUES) if args.worker == "all" else [args.worker]
+    if any(q not in QUEUES for q in queues):
+        print(f"unknown worker {args.worker}: one of {', '.join(QUEUES)} or all", file=sys.stderr)
+        return 2
+    compose = Compose(profile="bench")
+    try:
+        record = Bench(args, compose).run(queues)
+    except LoadError as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 1
+    out = Path(args.results_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{record['run']}.json"
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    print()
+    print(table([record]))
+    print(f"\nrecorded in {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""`make bench` against the real compose stack, once, small: it produces its
+table and its record, and leaves the lab as it found it. No speed is checked
+here (speeds are measured with `make bench` on a quiet machine)."""
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.compose
+
+
+def test_make_bench_records_bare_beside_lab_and_restores_the_lab(stack, tmp_path):
+    proc = stack.make("bench", "worker=saq", "requests=300", "users=20", "warmup=20", "rounds=1",
+                      f"results_dir={tmp_path}", timeout=900)
+    out = proc.stdout
+    assert "| queue | mode | API / worker limits | bare RPS | lab RPS | RPS ratio" in out, out
+    [path] = list(tmp_path.glob("bench-*.json"))
+    record = json.loads(path.read_text())
+    assert record["schema"] == "bench/1" and record["mode"] == "await" and record["requests"] == 300
+    assert record["api_limits"]["cpus"] == 0.2 and record["worker_limits"]["saq"]["cpus"] == 0.2
+    [row] = record["rows"]
+    assert row["queue"] == "saq" and f"| saq | await | 0.2cpu/200M / 0.2cpu/200M |" in out
+    for side in ("bare", "lab"):
+        assert row[side]["ok"] == 300 and row[side]["errors"] == 0, row[side]
+        assert row[side]["rps"] > 0 and row[side]["p50_ms"] <= row[side]["p95_ms"]
+        assert row[side]["api_peak_mb"] > 0  # read from the API container's cgroup
+        drain = row[f"{side}_drain"]
+        assert drain["complete"] and drain["done"] >= 320 and drain["rate"] > 0, drain
+    # Every task the lab's API accepted was run by the lab's worker, once.
+    report = stack.compose("exec", "-T", "api", "python", "-m", "services.ledger", "show", row["run"]).stdout
+    totals = json.loads(report)["totals"]
+    assert (totals["enqueued"], totals["completed"], totals["pending"]) == (320, 320, 0), totals
+
+    # The bench services are gone, the lab's saq worker runs again, under its limits.
+    left = stack.compose("--profile", "bench", "ps", "-a", "-q", "bench-api", "bench-saq", "bench-client").stdout
+    assert left.split() == []
+    assert stack.compose("ps", "--status", "running", "-q", "saq").stdout.split()
+    assert stack.limits()[("saq", 1)] == ("0.2", "200M")
+
+    table = stack.make("results", f"results_dir={tmp_path}").stdout
+    assert "What the lab costs (make bench)" in table and record["run"] in table

@@ -1,0 +1,104 @@
+"""The ledger's batched writes, against a real Redis: many tasks in one round
+trip give exactly the counts one-by-one calls give, a task's write rides with
+its settle, and a broken Redis fails every caller of a batch at once."""
+
+import asyncio
+import time
+
+import redis.asyncio as aioredis
+
+from services.ledger import Batcher, Ledger, work_key
+from services.protocol import Kind, Queue, TaskMessage, Variant
+from tests.lab import new_run
+
+
+def msg(run: str, value: int = 3) -> TaskMessage:
+    return TaskMessage.new(run, Queue.saq, Kind.io, Variant.simple, value)
+
+
+def test_concurrent_enqueues_and_settles_are_batched_and_exact(redis_server):
+    run, other = new_run("batch"), new_run("batch-other")
+
+    async def go():
+        redis = aioredis.Redis.from_url(redis_server.url)
+        ledger = Ledger(redis)
+        calls = []
+        send = ledger._execution_batch._send
+        ledger._execution_batch._send = lambda items: calls.append(len(items)) or send(items)
+        tasks = [msg(run) for _ in range(40)] + [msg(other) for _ in range(10)]
+        await asyncio.gather(*(ledger.record_enqueued(m) for m in tasks))
+        for m in tasks:
+            ledger.record_started_later(m)
+        # the first 25 settle twice (a redelivery): the second of each is a duplicate
+        firsts = await asyncio.gather(*(ledger.settle(m, "completed", write=True) for m in tasks))
+        again = await asyncio.gather(*(ledger.settle(m, "completed", write=True) for m in tasks[:25]))
+        reports = await ledger.report(run), await ledger.report(other)
+        work = int(await redis.get(work_key(tasks[0])) or 0)
+        await redis.aclose()
+        return firsts, again, reports, work, calls
+
+    firsts, again, (mine, theirs), work, calls = asyncio.run(go())
+    assert all(firsts) and not any(again)
+    row = mine["queues"]["saq"]["io/simple"]
+    assert (row["enqueued"], row["started"], row["completed"], row["duplicates"], row["pending"]) == (40, 40, 40, 25, 0)
+    assert row["value"] == 120 and work == 120 + 25 * 3  # every execution wrote, duplicates too
+    assert theirs["totals"]["completed"] == 10 and theirs["totals"]["duplicates"] == 0
+    assert len(calls) < 50 + 25, f"no batching happened: {calls}"  # 75 settles in fewer round trips
+
+
+def test_a_failed_batch_fails_every_waiting_caller_fast(redis_server):
+    """Redis that does not answer: every caller of the batch, and those queued
+    behind it, get the error after one timeout, not one timeout each."""
+    async def go():
+        redis = aioredis.Redis.from_url("redis://127.0.0.1:9/0", socket_connect_timeout=0.5, socket_timeout=0.5)
+        ledger = Ledger(redis)
+        started = time.monotonic()
+        results = await asyncio.gather(*(ledger.record_enqueued(msg("down")) for _ in range(30)),
+                                       return_exceptions=True)
+        await redis.aclose()
+        return results, time.monotonic() - started
+
+    results, elapsed = asyncio.run(go())
+    assert all(isinstance(r, Exception) for r in results), results
+    assert elapsed < 2.0, f"30 callers took {elapsed:.1f}s to fail"
+
+
+def test_later_items_go_within_the_linger_time_without_a_waiting_caller():
+    async def go():
+        sent = []
+
+        async def send(items):
+            sent.append(list(items))
+            return [None] * len(items)
+
+        batcher = Batcher(send, linger_s=0.05)
+        batcher.submit_later("a")
+        batcher.submit_later("b")
+        await asyncio.sleep(0.2)
+        first = list(sent)
+        assert await batcher.submit("c") is None
+        return first, sent
+
+    first, sent = asyncio.run(go())
+    assert first == [["a", "b"]] and sent[-1] == ["c"]
+
+
+def test_a_cancelled_caller_does_not_break_the_batch():
+    async def go():
+        gate = asyncio.Event()
+
+        async def send(items):
+            await gate.wait()
+            return list(items)
+
+        batcher = Batcher(send)
+        first = asyncio.create_task(batcher.submit(1))
+        await asyncio.sleep(0)
+        doomed = asyncio.create_task(batcher.submit(2))
+        survivor = asyncio.create_task(batcher.submit(3))
+        await asyncio.sleep(0)
+        doomed.cancel()
+        gate.set()
+        return await first, await survivor, doomed.cancelled()
+
+    assert asyncio.run(go()) == (1, 3, True)
