@@ -121,10 +121,12 @@ class Bench:
             memory.start()
         url = f"http://{service}:8000/api/v1/incr/io/simple/{queue}"
         a = self.args
+        began = time.time()
         result = self.client("python", "-m", "services.bare.loadgen", url, "--requests", str(a.requests),
                              "--users", str(a.users), "--warmup", str(a.warmup), *(["--run", run] if run else []))
         if memory:
             result["api_peak_mb"] = memory.stop()
+        result["window"] = [round(began, 1), round(time.time(), 1)]  # for Prometheus: the event-loop lag meanwhile
         return result
 
     def drain(self, start, stop, target: int, counter: str | None = None, run: str | None = None,
@@ -224,7 +226,7 @@ def combine(rounds: list[dict]) -> dict:
         "requests": sum(r["requests"] for r in rounds), "ok": ok, "errors": sum(r["errors"] for r in rounds),
         "enqueued": ok + sum(r.get("warmup_ok", 0) for r in rounds),
         "elapsed_s": round(elapsed, 3), "rps": round(ok / elapsed, 1) if elapsed else None,
-        "rps_rounds": [r["rps"] for r in rounds], "p50_ms": mean("p50_ms"), "p95_ms": mean("p95_ms"),
+        "rps_rounds": [r["rps"] for r in rounds], "windows": [r["window"] for r in rounds], "p50_ms": mean("p50_ms"), "p95_ms": mean("p95_ms"),
         "api_peak_mb": max(peaks) if peaks else None,
         "generator_cpu": max(r["generator_cpu"] or 0 for r in rounds),
         "generator_bound": any(r["generator_bound"] for r in rounds),
