@@ -185,20 +185,26 @@ class Ledger:
         """Uncount an enqueue the broker refused; a no-op if it was never counted."""
         await self._count_enqueued([msg], -1)
 
-    async def _run_scripts(self, groups: dict[str, list[int]], call) -> dict[str, list]:
-        """One script call per run (nearly always one run): alone, or in a pipeline."""
+    async def _per_run(self, items: list, run_of, call) -> list:
+        """One script call per run among `items` (nearly always one run): alone,
+        or in a pipeline. `call(run, indexes, pipe)` makes it; the replies come
+        back in the order of `items`."""
+        groups = _by_run(items, run_of)
         if len(groups) == 1:
             [(run, idx)] = groups.items()
-            return {run: await call(run, idx, None)}
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for run, idx in groups.items():
-                await call(run, idx, pipe)
-            replies = await pipe.execute()
-        return dict(zip(groups, replies))
+            replies = {run: await call(run, idx, None)}
+        else:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for run, idx in groups.items():
+                    await call(run, idx, pipe)
+                replies = dict(zip(groups, await pipe.execute()))
+        out = [0] * len(items)
+        for run, idx in groups.items():
+            for i, reply in zip(idx, replies[run]):
+                out[i] = reply
+        return out
 
     async def _count_enqueued(self, msgs: list[TaskMessage], delta: int) -> list[int]:
-        groups = _by_run(msgs, lambda m: m.run)
-
         def call(run, idx, pipe):
             args = [delta, run]
             for i in idx:
@@ -207,16 +213,9 @@ class Ledger:
             keys = [run_key(run, "enqueued"), run_key(run, "ledger"), "lab:runs"]
             return self._enqueued(keys=keys, args=args, client=pipe)
 
-        replies = await self._run_scripts(groups, call)
-        out = [0] * len(msgs)
-        for run, idx in groups.items():
-            for i, changed in zip(idx, replies[run]):
-                out[i] = changed
-        return out
+        return await self._per_run(msgs, lambda m: m.run, call)
 
     async def _record_executions(self, items: list[tuple[str, TaskMessage, bool]]) -> list[int]:
-        groups = _by_run(items, lambda item: item[1].run)
-
         def call(run, idx, pipe):
             args = [repr(time.time()), run_key(run, "work:")]
             for i in idx:
@@ -224,12 +223,7 @@ class Ledger:
                 args += [op, m.task_id, f"{m.queue}:{m.endpoint}", m.value if write else 0]
             return self._executions(keys=[run_key(run, "settled"), run_key(run, "ledger")], args=args, client=pipe)
 
-        replies = await self._run_scripts(groups, call)
-        out = [0] * len(items)
-        for run, idx in groups.items():
-            for i, result in zip(idx, replies[run]):
-                out[i] = result
-        return out
+        return await self._per_run(items, lambda item: item[1].run, call)
 
     async def record_started(self, msg: TaskMessage) -> None:
         await self._execution_batch.submit(("started", msg, False))
