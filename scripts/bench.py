@@ -224,6 +224,7 @@ def combine(rounds: list[dict]) -> dict:
     peaks = [r["api_peak_mb"] for r in rounds if r.get("api_peak_mb")]
     return {
         "requests": sum(r["requests"] for r in rounds), "ok": ok, "errors": sum(r["errors"] for r in rounds),
+        "statuses": {s: sum(r["statuses"].get(s, 0) for r in rounds) for s in {s for r in rounds for s in r["statuses"]}},
         "enqueued": ok + sum(r.get("warmup_ok", 0) for r in rounds),
         "elapsed_s": round(elapsed, 3), "rps": round(ok / elapsed, 1) if elapsed else None,
         "rps_rounds": [r["rps"] for r in rounds], "windows": [r["window"] for r in rounds], "p50_ms": mean("p50_ms"), "p95_ms": mean("p95_ms"),
