@@ -4,11 +4,11 @@ Keys (all under `lab:`, the only keys `make reset` ever deletes):
   lab:runs                      SET   run names
   lab:run:<run>:ledger          HASH  "<queue>:<kind>/<variant>:<stat>" -> count, plus
                                       first_enqueued_at / last_settled_at (unix seconds)
-  lab:run:<run>:enqueued        SET   task_ids counted as enqueued
+  lab:enqueue-write:<token>     STRING  a written batch of enqueue counts (expires after an hour)
   lab:run:<run>:settled         SET   task_ids already completed or failed
   lab:run:<run>:work:<queue>:<kind>/<variant>   the counter the tasks INCRBY
 
-A task is settled once: the first execution that ends records `completed` or
+Enqueues are counted once the broker has the task (EnqueueCounts). A task is settled once: the first execution that ends records `completed` or
 `failed`; any later execution of the same task_id counts as a duplicate.
 Every execution also counts as `started` when it begins, so `unfinished`
 (started - completed - failed - duplicates) is what is running now, or, once
@@ -18,6 +18,7 @@ a run has drained, the executions cut off by a crash and run again.
 import asyncio
 import logging
 import time
+import uuid
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 
@@ -28,34 +29,23 @@ from services.protocol import TaskMessage
 log = logging.getLogger("lab.ledger")
 STATS = ("enqueued", "started", "completed", "failed", "duplicates")
 
-# Counting enqueues, or taking them back, is idempotent per task_id: a call
-# whose reply timed out may or may not have been applied, and the API takes
-# back every enqueue it answered with an error, whichever happened.
-# KEYS: the run's enqueued set, its ledger hash, lab:runs. ARGV: delta, run,
-# then task_id, "<queue>:<kind>/<variant>", value, enqueued_at per task.
-_ENQUEUED = """
-local delta = tonumber(ARGV[1])
-local changed, counts, values, first = {}, {}, {}, nil
-for i = 3, #ARGV, 4 do
-  local c
-  if delta == 1 then c = redis.call('SADD', KEYS[1], ARGV[i]) else c = redis.call('SREM', KEYS[1], ARGV[i]) end
-  changed[#changed + 1] = c
-  if c == 1 then
-    local f = ARGV[i + 1]
-    counts[f] = (counts[f] or 0) + delta
-    values[f] = (values[f] or 0) + delta * tonumber(ARGV[i + 2])
-    if first == nil then first = ARGV[i + 3] end
-  end
+# Enqueues are counted after the broker accepted the task, in memory, and
+# written by one background writer: a request pays for a dict update, not a
+# Redis round trip. A write carries the counts added up per run and
+# queue/kind/variant since the last one, under a token of its own: a write
+# whose reply was lost is sent again with the same token and applied once.
+# KEYS: the token's key. ARGV: run, "<queue>:<kind>/<variant>", count, value
+# sum, first enqueued_at, per row.
+_ENQUEUE_COUNTS = """
+if not redis.call('SET', KEYS[1], 1, 'NX', 'EX', 3600) then return 0 end
+for i = 1, #ARGV, 5 do
+  local ledger = 'lab:run:' .. ARGV[i] .. ':ledger'
+  redis.call('HINCRBY', ledger, ARGV[i + 1] .. ':enqueued', ARGV[i + 2])
+  redis.call('HINCRBY', ledger, ARGV[i + 1] .. ':value', ARGV[i + 3])
+  redis.call('HSETNX', ledger, 'first_enqueued_at', ARGV[i + 4])
+  redis.call('SADD', 'lab:runs', ARGV[i])
 end
-for f, n in pairs(counts) do
-  redis.call('HINCRBY', KEYS[2], f .. ':enqueued', n)
-  redis.call('HINCRBY', KEYS[2], f .. ':value', values[f])
-end
-if delta == 1 and first ~= nil then
-  redis.call('SADD', KEYS[3], ARGV[2])
-  redis.call('HSETNX', KEYS[2], 'first_enqueued_at', first)
-end
-return changed
+return 1
 """
 
 # Executions starting and ending. SADD decides, atomically, whether an ending
@@ -161,6 +151,65 @@ class Batcher:
             self._flusher = None
 
 
+class EnqueueCounts:
+    """Enqueues the brokers accepted, added up in memory and written by one
+    background writer: whatever was counted while a write was in flight goes
+    in the next. A write that fails (Redis down or frozen) is retried with the
+    same token every `retry_s` until Redis takes it, and the counts added
+    meanwhile wait behind it, in memory that grows with the number of runs and
+    task shapes, not of tasks. What a SIGKILL of the process loses is the one
+    write in flight, and the counts of the last `linger_s`."""
+
+    def __init__(self, script, retry_s: float = 1.0, linger_s: float = 0.05):
+        self._script = script
+        self.retry_s = retry_s
+        # A write waits this long for company: at a few hundred tasks a second
+        # one round trip carries tens of them. It is also what a SIGKILL loses.
+        self.linger_s = linger_s
+        self._rows: dict[tuple[str, str], list] = {}
+        self._writer: asyncio.Task | None = None
+
+    def add(self, msg: TaskMessage) -> None:
+        row = self._rows.get((msg.run, msg.fields))
+        if row is None:
+            self._rows[(msg.run, msg.fields)] = [1, msg.value, msg.enqueued_at]
+        else:
+            row[0] += 1
+            row[1] += msg.value
+        if self._writer is None:
+            self._writer = asyncio.get_running_loop().create_task(self._write())
+
+    async def written(self) -> None:
+        """Return once every count added so far is in Redis."""
+        while self._writer is not None:
+            await asyncio.shield(self._writer)
+
+    async def _write(self) -> None:
+        try:
+            while self._rows:
+                await asyncio.sleep(self.linger_s)
+                rows, self._rows = self._rows, {}
+                token = uuid.uuid4().hex
+                args = [x for (run, fields), (n, value, first) in rows.items()
+                        for x in (run, fields, n, value, repr(first))]
+                failures = 0
+                while True:
+                    try:
+                        await self._script(keys=[f"lab:enqueue-write:{token}"], args=args)
+                        break
+                    except Exception as exc:
+                        if failures == 0:
+                            log.warning("enqueue counts not written yet (%s): retrying every %.0f s", exc, self.retry_s)
+                        failures += 1
+                        await asyncio.sleep(self.retry_s)
+                if failures:
+                    log.warning("enqueue counts written after %d failed attempt(s)", failures)
+        finally:
+            self._writer = None
+            if self._rows:  # the writer was cancelled (the process is stopping)
+                log.warning("%d enqueue count row(s) not written: the writer was stopped", len(self._rows))
+
+
 def _by_run(items: list, run_of) -> dict[str, list[int]]:
     groups: dict[str, list[int]] = defaultdict(list)
     for i, item in enumerate(items):
@@ -171,19 +220,18 @@ def _by_run(items: list, run_of) -> dict[str, list[int]]:
 class Ledger:
     def __init__(self, redis: aioredis.Redis):
         self.redis = redis
-        self._enqueued = redis.register_script(_ENQUEUED)
         self._executions = redis.register_script(_EXECUTIONS)
-        self._enqueue_batch = Batcher(lambda msgs: self._count_enqueued(msgs, 1))
+        self.enqueues = EnqueueCounts(redis.register_script(_ENQUEUE_COUNTS))
         self._execution_batch = Batcher(self._record_executions)
 
-    async def record_enqueued(self, msg: TaskMessage) -> None:
-        """Count a task as enqueued before it is handed to the broker, so that a
-        completion can never be seen before its enqueue."""
-        await self._enqueue_batch.submit(msg)
+    def count_enqueued(self, msg: TaskMessage) -> None:
+        """Count a task its broker accepted; written to Redis in the background."""
+        self.enqueues.add(msg)
 
-    async def take_back(self, msg: TaskMessage) -> None:
-        """Uncount an enqueue the broker refused; a no-op if it was never counted."""
-        await self._count_enqueued([msg], -1)
+    async def record_enqueued(self, msg: TaskMessage) -> None:
+        """Count a task and wait until the count is in Redis."""
+        self.enqueues.add(msg)
+        await self.enqueues.written()
 
     async def _per_run(self, items: list, run_of, call) -> list:
         """One script call per run among `items` (nearly always one run): alone,
@@ -204,23 +252,12 @@ class Ledger:
                 out[i] = reply
         return out
 
-    async def _count_enqueued(self, msgs: list[TaskMessage], delta: int) -> list[int]:
-        def call(run, idx, pipe):
-            args = [delta, run]
-            for i in idx:
-                m = msgs[i]
-                args += [m.task_id, f"{m.queue}:{m.endpoint}", m.value, repr(m.enqueued_at)]
-            keys = [run_key(run, "enqueued"), run_key(run, "ledger"), "lab:runs"]
-            return self._enqueued(keys=keys, args=args, client=pipe)
-
-        return await self._per_run(msgs, lambda m: m.run, call)
-
     async def _record_executions(self, items: list[tuple[str, TaskMessage, bool]]) -> list[int]:
         def call(run, idx, pipe):
             args = [repr(time.time()), run_key(run, "work:")]
             for i in idx:
                 op, m, write = items[i]
-                args += [op, m.task_id, f"{m.queue}:{m.endpoint}", m.value if write else 0]
+                args += [op, m.task_id, m.fields, m.value if write else 0]
             return self._executions(keys=[run_key(run, "settled"), run_key(run, "ledger")], args=args, client=pipe)
 
         return await self._per_run(items, lambda item: item[1].run, call)

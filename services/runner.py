@@ -52,7 +52,7 @@ class TaskRunner:
 
     async def run(self, msg: TaskMessage | dict) -> None:
         if isinstance(msg, dict):
-            msg = TaskMessage.model_validate(msg)
+            msg = TaskMessage.validate(msg)
         m = self.metrics(msg)
         started = time.time()
         m.started.inc()

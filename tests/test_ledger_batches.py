@@ -1,6 +1,7 @@
 """The ledger's batched writes, against a real Redis: many tasks in one round
 trip give exactly the counts one-by-one calls give, a task's write rides with
-its settle, and a broken Redis fails every caller of a batch at once."""
+its settle, a broken Redis fails every caller of a batch at once, and enqueue
+counts wait out an outage in memory and are written once when Redis is back."""
 
 import asyncio
 import time
@@ -9,7 +10,7 @@ import redis.asyncio as aioredis
 
 from services.ledger import Batcher, Ledger, work_key
 from services.protocol import Kind, Queue, TaskMessage, Variant
-from tests.lab import new_run
+from tests.lab import RedisServer, new_run
 
 
 def msg(run: str, value: int = 3) -> TaskMessage:
@@ -53,7 +54,7 @@ def test_a_failed_batch_fails_every_waiting_caller_fast(redis_server):
         redis = aioredis.Redis.from_url("redis://127.0.0.1:9/0", socket_connect_timeout=0.5, socket_timeout=0.5)
         ledger = Ledger(redis)
         started = time.monotonic()
-        results = await asyncio.gather(*(ledger.record_enqueued(msg("down")) for _ in range(30)),
+        results = await asyncio.gather(*(ledger.settle(msg("down"), "completed") for _ in range(30)),
                                        return_exceptions=True)
         await redis.aclose()
         return results, time.monotonic() - started
@@ -102,3 +103,34 @@ def test_a_cancelled_caller_does_not_break_the_batch():
         return await first, await survivor, doomed.cancelled()
 
     assert asyncio.run(go()) == (1, 3, True)
+
+
+def test_enqueue_counts_wait_out_a_frozen_redis_and_are_written_once():
+    """Counts added while Redis does not answer stay in memory; the writer
+    retries (its first write timed out, and may resend it) and, once Redis is
+    back, every count is in the ledger exactly once."""
+    server = RedisServer().start()
+    run = new_run("frozen")
+    try:
+        async def go():
+            redis = aioredis.Redis.from_url(server.url, socket_timeout=0.3, socket_connect_timeout=0.3)
+            ledger = Ledger(redis)
+            ledger.enqueues.retry_s = 0.2
+            await ledger.record_enqueued(msg(run))  # connected, one count written
+            server.freeze()
+            for _ in range(20):
+                ledger.count_enqueued(msg(run))
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(1.0)  # several timed-out writes
+            still_waiting = ledger.enqueues._writer is not None
+            server.thaw()
+            await asyncio.wait_for(ledger.enqueues.written(), 10)
+            row = (await ledger.report(run))["queues"]["saq"]["io/simple"]
+            await redis.aclose()
+            return still_waiting, row
+        still_waiting, row = asyncio.run(go())
+    finally:
+        server.thaw()
+        server.stop()
+    assert still_waiting
+    assert (row["enqueued"], row["value"]) == (21, 63)

@@ -10,6 +10,7 @@ from services.cgroup import read_cgroup
 from services.ledger import Ledger
 from services.protocol import Kind, Queue, TaskMessage, Variant
 from services.settings import Settings
+from tests.lab import RedisServer
 
 
 def write(root: Path, files: dict[str, str]) -> Path:
@@ -108,29 +109,31 @@ def test_ledger_settles_once_and_counts_duplicates(ledger_redis):
          "unfinished": 1, "value": 6}
 
 
-def test_enqueue_counts_and_take_backs_are_idempotent_per_task(ledger_redis):
-    """An enqueue whose reply timed out may or may not have been applied; the API
-    takes it back either way, and neither a repeat nor a stray take-back counts."""
+def test_a_resent_enqueue_count_write_is_applied_once(ledger_redis):
+    """A write whose reply was lost is sent again with its token: Redis applies it once."""
     async def go():
         redis = aioredis.Redis.from_url(ledger_redis)
         ledger = Ledger(redis)
-        kept, refused, never = msg("unit-idem"), msg("unit-idem"), msg("unit-idem")
-        await ledger.record_enqueued(kept)
-        await ledger.record_enqueued(kept)  # the same task counted again: no change
-        await ledger.record_enqueued(refused)
-        await ledger.take_back(refused)
-        await ledger.take_back(refused)  # taken back twice: once counts
-        await ledger.take_back(never)  # never counted: nothing to take back
-        row = (await ledger.report("unit-idem"))["queues"]["arq"]["io/simple"]
+        for m in (msg("unit-idem"), msg("unit-idem", value=5)):
+            await ledger.record_enqueued(m)
+        row = ["unit-idem", "arq:io/simple", 2, 7, "1.5"]
+        applied = [await ledger.enqueues._script(keys=["lab:enqueue-write:unit-idem-token"], args=row)
+                   for _ in range(2)]
+        report = (await ledger.report("unit-idem"))["queues"]["arq"]["io/simple"]
+        await redis.delete("lab:enqueue-write:unit-idem-token")
         await redis.aclose()
-        return row
-    row = asyncio.run(go())
-    assert (row["enqueued"], row["value"], row["pending"]) == (1, 2, 1)
+        return applied, report
+    applied, row = asyncio.run(go())
+    assert applied == [1, 0]
+    assert (row["enqueued"], row["value"], row["pending"]) == (2 + 2, 2 + 5 + 7, 4)
 
 
-def test_reset_of_one_run_touches_nothing_else(ledger_redis):
+def test_reset_of_one_run_touches_nothing_else():
+    # A Redis of its own: the suite's arq worker would take the job from lab:arq:queue.
+    server = RedisServer().start()
+
     async def go():
-        redis = aioredis.Redis.from_url(ledger_redis)
+        redis = aioredis.Redis.from_url(server.url)
         ledger = Ledger(redis)
         await redis.set("someone-elses-key", "keep")
         await redis.zadd("lab:arq:queue", {"job": 1})
@@ -144,7 +147,10 @@ def test_reset_of_one_run_touches_nothing_else(ledger_redis):
         await redis.delete("someone-elses-key", "lab:arq:queue")
         await redis.aclose()
         return result
-    dropped, kept, other, queued = asyncio.run(go())
+    try:
+        dropped, kept, other, queued = asyncio.run(go())
+    finally:
+        server.stop()
     assert dropped is None and kept["totals"]["completed"] == 1
     assert other == b"keep" and queued == 1
 

@@ -3,15 +3,16 @@
 import asyncio
 import json
 import logging
+import re
 import time
 from typing import Annotated
 
 import redis.exceptions
-from fastapi import APIRouter, BackgroundTasks, Body, Header, HTTPException, Request, Response
+from fastapi import APIRouter, BackgroundTasks, Body, HTTPException, Request, Response
+from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from services.api.errors import QueueUnavailable
-from services.ledger import Ledger
 from services.metrics import ENQUEUE_ERRORS, ENQUEUE_SECONDS, ENQUEUED
 from services.protocol import DEFAULT_RUN, ENDPOINTS, RUN_PATTERN, Kind, Queue, TaskMessage, Variant
 
@@ -32,79 +33,78 @@ class Accepted(BaseModel):
     run: str
 
 
-RunHeader = Annotated[str, Header(alias="X-Lab-Run", pattern=RUN_PATTERN)]
+RUN_HEADER = "X-Lab-Run"
+_RUN_OK = re.compile(RUN_PATTERN).fullmatch
+# Documented here, read in the handler: FastAPI's Header() re-inspects the
+# parameter's type on every request, a tenth of the whole route's cost.
+_RUN_HEADER_DOC = {"parameters": [{
+    "name": RUN_HEADER, "in": "header", "required": False,
+    "description": "The run this task belongs to (its ledger); `default` when absent.",
+    "schema": {"type": "string", "pattern": RUN_PATTERN, "default": DEFAULT_RUN},
+}]}
+
+
+def run_of(request: Request) -> str:
+    run = request.headers.get(RUN_HEADER, DEFAULT_RUN)
+    if _RUN_OK(run) is None:
+        raise RequestValidationError([{"loc": ("header", RUN_HEADER), "type": "string_pattern_mismatch",
+                                       "msg": f"String should match pattern '{RUN_PATTERN}'", "input": run}])
+    return run
 
 
 def _reason(exc: BaseException) -> str:
-    if isinstance(exc, (TimeoutError, redis.exceptions.TimeoutError)):
-        return "timeout"
-    if isinstance(exc, (ConnectionError, OSError, redis.exceptions.ConnectionError)):
-        return "connection"
+    """timeout, connection or broker; a library's own error (kombu's
+    OperationalError, ...) is judged by what caused it."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, (TimeoutError, redis.exceptions.TimeoutError)):
+            return "timeout"
+        if isinstance(exc, (ConnectionError, OSError, redis.exceptions.ConnectionError)):
+            return "connection"
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
     return "broker"
 
 
-async def enqueue(request: Request, msg: TaskMessage, background: BackgroundTasks) -> None:
-    """Hand one task to its queue, counted in the ledger first; when the broker
-    refuses it, the ledger entry is taken back and a QueueUnavailable (503) raised."""
-    lab = request.app.state.lab
+async def enqueue(lab, msg: TaskMessage, background: BackgroundTasks) -> None:
+    """Hand one task to its queue, then count it in the ledger; when the broker
+    refuses it, nothing is counted and a QueueUnavailable (503) is raised."""
     started = time.perf_counter()
     # No overall deadline here: cancelling a publish half-way leaves its outcome
     # unknown (the broker may have it). Every client has socket timeouts
     # (REDIS_TIMEOUT_S) instead, so an unreachable Redis still fails in seconds.
     try:
-        try:
-            await lab.ledger.record_enqueued(msg)
-        except BaseException:
-            # Its reply timed out or the connection broke: Redis may have applied
-            # it anyway. The take-back is idempotent, so it is sent regardless,
-            # after the answer: with Redis frozen it would take another timeout.
-            _undo_later(lab, msg)
-            raise
-        try:
-            if msg.queue == Queue.background:
-                lab.background.enqueue(msg, background)
-            else:
-                producer = await lab.producer(msg.queue)
-                await producer.enqueue(msg)
-        except BaseException:
-            if not await asyncio.shield(_undo(lab.ledger, msg)):
-                _undo_later(lab, msg)  # Redis went too: retried until it is back
-            raise
+        if msg.queue == Queue.background:
+            await lab.redis_answers()
+            lab.background.enqueue(msg, background)
+        else:
+            producer = lab.producers.get(msg.queue) or await lab.producer(msg.queue)
+            await producer.enqueue(msg)
     except Exception as exc:
         reason = _reason(exc)
         ENQUEUE_ERRORS.labels(queue=msg.queue, reason=reason).inc()
         raise QueueUnavailable(msg.queue, reason, f"{type(exc).__name__}: {exc}"[:300]) from None
-    ENQUEUE_SECONDS.labels(msg.queue).observe(time.perf_counter() - started)
-    ENQUEUED.labels(msg.queue, msg.kind, msg.variant).inc()
+    # Counted once the broker has it, written in the background (Ledger.count_enqueued).
+    lab.ledger.count_enqueued(msg)
+    seconds, enqueued = _series(msg)
+    seconds.observe(time.perf_counter() - started)
+    enqueued.inc()
 
 
-_PENDING_UNDOS: set[asyncio.Task] = set()  # strong references until each one ran
-UNDO_RETRY_S = 60  # a take-back that finds Redis down is retried every second for this long
+_SERIES: dict[tuple, tuple] = {}
 
 
-def _undo_later(lab, msg: TaskMessage) -> None:
-    task = asyncio.create_task(_undo(lab.undo_ledger, msg, attempts=UNDO_RETRY_S))
-    _PENDING_UNDOS.add(task)
-    task.add_done_callback(_PENDING_UNDOS.discard)
+def _series(msg: TaskMessage) -> tuple:
+    """The enqueue series of a task's queue/kind/variant, looked up once."""
+    key = (msg.queue, msg.kind, msg.variant)
+    series = _SERIES.get(key)
+    if series is None:
+        series = _SERIES[key] = (ENQUEUE_SECONDS.labels(msg.queue), ENQUEUED.labels(*key))
+    return series
 
 
-async def _undo(ledger: Ledger, msg: TaskMessage, attempts: int = 1) -> bool:
-    """Take back a counted enqueue; False if Redis could not be reached. Left
-    undone, the ledger would keep a task no queue has, as lost."""
-    for attempt in range(attempts):
-        try:
-            await ledger.take_back(msg)
-            return True
-        except Exception:
-            if attempt + 1 < attempts:
-                await asyncio.sleep(1)
-    log.warning("could not take back the enqueue of task %s (run %s): Redis unreachable", msg.task_id, msg.run)
-    return False
-
-
-async def _enqueue_after_response(request: Request, msg: TaskMessage, background: BackgroundTasks) -> None:
+async def _enqueue_after_response(lab, msg: TaskMessage, background: BackgroundTasks) -> None:
     try:
-        await enqueue(request, msg, background)
+        await enqueue(lab, msg, background)
     except QueueUnavailable:
         pass  # counted in lab_enqueue_errors_total; the client already got its 202
 
@@ -112,7 +112,7 @@ async def _enqueue_after_response(request: Request, msg: TaskMessage, background
 # The answer is written out directly: validating and serialising a response
 # model cost as much CPU as the enqueue itself. `responses` keeps it documented.
 @router.post("/api/v1/incr/{kind}/{variant}/{queue}", status_code=202, response_model=None,
-             responses={202: {"model": Accepted, "description": "Accepted: the task is (or will be) in its queue"}})
+             openapi_extra=_RUN_HEADER_DOC, responses={202: {"model": Accepted, "description": "Accepted: the task is (or will be) in its queue"}})
 async def incr(
     request: Request,
     kind: Kind,
@@ -120,23 +120,34 @@ async def incr(
     queue: Queue,
     background: BackgroundTasks,
     body: Annotated[IncrBody, Body()],
-    run: RunHeader = DEFAULT_RUN,
 ) -> Response:
+    run = run_of(request)
     if (kind, variant) not in ENDPOINTS:
         raise HTTPException(404, {"error": f"unknown task {kind}/{variant}", "field": "path.variant",
                                   "allowed": [f"{k}/{v}" for k, v in ENDPOINTS]})
     msg = TaskMessage.new(run, queue, kind, variant, body.value)
-    if request.app.state.lab.settings.enqueue_mode == "after-response":
-        background.add_task(_enqueue_after_response, request, msg, background)
+    lab = request.app.state.lab
+    if lab.settings.enqueue_mode == "after-response":
+        background.add_task(_enqueue_after_response, lab, msg, background)
     else:
-        await enqueue(request, msg, background)
+        await enqueue(lab, msg, background)
     body = json.dumps({"task_id": msg.task_id, "queue": queue, "kind": kind, "variant": variant, "run": run})
     return Response(body.encode(), status_code=202, media_type="application/json")
+
+
+async def _counts_written(lab) -> None:
+    """A ledger read from this API includes every enqueue it has answered 202
+    for: the counts still in memory are written first (Redis permitting)."""
+    try:
+        await asyncio.wait_for(lab.ledger.enqueues.written(), lab.settings.redis_timeout_s)
+    except TimeoutError:
+        pass  # Redis is away: the read that follows says so
 
 
 @router.get("/api/v1/runs")
 async def list_runs(request: Request) -> dict:
     try:
+        await _counts_written(request.app.state.lab)
         return {"runs": await request.app.state.lab.ledger.runs()}
     except redis.exceptions.RedisError as exc:
         raise QueueUnavailable("redis", _reason(exc), str(exc)) from None
@@ -145,6 +156,7 @@ async def list_runs(request: Request) -> dict:
 @router.get("/api/v1/runs/{run}")
 async def run_ledger(request: Request, run: str) -> dict:
     try:
+        await _counts_written(request.app.state.lab)
         report = await request.app.state.lab.ledger.report(run)
     except redis.exceptions.RedisError as exc:
         raise QueueUnavailable("redis", _reason(exc), str(exc)) from None
