@@ -3,6 +3,7 @@
 import asyncio
 import logging
 from contextlib import asynccontextmanager
+from functools import partial
 
 import anyio.to_thread
 from fastapi import FastAPI, Response
@@ -13,7 +14,8 @@ from services.api.background import BackgroundQueue
 from services.api.experiments import clients_for
 from services.api.experiments import router as experiments_router
 from services.api.http_metrics import HttpMetrics
-from services.api.routes import router
+from services.api.outbox import Outbox
+from services.api.routes import publish_after_response, router
 from services.cgroup import register_cgroup_metrics
 from services.loop_lag import start_loop_lag_watch
 from services.ledger import Batcher, Ledger
@@ -25,6 +27,10 @@ from services.settings import Settings, get_settings
 from workers.registry import ADAPTERS
 
 log = logging.getLogger("lab.api")
+# ENQUEUE_MODE=after-response: tasks published at once, at most (a publish is a
+# Redis round trip or two: a few are enough to keep up with what a CPU limit
+# lets the API answer).
+AFTER_RESPONSE_PUBLISHERS = 16
 
 
 
@@ -40,6 +46,7 @@ class Lab:
         # (its tasks could neither run nor be accounted for), as on every queue.
         self._pings = Batcher(self._ping)
         self.background = BackgroundQueue(TaskRunner(settings))
+        self.outbox = Outbox(partial(publish_after_response, self), AFTER_RESPONSE_PUBLISHERS)
         self.upstream_sync, self.upstream_async = clients_for(settings)
         self.producers: dict[Queue, object] = {}
         self._lock = asyncio.Lock()
@@ -64,6 +71,7 @@ class Lab:
         return self.producers[queue]
 
     async def close(self) -> None:
+        await self.outbox.flush(self.settings.shutdown_grace_s)
         try:  # the enqueue counts still in memory (a stopped Redis loses them: logged)
             await asyncio.wait_for(self.ledger.enqueues.written(), self.settings.shutdown_grace_s)
         except TimeoutError:
