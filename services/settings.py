@@ -62,6 +62,8 @@ class Settings(BaseSettings):
     faststream_reclaim_s: float = Field(60, gt=0)
     celery_pool: Literal["prefork", "threads", "solo"] = "prefork"
     celery_prefetch_multiplier: int = Field(4, ge=1)
+    # Task events (-E): what Flower shows tasks from; three publishes a task, on the worker.
+    celery_task_events: bool = True
 
     # The same time limit for one task on every queue (arq's default is 300 s,
     # SAQ's 10 s). It is also each queue's lease: a dead worker's tasks are run

@@ -59,7 +59,7 @@ def make_app(settings: Settings) -> Celery:
         task_reject_on_worker_lost=True,
         task_time_limit=settings.task_timeout_s,
         worker_prefetch_multiplier=settings.celery_prefetch_multiplier,
-        worker_send_task_events=True,
+        worker_send_task_events=settings.celery_task_events,
         # No task-sent event: it is a second publish for every task, which
         # doubled the API's cost of a Celery enqueue. Flower shows each task
         # from task-received on.
@@ -129,35 +129,51 @@ async def depth(redis) -> int:
     return await redis.llen(QUEUE_NAME)
 
 
-# Worker: one event loop per worker process, in a daemon thread.
+# Worker: one event loop per worker process.
 class _ProcessLoop:
+    """Under the prefork and solo pools a process runs one task at a time, in
+    its main thread: the loop runs there, for the length of each task
+    (run_until_complete). A loop in a thread of its own, with every task handed
+    over to it, cost a third of the worker's throughput under a CPU limit. The
+    threads pool runs several tasks at once, in threads: there the loop runs in
+    a daemon thread and each task submits its coroutine to it, and only there
+    is the loop's lag watched (a loop that runs only during tasks has none to show)."""
+
     def __init__(self):
         self._lock = threading.Lock()
         self._pid: int | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.runner: TaskRunner | None = None
+        self.threaded = False
 
     def get(self) -> tuple[asyncio.AbstractEventLoop, TaskRunner]:
         with self._lock:
             if self._pid != os.getpid():  # first task in this process (or a fresh fork)
                 settings = get_settings()
+                self.threaded = settings.celery_pool == "threads"
                 self.loop = asyncio.new_event_loop()
-                threading.Thread(target=self.loop.run_forever, name="lab-loop", daemon=True).start()
                 self.runner = TaskRunner(settings)
-                asyncio.run_coroutine_threadsafe(self._watch_lag(settings), self.loop)
+                if self.threaded:
+                    threading.Thread(target=self.loop.run_forever, name="lab-loop", daemon=True).start()
+                    asyncio.run_coroutine_threadsafe(self._watch_lag(settings), self.loop)
                 self._pid = os.getpid()
             return self.loop, self.runner
 
     async def _watch_lag(self, settings: Settings) -> None:
         start_loop_lag_watch(service_name(settings, QUEUE), settings.loop_lag_interval_s)
 
+    def _call(self, coro, timeout: float | None = None):
+        if self.threaded:
+            return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+        return self.loop.run_until_complete(coro)
+
     def run(self, message: dict) -> None:
-        loop, runner = self.get()
-        asyncio.run_coroutine_threadsafe(runner.run(message), loop).result()
+        _, runner = self.get()
+        self._call(runner.run(message))
 
     def stop(self) -> None:
         if self.loop is not None and self._pid == os.getpid():
-            asyncio.run_coroutine_threadsafe(self.runner.close(), self.loop).result(timeout=10)
+            self._call(self.runner.close(), timeout=10)
 
 
 process_loop = _ProcessLoop()
@@ -217,7 +233,7 @@ def main() -> None:
             f"--pool={settings.celery_pool}",
             f"--concurrency={settings.concurrency_for(QUEUE)}",
             f"--queues={QUEUE_NAME}",
-            "--events",
+            *(["--events"] if settings.celery_task_events else []),
             f"--loglevel={settings.library_log_level}",
             f"--hostname={service_name(settings, QUEUE)}@%h",
         ]

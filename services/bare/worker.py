@@ -81,6 +81,7 @@ def celery() -> None:
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=settings.celery_prefetch_multiplier,
+        worker_send_task_events=settings.celery_task_events,  # as the lab's worker: Flower's events
         worker_hijack_root_logger=False,
     )
     client = redis.Redis.from_url(settings.redis_url)
@@ -91,7 +92,8 @@ def celery() -> None:
 
     app.worker_main(["worker", f"--pool={settings.celery_pool}",
                      f"--concurrency={settings.concurrency_for('celery')}",
-                     f"--queues={keys.CELERY_QUEUE}", f"--loglevel={settings.library_log_level}"])
+                     f"--queues={keys.CELERY_QUEUE}", f"--loglevel={settings.library_log_level}",
+                     *(["--events"] if settings.celery_task_events else [])])
 
 
 WORKERS = {"arq": arq, "saq": saq, "faststream": faststream, "celery": celery}
