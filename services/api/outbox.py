@@ -24,9 +24,6 @@ class Outbox:
         self._publishers: set[asyncio.Task] = set()
         self.size = publishers
 
-    def __len__(self) -> int:
-        return len(self._messages)
-
     def put(self, msg: TaskMessage) -> None:
         self._messages.append(msg)
         if len(self._publishers) < self.size:
