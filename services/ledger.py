@@ -8,7 +8,8 @@ Keys (all under `lab:`, the only keys `make reset` ever deletes):
   lab:run:<run>:settled         SET   task_ids already completed or failed
   lab:run:<run>:work:<queue>:<kind>/<variant>   the counter the tasks INCRBY
 
-Enqueues are counted once the broker has the task (EnqueueCounts). A task is settled once: the first execution that ends records `completed` or
+Enqueues are counted once the broker has the task (EnqueueCounts). A task
+is settled once: the first execution that ends records `completed` or
 `failed`; any later execution of the same task_id counts as a duplicate.
 Every execution also counts as `started` when it begins, so `unfinished`
 (started - completed - failed - duplicates) is what is running now, or, once
@@ -34,15 +35,15 @@ STATS = ("enqueued", "started", "completed", "failed", "duplicates")
 # Redis round trip. A write carries the counts added up per run and
 # queue/kind/variant since the last one, under a token of its own: a write
 # whose reply was lost is sent again with the same token and applied once.
-# KEYS: the token's key. ARGV: run, "<queue>:<kind>/<variant>", count, value
-# sum, first enqueued_at, per row.
+# KEYS: the token's key. ARGV: run, its ledger hash, "<queue>:<kind>/<variant>",
+# count, value sum, first enqueued_at, per row.
 _ENQUEUE_COUNTS = """
 if not redis.call('SET', KEYS[1], 1, 'NX', 'EX', 3600) then return 0 end
-for i = 1, #ARGV, 5 do
-  local ledger = 'lab:run:' .. ARGV[i] .. ':ledger'
-  redis.call('HINCRBY', ledger, ARGV[i + 1] .. ':enqueued', ARGV[i + 2])
-  redis.call('HINCRBY', ledger, ARGV[i + 1] .. ':value', ARGV[i + 3])
-  redis.call('HSETNX', ledger, 'first_enqueued_at', ARGV[i + 4])
+for i = 1, #ARGV, 6 do
+  local ledger, f = ARGV[i + 1], ARGV[i + 2]
+  redis.call('HINCRBY', ledger, f .. ':enqueued', ARGV[i + 3])
+  redis.call('HINCRBY', ledger, f .. ':value', ARGV[i + 4])
+  redis.call('HSETNX', ledger, 'first_enqueued_at', ARGV[i + 5])
   redis.call('SADD', 'lab:runs', ARGV[i])
 end
 return 1
@@ -85,7 +86,7 @@ def run_key(run: str, suffix: str) -> str:
 
 
 def work_key(msg: TaskMessage) -> str:
-    return run_key(msg.run, f"work:{msg.queue}:{msg.endpoint}")
+    return run_key(msg.run, f"work:{msg.fields}")
 
 
 class Batcher:
@@ -191,7 +192,7 @@ class EnqueueCounts:
                 rows, self._rows = self._rows, {}
                 token = uuid.uuid4().hex
                 args = [x for (run, fields), (n, value, first) in rows.items()
-                        for x in (run, fields, n, value, repr(first))]
+                        for x in (run, run_key(run, "ledger"), fields, n, value, repr(first))]
                 failures = 0
                 while True:
                     try:

@@ -116,7 +116,7 @@ def test_a_resent_enqueue_count_write_is_applied_once(ledger_redis):
         ledger = Ledger(redis)
         for m in (msg("unit-idem"), msg("unit-idem", value=5)):
             await ledger.record_enqueued(m)
-        row = ["unit-idem", "arq:io/simple", 2, 7, "1.5"]
+        row = ["unit-idem", "lab:run:unit-idem:ledger", "arq:io/simple", 2, 7, "1.5"]
         applied = [await ledger.enqueues._script(keys=["lab:enqueue-write:unit-idem-token"], args=row)
                    for _ in range(2)]
         report = (await ledger.report("unit-idem"))["queues"]["arq"]["io/simple"]
