@@ -51,18 +51,19 @@ return 1
 
 # Executions starting and ending. SADD decides, atomically, whether an ending
 # execution is the first to settle its task. KEYS: the run's settled set and
-# ledger hash. ARGV: now, the prefix of the run's work counters, then op
-# ("started", "completed" or "failed"), task_id, "<queue>:<kind>/<variant>",
-# and the value to INCRBY the task's work counter by first ("0": none, the
-# task wrote it itself) per execution. Returns per item 1 (first to settle),
-# 0 (a duplicate) or -1 (a start).
+# ledger hash. ARGV: now, the prefix of the run's work counters, then per
+# execution: op ("started", "completed" or "failed"), task_id,
+# "<queue>:<kind>/<variant>", the value to INCRBY the task's work counter by
+# first ("0": none, the task wrote it itself), and 1 when an ending execution
+# also counts as started (its start was not written on its own). Returns per
+# item 1 (first to settle), 0 (a duplicate) or -1 (a start).
 _EXECUTIONS = """
 local out, settled = {}, false
-for i = 3, #ARGV, 4 do
+for i = 3, #ARGV, 5 do
   local op, f, write = ARGV[i], ARGV[i + 2], tonumber(ARGV[i + 3])
   if write ~= 0 then redis.call('INCRBY', ARGV[2] .. f, write) end
+  if op == 'started' or ARGV[i + 4] == '1' then redis.call('HINCRBY', KEYS[2], f .. ':started', 1) end
   if op == 'started' then
-    redis.call('HINCRBY', KEYS[2], f .. ':started', 1)
     out[#out + 1] = -1
   elseif redis.call('SADD', KEYS[1], ARGV[i + 1]) == 1 then
     redis.call('HINCRBY', KEYS[2], f .. ':' .. op, 1)
@@ -125,6 +126,18 @@ class Batcher:
         if self._flusher is None:
             self._flusher = asyncio.get_running_loop().create_task(self._flush())
 
+    @staticmethod
+    def _fail(batch: list, exc: BaseException) -> None:
+        lazy = sum(future is None for _, future in batch)
+        if lazy:
+            log.warning("%d execution start(s) not recorded: %s", lazy, exc)
+        for _, future in batch:
+            if future is not None and not future.done():
+                if isinstance(exc, asyncio.CancelledError):
+                    future.cancel()
+                else:
+                    future.set_exception(exc)
+
     async def _flush(self) -> None:
         try:
             while self._items:
@@ -133,15 +146,7 @@ class Batcher:
                     results = await self._send([item for item, _ in batch])
                 except BaseException as exc:
                     batch, self._items = batch + self._items, []
-                    lazy = sum(future is None for _, future in batch)
-                    if lazy:
-                        log.warning("%d execution start(s) not recorded: %s", lazy, exc)
-                    for _, future in batch:
-                        if future is not None and not future.done():
-                            if isinstance(exc, asyncio.CancelledError):
-                                future.cancel()
-                            else:
-                                future.set_exception(exc)
+                    self._fail(batch, exc)
                     if isinstance(exc, asyncio.CancelledError):
                         raise
                     continue
@@ -218,6 +223,28 @@ def _by_run(items: list, run_of) -> dict[str, list[int]]:
     return groups
 
 
+class Start:
+    """An execution's start waiting to be counted (see Ledger.start_later)."""
+
+    __slots__ = ("_ledger", "_msg", "_timer")
+
+    def __init__(self, ledger: "Ledger", msg: TaskMessage, linger_s: float):
+        self._ledger, self._msg = ledger, msg
+        self._timer = asyncio.get_running_loop().call_later(linger_s, self._write)
+
+    def _write(self) -> None:
+        self._timer = None
+        self._ledger._execution_batch.submit_later(("started", self._msg, False, False))
+
+    def take(self) -> bool:
+        """True if the start was not written yet: the caller's write counts it."""
+        if self._timer is None:
+            return False
+        self._timer.cancel()
+        self._timer = None
+        return True
+
+
 class Ledger:
     def __init__(self, redis: aioredis.Redis):
         self.redis = redis
@@ -253,30 +280,33 @@ class Ledger:
                 out[i] = reply
         return out
 
-    async def _record_executions(self, items: list[tuple[str, TaskMessage, bool]]) -> list[int]:
+    async def _record_executions(self, items: list[tuple[str, TaskMessage, bool, bool]]) -> list[int]:
         def call(run, idx, pipe):
             args = [repr(time.time()), run_key(run, "work:")]
             for i in idx:
-                op, m, write = items[i]
-                args += [op, m.task_id, m.fields, m.value if write else 0]
+                op, m, write, started = items[i]
+                args += [op, m.task_id, m.fields, m.value if write else 0, 1 if started else 0]
             return self._executions(keys=[run_key(run, "settled"), run_key(run, "ledger")], args=args, client=pipe)
 
         return await self._per_run(items, lambda item: item[1].run, call)
 
     async def record_started(self, msg: TaskMessage) -> None:
-        await self._execution_batch.submit(("started", msg, False))
+        await self._execution_batch.submit(("started", msg, False, False))
 
-    def record_started_later(self, msg: TaskMessage) -> None:
-        """Count an execution as started without waiting: written with the next
-        settle of this process, or within half a second. A crash in that half
-        second loses the start (never a task): `unfinished` may then miss it."""
-        self._execution_batch.submit_later(("started", msg, False))
+    def start_later(self, msg: TaskMessage, linger_s: float = 0.5) -> "Start":
+        """An execution's start, counted when it settles, in the settle's own write,
+        or after `linger_s` if it is still running then (so that `unfinished`
+        shows a long task). A crash before either loses the start, never the
+        task: `unfinished` may then miss it."""
+        return Start(self, msg, linger_s)
 
-    async def settle(self, msg: TaskMessage, outcome: str, write: bool = False) -> bool:
+    async def settle(self, msg: TaskMessage, outcome: str, write: bool = False, start: "Start | None" = None) -> bool:
         """Record `completed` or `failed`; False when this task was already settled.
         write=True first adds the task's value to its work counter, in the same
-        script: the task's own INCRBY and its ledger entry in one round trip."""
-        return await self._execution_batch.submit((outcome, msg, write)) == 1
+        script: the task's own INCRBY and its ledger entry in one round trip.
+        A `start` not yet written is counted in the same write too."""
+        started = start is not None and start.take()
+        return await self._execution_batch.submit((outcome, msg, write, started)) == 1
 
     async def runs(self) -> list[str]:
         return sorted(r.decode() for r in await self.redis.smembers("lab:runs"))

@@ -59,15 +59,15 @@ class TaskRunner:
         m.wait.observe(max(0.0, started - msg.enqueued_at))
         m.in_progress.inc()
         try:
-            # The start rides with the next ledger write (its own settle at the
-            # latest): one Redis round trip per task for the ledger, not two.
-            self.ledger.record_started_later(msg)
+            # The start is counted in the task's own settle (or half a second in,
+            # for a long task): one Redis round trip per task for the ledger, not two.
+            start = self.ledger.start_later(msg)
             work, write_after = self.work.steps(msg.kind, msg.variant)
             try:
                 await work(msg)
             except Exception:
                 log.exception("task %s (%s %s) failed", msg.task_id, msg.queue, msg.endpoint)
-                if await self.ledger.settle(msg, "failed"):
+                if await self.ledger.settle(msg, "failed", start=start):
                     m.failed.inc()
                 else:
                     m.duplicates.inc()
@@ -75,7 +75,7 @@ class TaskRunner:
             finished = time.time()
             m.duration.observe(finished - started)
             # The task's closing INCRBY, if it has one, goes with its settle.
-            if await self.ledger.settle(msg, "completed", write=write_after):
+            if await self.ledger.settle(msg, "completed", write=write_after, start=start):
                 m.completed.inc()
                 m.latency.observe(finished - msg.enqueued_at)
             else:

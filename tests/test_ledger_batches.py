@@ -28,10 +28,10 @@ def test_concurrent_enqueues_and_settles_are_batched_and_exact(redis_server):
         ledger._execution_batch._send = lambda items: calls.append(len(items)) or send(items)
         tasks = [msg(run) for _ in range(40)] + [msg(other) for _ in range(10)]
         await asyncio.gather(*(ledger.record_enqueued(m) for m in tasks))
-        for m in tasks:
-            ledger.record_started_later(m)
+        starts = [ledger.start_later(m) for m in tasks]
         # the first 25 settle twice (a redelivery): the second of each is a duplicate
-        firsts = await asyncio.gather(*(ledger.settle(m, "completed", write=True) for m in tasks))
+        firsts = await asyncio.gather(*(ledger.settle(m, "completed", write=True, start=s)
+                                        for m, s in zip(tasks, starts)))
         again = await asyncio.gather(*(ledger.settle(m, "completed", write=True) for m in tasks[:25]))
         reports = await ledger.report(run), await ledger.report(other)
         work = int(await redis.get(work_key(tasks[0])) or 0)
@@ -134,3 +134,29 @@ def test_enqueue_counts_wait_out_a_frozen_redis_and_are_written_once():
         server.stop()
     assert still_waiting
     assert (row["enqueued"], row["value"]) == (21, 63)
+
+
+def test_a_start_is_counted_once_whether_it_settles_first_or_outlives_its_linger(redis_server):
+    """A short execution's start goes in its settle's write; a long one's is
+    written on its own, so that `unfinished` shows it running, and its settle
+    then does not count it again."""
+    run = new_run("starts")
+
+    async def go():
+        redis = aioredis.Redis.from_url(redis_server.url)
+        ledger = Ledger(redis)
+        short, long = msg(run), msg(run)
+        for m in (short, long):
+            await ledger.record_enqueued(m)
+        short_start, long_start = ledger.start_later(short, linger_s=5), ledger.start_later(long, linger_s=0.05)
+        assert await ledger.settle(short, "completed", start=short_start)
+        await asyncio.sleep(0.8)  # the long one's linger, then the batch's own
+        running = (await ledger.report(run))["queues"]["saq"]["io/simple"]
+        assert await ledger.settle(long, "completed", start=long_start)
+        done = (await ledger.report(run))["queues"]["saq"]["io/simple"]
+        await redis.aclose()
+        return running, done
+
+    running, done = asyncio.run(go())
+    assert (running["started"], running["completed"], running["unfinished"]) == (2, 1, 1)
+    assert (done["started"], done["completed"], done["unfinished"]) == (2, 2, 0)
