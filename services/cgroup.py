@@ -3,7 +3,12 @@
 Works unprivileged with cgroup v2 and v1, so the same numbers appear on Linux,
 Docker Desktop and Kubernetes. Exported as:
   lab_cpu_seconds_total, lab_cpu_limit_cores, lab_cpu_throttled_seconds_total,
-  lab_memory_bytes, lab_memory_limit_bytes, lab_oom_kills_total   (label: service)
+  lab_memory_bytes, lab_memory_usage_bytes, lab_memory_limit_bytes,
+  lab_oom_kills_total   (label: service)
+Memory is the working set, what `docker stats` and Kubernetes show: the
+cgroup's usage minus its inactive page cache (file pages the kernel reclaims
+before it kills anything). The raw usage, page cache included, is
+lab_memory_usage_bytes.
 "No limit" is reported as the host's size (its cores, its memory), so a
 ratio against the limit stays meaningful.
 """
@@ -23,7 +28,8 @@ class CgroupSample:
     cpu_seconds: float | None = None
     cpu_limit_cores: float | None = None
     throttled_seconds: float | None = None
-    memory_bytes: float | None = None
+    memory_bytes: float | None = None  # working set
+    memory_usage_bytes: float | None = None  # raw usage, page cache included
     memory_limit_bytes: float | None = None
     oom_kills: float | None = None
 
@@ -65,6 +71,11 @@ def _host_memory() -> float | None:
     return None
 
 
+def _working_set(usage: float, inactive_file: int | None) -> float:
+    """Usage minus inactive page cache, as Docker and the kubelet compute it."""
+    return max(0.0, usage - (inactive_file or 0))
+
+
 def read_cgroup(root: Path = ROOT) -> CgroupSample:
     own = _own_paths(root)
     sample = CgroupSample()
@@ -79,7 +90,8 @@ def read_cgroup(root: Path = ROOT) -> CgroupSample:
         if quota != "max":
             sample.cpu_limit_cores = int(quota) / int(period)
         if (current := _read(d / "memory.current")) is not None:
-            sample.memory_bytes = float(current)
+            sample.memory_usage_bytes = float(current)
+            sample.memory_bytes = _working_set(float(current), _stat(d / "memory.stat").get("inactive_file"))
         limit = _read(d / "memory.max")
         if limit not in (None, "max"):
             sample.memory_limit_bytes = float(limit)
@@ -99,7 +111,8 @@ def read_cgroup(root: Path = ROOT) -> CgroupSample:
             sample.cpu_limit_cores = int(quota) / int(period)
         mem_dir = _dir(root, "memory", own)
         if (usage := _read(mem_dir / "memory.usage_in_bytes")) is not None:
-            sample.memory_bytes = float(usage)
+            sample.memory_usage_bytes = float(usage)
+            sample.memory_bytes = _working_set(float(usage), _stat(mem_dir / "memory.stat").get("total_inactive_file"))
         limit = _read(mem_dir / "memory.limit_in_bytes")
         host = _host_memory()
         # v1 reports "no limit" as a huge number (PAGE_COUNTER_MAX pages).
@@ -126,7 +139,10 @@ class CgroupCollector(Collector):
             (CounterMetricFamily, "lab_cpu_seconds", "CPU time used by this container.", s.cpu_seconds),
             (GaugeMetricFamily, "lab_cpu_limit_cores", "CPU limit of this container, in cores.", s.cpu_limit_cores),
             (CounterMetricFamily, "lab_cpu_throttled_seconds", "Time this container was throttled by its CPU limit.", s.throttled_seconds),
-            (GaugeMetricFamily, "lab_memory_bytes", "Memory used by this container (cgroup accounting).", s.memory_bytes),
+            (GaugeMetricFamily, "lab_memory_bytes", "Working set of this container: its cgroup's usage minus "
+             "inactive page cache (what docker stats shows).", s.memory_bytes),
+            (GaugeMetricFamily, "lab_memory_usage_bytes", "Memory charged to this container's cgroup, page cache "
+             "included.", s.memory_usage_bytes),
             (GaugeMetricFamily, "lab_memory_limit_bytes", "Memory limit of this container.", s.memory_limit_bytes),
             (CounterMetricFamily, "lab_oom_kills", "Processes of this container killed for lack of memory "
              "(a pool child; the main process's death restarts the container instead).", s.oom_kills),
