@@ -119,7 +119,7 @@ def metric_names(expr: str) -> set[str]:
 
 def test_metric_name_extraction():
     assert metric_names('sum by (queue) (rate(lab_enqueued_total{queue=~"a|b"}[5m]))') == {"lab_enqueued_total"}
-    assert metric_names("histogram_quantile(0.95, sum by (le) (rate(x_bucket[1m]))) / on(job) group_left y") == {
+    assert metric_names("histogram_quantile(0.95, sum by (le) (rate(x_bucket[15s]))) / on(job) group_left y") == {
         "x_bucket", "y"}
     assert metric_names('label_replace(a:b:c, "q", "$1", "job", "(arq|saq)") or vector(0) * 1e3') == {"a:b:c"}
     assert metric_names("sum(up == bool 0) offset 5m") == {"up"}
