@@ -18,11 +18,12 @@ ENV UV_COMPILE_BYTECODE=1 UV_LINK_MODE=copy UV_NO_CACHE=1 \
     UV_PYTHON_DOWNLOADS=never UV_PROJECT_ENVIRONMENT=/app/.venv
 WORKDIR /app
 COPY pyproject.toml uv.lock ./
-# --frozen: exactly what uv.lock says, never re-resolved at build time.
-RUN uv sync --frozen --no-dev --no-install-project
+# --locked: exactly what uv.lock says, and a lock that no longer matches
+# pyproject.toml fails the build instead of being re-resolved.
+RUN uv sync --locked --no-dev --no-install-project
 
 FROM build AS build-load
-RUN uv sync --frozen --no-dev --group load --no-install-project
+RUN uv sync --locked --no-dev --group load --no-install-project
 
 FROM ${PYTHON_IMAGE} AS runtime
 ENV PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PATH=/app/.venv/bin:$PATH

@@ -3,6 +3,8 @@ SHELL := bash
 .DEFAULT_GOAL := help
 COMPOSE ?= docker compose
 UV ?= uv
+# A uv.lock that no longer matches pyproject.toml fails loudly (uv sync and uv run).
+export UV_LOCKED := 1
 RUN_ARG = $(if $(run),--run $(run),)
 
 .PHONY: help install test test-compose up down ps logs limits reset clean \
@@ -12,7 +14,7 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 install: ## install the Python environment (uv sync, from uv.lock)
-	$(UV) sync --frozen --all-groups
+	$(UV) sync --locked --all-groups
 
 test: ## run the test suite: real Redis, real API and worker processes (no Docker)
 	$(UV) run pytest -m "not compose" $(args)
@@ -103,7 +105,7 @@ compose-services: ## print every compose service but Grafana (for the tests)
 	@echo $(compose-services)
 
 # ---- Load runs (Locust in the compose profile `load`) -------------------------------
-# make load worker=arq [endpoint=io/simple users=100 spawn=100 iterations=2000|duration=60s run=NAME]
+# make load worker=arq [endpoint=io/simple users=100 spawn=100 iterations=5000|duration=60s run=NAME]
 # make load scenario=upstream variant=async-blocking users=50 iterations=100
 # Only the parameters given are passed: the defaults live in locust/load_params.py.
 LOAD_PARAMS = worker endpoint users spawn iterations duration run scenario variant mode count size \
@@ -112,10 +114,19 @@ load-args = $(foreach p,$(LOAD_PARAMS),$(if $(strip $($(p))),--$(subst _,-,$(p))
 # Where the run records go (the compose tests point it at a temporary directory).
 results_dir ?= results
 
-.PHONY: load results report sweep
+.PHONY: load results report sweep locust-ui locust-ui-down
 
 load: ## drive the lab with Locust and record the run: make load worker=arq|...|all [endpoint= users= iterations=|duration= run=]
 	@COMPOSE="$(COMPOSE)" $(UV) run python -m scripts.load $(load-args) --results-dir '$(results_dir)'
+
+locust-ui: ## Locust's web UI on 127.0.0.1:8089 against the lab's API, for interactive runs: make locust-ui [worker=arq endpoint=io/simple run=NAME]
+	@$(COMPOSE) --profile load build locust-master
+	@LOAD_WORKER='$(worker)' LOAD_ENDPOINT='$(endpoint)' LOAD_RUN='$(run)' \
+	  $(COMPOSE) --profile locust-ui up --detach --no-deps --force-recreate locust-ui
+	@echo "Locust: http://127.0.0.1:$${LOCUST_UI_PORT:-8089}  (make locust-ui-down to stop it)"
+
+locust-ui-down: ## stop Locust's web UI
+	@$(COMPOSE) --profile locust-ui rm --stop --force locust-ui
 
 results: ## every recorded run (results/*.json) as a markdown table
 	@$(UV) run python -m scripts.results table --results-dir '$(results_dir)'

@@ -31,7 +31,7 @@ from datetime import datetime
 from pathlib import Path
 
 from scripts import lab_results as R
-from scripts.load import Compose, LoadError
+from scripts.load import Compose, Grafana, LoadError
 from services.bare import keys
 
 QUEUES = ("background", "arq", "saq", "faststream", "celery")
@@ -310,11 +310,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unknown worker {args.worker}: one of {', '.join(QUEUES)} or all", file=sys.stderr)
         return 2
     compose = Compose(profile="bench")
+    started = time.time()
     try:
         record = Bench(args, compose).run(queues)
     except LoadError as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 1
+    ended = time.time()
+    # The bench in Grafana: one region over its whole window, and the API dashboard there.
+    grafana = Grafana(compose)
+    body = R.annotation("end", record["run"], args.worker, "io/simple", args.users, R.limit_text(record["api_limits"]),
+                        "-", ended, duration_s=ended - started, tag="bench")
+    if problem := grafana.problem or grafana.annotate(body):
+        print(problem)
     out = Path(args.results_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{record['run']}.json"
@@ -322,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(table([record]))
     print(f"\nrecorded in {path}")
+    if link := grafana.run_link("api", started, ended):
+        print(f"Grafana, this bench: {link}")
     return 0
 
 

@@ -126,11 +126,31 @@ def restarts_during(before: Mapping[str, Mapping[str, list]], after: Mapping[str
 # -- Grafana annotations (format: grafana/README.md) --------------------------------
 def annotation(kind: str, run: str, worker: str, endpoint: str, users: int, api_limits: str, worker_limits: str,
                at: float, duration_s: float | None = None, tag: str | None = None) -> dict:
-    text = (f"lab-run {kind} run={run} worker={worker} endpoint={endpoint} users={users} "
+    """A run's annotation: at its start a point, at its end ("end", with the
+    run's duration) the region from `at - duration_s` to `at`."""
+    text = (f"lab-run run={run} worker={worker} endpoint={endpoint} users={users} "
             f"api_limits={api_limits} worker_limits={worker_limits}")
+    body = {"time": int(at * 1000), "tags": ["lab-run", run, tag or worker], "text": text}
     if kind == "end":
-        text += f" duration={round(duration_s or 0)}s"
-    return {"time": int(at * 1000), "tags": ["lab-run", run, tag or worker], "text": text}
+        body["text"] += f" duration={round(duration_s or 0)}s"
+        body["time"], body["timeEnd"] = round((at - (duration_s or 0)) * 1000), int(at * 1000)
+    return body
+
+
+# Dashboards a run links to (grafana/dashboards/*.json uids).
+RUN_DASHBOARDS = {"queues": "lab-queues", "api": "lab-api", "load": "lab-load"}
+LINK_MARGIN_S = (15, 30)  # before the run, after it (the 15 s rates trail its end)
+
+
+def grafana_link(addr: str, dashboard: str, start: float, end: float, queue: str | None = None) -> str:
+    """The URL of a lab dashboard over a run's window, scoped to one queue if given."""
+    host, _, port = addr.rpartition(":")
+    host = "127.0.0.1" if host in ("", "0.0.0.0") else host
+    url = (f"http://{host}:{port}/d/{RUN_DASHBOARDS[dashboard]}/?orgId=1"
+           f"&from={int((start - LINK_MARGIN_S[0]) * 1000)}&to={int((end + LINK_MARGIN_S[1]) * 1000)}")
+    if queue and dashboard == "queues":
+        url += "".join(f"&var-queue={q}" for q in queue.split(","))
+    return url
 
 
 # -- The generator's own CPU ------------------------------------------------------------

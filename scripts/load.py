@@ -2,7 +2,7 @@
 a record of it in results/<run>.json.
 
     uv run python -m scripts.load --worker arq [--endpoint io/simple] [--users 100] [--spawn 100]
-                                  [--iterations 2000 | --duration 60s] [--run NAME] [--locust-workers 2]
+                                  [--iterations 5000 | --duration 60s] [--run NAME] [--locust-workers 2]
     uv run python -m scripts.load --scenario upstream --variant async-blocking --users 50 --iterations 100
     uv run python -m scripts.load --scenario clients --mode model --count 40000
     uv run python -m scripts.load --scenario payload --size 220000
@@ -251,12 +251,16 @@ def open_gate(compose: Compose, prom: Prometheus | None, workers: int, since: fl
 
 
 class Grafana:
-    """Run annotations (grafana/README.md), when Grafana runs in this compose project."""
+    """Run annotations and run links (grafana/README.md), when Grafana runs in this compose project.
+
+    A run is one region annotation: written at its start (so it shows while the
+    run goes on), given its end (`timeEnd`) once the run is over."""
 
     def __init__(self, compose: Compose):
         self.addr = compose.port("grafana", 3000)
         self.password = compose.env.get("GRAFANA_ADMIN_PASSWORD") or dotenv().get("GRAFANA_ADMIN_PASSWORD")
         self.problem = None
+        self._started: dict[str, int] = {}  # run -> id of its annotation
         if not self.addr:
             self.problem = "Grafana is not running in this compose project: no run annotations"
         elif not self.password:
@@ -267,15 +271,58 @@ class Grafana:
             except httpx.HTTPError as exc:
                 self.problem = f"Grafana at {self.addr} does not answer ({exc}): no run annotations"
 
+    def _call(self, method: str, path: str, body: dict) -> tuple[dict | None, str | None]:
+        try:
+            r = httpx.request(method, f"http://{self.addr}{path}", json=body, auth=("admin", self.password), timeout=5)
+        except httpx.HTTPError as exc:
+            return None, f"Grafana annotation not written: {exc}"
+        if r.status_code != 200:
+            return None, f"Grafana annotation not written: HTTP {r.status_code} {r.text[:200]}"
+        return r.json(), None
+
     def annotate(self, body: dict) -> str | None:
-        """None when written (or Grafana is absent: said once, at the start), else why not."""
+        """Write a run's annotation: the start opens it, the end ("timeEnd" in the
+        body) closes it into a region. None when written (or Grafana is absent:
+        said once, at the start), else why not."""
         if self.problem:
             return None
-        try:
-            r = httpx.post(f"http://{self.addr}/api/annotations", json=body, auth=("admin", self.password), timeout=5)
-        except httpx.HTTPError as exc:
-            return f"Grafana annotation not written: {exc}"
-        return None if r.status_code == 200 else f"Grafana annotation not written: HTTP {r.status_code} {r.text[:200]}"
+        run = body["tags"][1]
+        if "timeEnd" not in body:
+            reply, problem = self._call("POST", "/api/annotations", body)
+            if reply and "id" in reply:
+                self._started[run] = reply["id"]
+            return problem
+        if run in self._started:
+            _, problem = self._call("PATCH", f"/api/annotations/{self._started.pop(run)}", body)
+            if problem is None:
+                return None
+        return self._call("POST", "/api/annotations", body)[1]  # no start written: the whole region now
+
+    def run_link(self, dashboard: str, start: float, end: float, queue: str | None = None) -> str | None:
+        """The dashboard over the run's window (a little before and after), for one queue if given."""
+        if not self.addr:
+            return None
+        return R.grafana_link(self.addr, dashboard, start, end, queue)
+
+
+# Locust's own report, as the master writes it when it quits (docker-compose.yml:
+# --html, --csv), and the name each gets next to the run's record.
+LOCUST_REPORT = {"/tmp/locust-report.html": "{run}.html", "/tmp/locust_stats.csv": "{run}_stats.csv",
+                 "/tmp/locust_stats_history.csv": "{run}_stats_history.csv",
+                 "/tmp/locust_failures.csv": "{run}_failures.csv", "/tmp/locust_exceptions.csv": "{run}_exceptions.csv"}
+
+
+def copy_locust_report(container_id: str, out_dir: Path, run: str) -> list[str]:
+    """Copy Locust's HTML report and CSVs out of the (exited) master container."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    saved = []
+    for src, name in LOCUST_REPORT.items():
+        dest = out_dir / name.format(run=run)
+        proc = subprocess.run(["docker", "cp", f"{container_id}:{src}", str(dest)], capture_output=True,
+                              text=True, timeout=60)
+        if proc.returncode == 0:
+            saved.append(dest.name)
+    return saved
 
 
 def probe_report(compose: Compose, since: float, until: float) -> dict | None:
@@ -646,6 +693,10 @@ def run_load(args: argparse.Namespace, compose: Compose | None = None, display: 
         deadline = time.monotonic() + float(setting("LOAD_LINGER_S", "6")) + 30
         while not log.ended and time.monotonic() < deadline:
             log.events(wait=0.5)
+        out_dir = Path(args.results_dir)
+        report_files = copy_locust_report(master[0], out_dir, params.run)
+        if not report_files:
+            notes.append("Locust's HTML/CSV report could not be copied from the master container")
 
         restarts = R.restarts_during(before, R.restart_counts({s: compose.inspect(s) for s in watched}))
         record = R.build_record(
@@ -655,17 +706,16 @@ def run_load(args: argparse.Namespace, compose: Compose | None = None, display: 
             locust=result, ledger=led, settled=settled, limits=limits, knobs=knobs, resources=resources,
             probe=probe, locust_workers=args.locust_workers, subjects=subjects, notes=notes, restarts=restarts)
         record["window_end"] = window_end
+        record["locust_report"] = report_files
         if msg := grafana.annotate(R.annotation("end", params.run, params.worker_label or "none",
                                                 params.endpoint_label, params.users, api_text, worker_text,
                                                 window_end, duration_s=window_end - start,
                                                 tag=params.worker_label or params.scenario)):
             say(msg)
 
-        out_dir = Path(args.results_dir)
-        out_dir.mkdir(parents=True, exist_ok=True)
         path = out_dir / f"{params.run}.json"
         path.write_text(json.dumps(record, indent=2) + "\n")
-        say(f"\nrecord: {path}")
+        say(f"\nrecord: {path}" + (f" (Locust's report: {', '.join(report_files)})" if report_files else ""))
         say(R.table_header())
         say(R.table_row(record))
         for warning in record["warnings"]:
@@ -673,6 +723,9 @@ def run_load(args: argparse.Namespace, compose: Compose | None = None, display: 
         if probe:
             say(f"probe: {probe.get('ok')}/{probe.get('sent')} ok ({100 * (probe.get('success_rate') or 0):.1f}%), "
                 f"worst gap {probe.get('worst_gap_s')} s")
+        queue = None if params.worker_label in (None, "all") else params.worker_label
+        if link := grafana.run_link("queues" if queue_run else "api", start, window_end, queue):
+            say(f"Grafana, this run: {link}")
         return 0 if (settled or not queue_run) else 1
     finally:
         ui.end_line()
@@ -692,7 +745,7 @@ def parser() -> argparse.ArgumentParser:
                                                   "cpu/process|all|a,b")
     p.add_argument("--users", default="", help="Locust users (default 100)")
     p.add_argument("--spawn", default="", help="users started per second (default 100)")
-    p.add_argument("--iterations", default="", help="exactly this many requests (default: 2000 queue, 100 others)")
+    p.add_argument("--iterations", default="", help="exactly this many requests (default: 5000 queue, 100 others)")
     p.add_argument("--duration", default="", help="or send for this long: 60s, 2m")
     p.add_argument("--run", default="", help="the ledger's run name (default: generated)")
     p.add_argument("--variant", default="", help="upstream: async-blocking|async-threadpool|sync-def|async-native")
@@ -701,7 +754,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--size", default="", help="payload: bytes (default 1024)")
     p.add_argument("--locust-workers", type=int, default=int(setting("LOCUST_WORKERS", "2")),
                    help="Locust worker processes (containers), default LOCUST_WORKERS or 2")
-    p.add_argument("--drain-timeout", type=float, default=float(setting("LOAD_DRAIN_TIMEOUT_S", "900")),
+    p.add_argument("--drain-timeout", type=float, default=float(setting("LOAD_DRAIN_TIMEOUT_S", "1200")),
                    help="seconds to wait for pending tasks after the load (default 900)")
     # Waiting for the drain ends early when no task settled for this long: tasks
     # take seconds at most (CPU_WORK at 0.2 CPU: ~0.25 s), so those are not coming.

@@ -33,7 +33,7 @@ P = L.P  # locust/load_params.py, loaded by path the way the driver loads it
 # -- Parameters ---------------------------------------------------------------------
 def test_queue_defaults_reproduce_the_published_experiment():
     p = P.parse_params({"worker": "arq"}, now=0)
-    assert (p.scenario, p.users, p.spawn_rate, p.iterations, p.duration_s) == ("queue", 100, 100.0, 2000, None)
+    assert (p.scenario, p.users, p.spawn_rate, p.iterations, p.duration_s) == ("queue", 100, 100.0, 5000, None)
     assert (p.workers, p.endpoints, p.user_class) == (("arq",), ("io/simple",), "QueueUser")
     assert [(c.method, c.path, c.body, c.expect_status) for c in p.calls] == [
         ("POST", "/api/v1/incr/io/simple/arq", {"value": 1}, 202)]
@@ -346,13 +346,23 @@ def test_the_table_puts_the_articles_columns_first():
 def test_annotations_follow_the_grafana_readme():
     start = R.annotation("start", "arq-50u", "arq", "io/simple", 50, "0.2cpu/200M", "0.2cpu/200M", at=1700000000.5)
     assert start == {"time": 1700000000500, "tags": ["lab-run", "arq-50u", "arq"],
-                     "text": "lab-run start run=arq-50u worker=arq endpoint=io/simple users=50 "
+                     "text": "lab-run run=arq-50u worker=arq endpoint=io/simple users=50 "
                              "api_limits=0.2cpu/200M worker_limits=0.2cpu/200M"}
     readme = (ROOT / "grafana" / "README.md").read_text()
     assert start["text"] in readme  # the README's own example
-    end = R.annotation("end", "up-1", "none", "upstream/async-native", 20, "0.2cpu/200M", "-", at=5.0,
+    end = R.annotation("end", "up-1", "none", "upstream/async-native", 20, "0.2cpu/200M", "-", at=70.0,
                        duration_s=61.6, tag="upstream")
     assert end["text"].endswith("worker_limits=- duration=62s") and end["tags"] == ["lab-run", "up-1", "upstream"]
+    assert (end["time"], end["timeEnd"]) == (8400, 70000)  # a region: the run's start to its end
+
+
+def test_a_run_link_opens_its_window_on_its_queue():
+    link = R.grafana_link("127.0.0.1:3000", "queues", 1000.0, 1060.0, "arq,saq")
+    assert link == ("http://127.0.0.1:3000/d/lab-queues/?orgId=1&from=985000&to=1090000"
+                    "&var-queue=arq&var-queue=saq")
+    dashboards = {json.loads(p.read_text())["uid"] for p in (ROOT / "grafana" / "dashboards").glob("*.json")}
+    assert set(R.RUN_DASHBOARDS.values()) <= dashboards
+    assert R.grafana_link("0.0.0.0:3001", "api", 0, 1).startswith("http://127.0.0.1:3001/d/lab-api/")
 
 
 def test_the_progress_rate_follows_the_last_seconds():

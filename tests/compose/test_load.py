@@ -9,6 +9,8 @@ to its defaults when done.
 
 import json
 import secrets
+import statistics
+import threading
 import time
 from pathlib import Path
 
@@ -109,7 +111,50 @@ def test_make_load_arq_ends_by_itself_and_its_record_matches_the_ledger(stack, f
                                     f"lab_cpu_seconds_total{{service=~\"locust-.*\"}}[{window}]))",
                                     time=f"{at:.3f}")["result"], "service")
     assert set(cpu) == {"locust-master", "locust-worker"}, cpu
+    # Locust's own report beside the record: the HTML page and the CSVs, the stats
+    # counting the same requests.
+    assert {f"{run}.html", f"{run}_stats.csv", f"{run}_failures.csv"} <= set(record["locust_report"])
+    assert "<html" in (results_dir / f"{run}.html").read_text().lower()
+    stats = (results_dir / f"{run}_stats.csv").read_text().splitlines()
+    header, aggregated = stats[0].split(","), next(line for line in stats if ",Aggregated," in line).split(",")
+    assert int(aggregated[header.index('"Request Count"') if '"Request Count"' in header
+                          else header.index("Request Count")]) == n
     assert_locust_is_gone(stack)
+
+
+STEADY_S = 40  # the panels need 15-25 s to fill; this leaves 15 s of steady reading
+
+
+def test_throughput_panels_agree_with_the_record_during_a_steady_load(stack, results_dir):
+    """During a steady load (40 s), what the Load dashboard's requests-per-second
+    panel and the Queues dashboard's enqueue-rate panel plot (their own
+    queries) is within 10 % of the run's recorded RPS, once the panels' 15 s
+    windows are full of load."""
+    panels = {"Load: requests per second": "sum(name_method:locust_requests:rate15s)",
+              "Queues: enqueue rate": 'sum(queue_kind_variant:lab_enqueued:rate15s{queue="saq"})'}
+    samples: list[tuple[float, dict]] = []
+    outcome: dict = {}
+
+    def run_load():
+        outcome["run"], _, outcome["record"] = load(stack, results_dir, "worker=saq", "endpoint=io/simple",
+                                                    "users=20", f"duration={STEADY_S}s")
+
+    thread = threading.Thread(target=run_load)
+    thread.start()
+    while thread.is_alive():
+        now = time.time()
+        samples.append((now, {name: sum(float(r["value"][1]) for r in stack.query(q)) for name, q in panels.items()}))
+        thread.join(2)
+    record = outcome["record"]
+    # Steady state: the windows (15 s, evaluated every 5 s, of 5 s scrapes) full
+    # of load, and the load not yet ended.
+    first, last = record["load_started_at"] + 25, record["load_ended_at"] - 1
+    steady = [values for at, values in samples if first <= at <= last]
+    assert len(steady) >= 2, f"no sample in the steady window {first:.0f}-{last:.0f}: {samples}"
+    for name in panels:
+        seen = statistics.median(v[name] for v in steady)
+        assert seen == pytest.approx(record["rps"], rel=0.10), \
+            f"{name} read {seen:.1f}/s at steady state, the record says {record['rps']}/s: {steady}"
 
 
 def test_make_results_and_report_show_the_run(stack, results_dir):
