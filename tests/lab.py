@@ -153,9 +153,11 @@ def start_api(redis_url: str, name: str = "api", **overrides) -> LabProcess:
     port = free_port()
     argv = [sys.executable, "-m", "uvicorn", "services.api.app:app", "--host", "127.0.0.1",
             "--port", str(port), "--log-level", "warning"]
+    overrides.setdefault("METRICS_PORT", free_port())  # Prometheus' own /metrics, served by a thread
     proc = LabProcess(name, argv, lab_env(redis_url, SERVICE_NAME=name, **overrides),
                       f"http://127.0.0.1:{port}/metrics")
     proc.url = f"http://127.0.0.1:{port}"
+    proc.metrics_url = f"http://127.0.0.1:{overrides['METRICS_PORT']}/metrics"
     return proc.start()
 
 

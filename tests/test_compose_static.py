@@ -25,7 +25,7 @@ PUBLISHED = {"api": 8000, "prometheus": 9090, "grafana": 3000, "flower": 5555, "
 PORT_VARIABLES = {"api": "API_PORT", "prometheus": "PROMETHEUS_PORT", "grafana": "GRAFANA_PORT",
                   "flower": "FLOWER_PORT", "saq-ui": "SAQ_WEB_PORT", "locust-ui": "LOCUST_UI_PORT"}
 # Prometheus job -> port scraped on every replica of the compose service of that name.
-SCRAPED = {"api": 8000, "arq": 9000, "saq": 9000, "faststream": 9000, "celery": 9000,
+SCRAPED = {"api": 9000, "arq": 9000, "saq": 9000, "faststream": 9000, "celery": 9000,
            "queue-monitor": 9000, "flower": 5555, "redis-exporter": 9121, "prometheus": 9090,
            # the `load` profile's services: scraped while a load run has them up
            "locust-master": 9000, "locust-worker": 9000, "probe": 9000}

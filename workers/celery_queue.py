@@ -20,12 +20,15 @@ are then collected from every child process.
 """
 
 import os
+import shutil
 import tempfile
 
-if __name__ == "__main__":
+_own_metrics_dir: tuple[int, str] | None = None  # (the parent's pid, a directory it made)
+if __name__ == "__main__" and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
     # Before prometheus_client is imported anywhere: children write their
     # samples to files that the parent's /metrics adds up.
-    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="lab-celery-metrics-"))
+    _own_metrics_dir = (os.getpid(), tempfile.mkdtemp(prefix="lab-celery-metrics-"))
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = _own_metrics_dir[1]
 
 import asyncio
 import multiprocessing
@@ -241,4 +244,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    finally:
+        # The parent removes the directory it made (a pool child leaving the pool must not).
+        if _own_metrics_dir is not None and _own_metrics_dir[0] == os.getpid():
+            shutil.rmtree(_own_metrics_dir[1], ignore_errors=True)

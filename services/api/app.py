@@ -14,6 +14,7 @@ from services.api.background import BackgroundQueue
 from services.api.experiments import clients_for
 from services.api.experiments import router as experiments_router
 from services.api.http_metrics import HttpMetrics
+from services.api.metrics_server import serve_metrics_in_thread
 from services.api.outbox import Outbox
 from services.api.routes import publish_after_response, router
 from services.cgroup import register_cgroup_metrics
@@ -100,10 +101,14 @@ async def lifespan(app: FastAPI):
         for kind, variant in ENDPOINTS:
             ENQUEUED.labels(queue=queue, kind=kind, variant=variant)
     lag = start_loop_lag_watch(service, settings.loop_lag_interval_s)
+    metrics_server = serve_metrics_in_thread(settings.metrics_port)
     try:
         yield
     finally:
         lag.cancel()
+        if metrics_server is not None:
+            metrics_server.shutdown()
+            metrics_server.server_close()
         await app.state.lab.close()
 
 
