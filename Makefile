@@ -82,6 +82,8 @@ grafana-password: ## write a random Grafana admin password into .env, unless one
 
 up: grafana-password ## build and start the stack, recreating only what changed; waits until healthy, prints the URLs
 	$(COMPOSE) up -d --build --wait --remove-orphans $(services)
+	@# prometheus.yml and the rules are mounted files: a running Prometheus reads them again.
+	@$(COMPOSE) kill -s SIGHUP prometheus >/dev/null 2>&1 || true
 	@$(print-urls)
 
 down: ## stop and remove the containers and networks (volumes are kept)
