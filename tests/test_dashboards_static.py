@@ -10,7 +10,6 @@ Every metric a panel (or a recording rule) queries must be one of:
   * a recording rule of prometheus/rules/*.yml.
 """
 
-import importlib.util
 import json
 import re
 import shutil
@@ -19,6 +18,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.compose import panels as panels_mod  # Grafana's variable substitution, reused
 
 ROOT = Path(__file__).resolve().parents[1]
 GRAFANA = ROOT / "grafana"
@@ -65,15 +66,6 @@ UNITS = {"short", "none", "s", "ms", "bytes", "percent", "percentunit", "reqps",
 CUSTOM_UNIT = re.compile(r"(suffix|prefix):\S.*")
 
 
-def _load_panels_module():
-    """tests/compose/panels.py, loaded by path (its variable substitution is reused here)."""
-    spec = importlib.util.spec_from_file_location("lab_panels", ROOT / "tests" / "compose" / "panels.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-panels_mod = _load_panels_module()
 DASHBOARD_FILES = sorted(DASHBOARD_DIR.glob("*.json"))
 
 

@@ -18,7 +18,6 @@ rebuilt when go.mod, go.sum or main.go change. Needs go (Debian: golang-go;
 
 import fcntl
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -28,6 +27,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.compose import panels as panels_mod  # Grafana's variable substitution, reused
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECK_DIR = ROOT / "prometheus" / "promql-check"
@@ -47,15 +48,6 @@ SKIP_ENV = "LAB_SKIP_PROMQL_CHECK"
 GO_FALLBACK = Path("/usr/local/go/bin/go")
 
 
-def _load_panels_module():
-    """tests/compose/panels.py, loaded by path: Grafana's variable substitution."""
-    spec = importlib.util.spec_from_file_location("lab_panels", ROOT / "tests" / "compose" / "panels.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-panels_mod = _load_panels_module()
 
 
 def prometheus_service() -> dict:
