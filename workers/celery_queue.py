@@ -33,6 +33,8 @@ if __name__ == "__main__" and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
 import asyncio
 import multiprocessing
 import threading
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 from celery import Celery
 from celery.signals import worker_process_init, worker_process_shutdown, worker_ready, worker_shutdown
@@ -86,18 +88,25 @@ app = make_app(get_settings())
 
 
 class Producer:
-    """kombu's publish is blocking I/O, made on the event loop as Celery's docs
-    (and a plain FastAPI app) make it: a hop to a thread per task cost the API
-    a third of its throughput under a CPU limit. What keeps an outage from
-    stalling the loop is a breaker: a publish that fails marks the broker down,
-    and while it is down each enqueue first asks Redis, with an async PING
-    bounded by REDIS_TIMEOUT_S, whether it answers again; if not, the request
-    gets its 503 without touching kombu. So an outage costs the loop one stall
-    of at most REDIS_TIMEOUT_S (the publish that found it), not one per request."""
+    """kombu's publish is blocking I/O: it runs in threads of its own, as many as
+    kombu has producer connections (broker_pool_limit), never on the API's event
+    loop. Made on the loop (as a plain FastAPI app makes it) it was cheaper per
+    request, but 100 users each blocking the loop for a publish under a 0.2-CPU
+    limit held it for over a second at a time: the API's own Redis timeouts
+    then fired before the loop could read the replies (503s with Redis up), and
+    every other request, /healthz included, waited as long.
+
+    An outage must not fill those threads with publishes that each wait a socket
+    timeout: a publish that fails marks the broker down, and while it is down
+    each enqueue first asks Redis, with an async PING bounded by
+    REDIS_TIMEOUT_S, whether it answers again; if not, the request gets its 503
+    without touching kombu. A publish is awaited to its end: one given up on
+    half-way may still reach the broker, and the ledger counts what the broker took."""
 
     def __init__(self, settings: Settings):
         self.settings = settings
         self.redis = async_client(settings)
+        self.threads = ThreadPoolExecutor(app.conf.broker_pool_limit or 10, thread_name_prefix="celery-publish")
         self.down = True  # until Redis has answered once: kombu's first connect retries for seconds
 
     async def start(self) -> None:
@@ -108,16 +117,18 @@ class Producer:
             async with asyncio.timeout(self.settings.redis_timeout_s):
                 await self.redis.ping()  # raises while Redis is away: a 503, and the loop never waited
             self.down = False
+        # retry=False: an unreachable broker raises at once instead of
+        # retrying; the transport's socket timeouts bound the rest.
+        send = partial(app.send_task, TASK_NAME, args=[msg.payload()], task_id=msg.task_id, retry=False,
+                       argsrepr=_argsrepr(msg), kwargsrepr="{}")
         try:
-            # retry=False: an unreachable broker raises at once instead of
-            # retrying; the transport's socket timeouts bound the rest.
-            app.send_task(TASK_NAME, args=[msg.payload()], task_id=msg.task_id, retry=False,
-                          argsrepr=_argsrepr(msg), kwargsrepr="{}")
+            await asyncio.get_running_loop().run_in_executor(self.threads, send)
         except Exception:
             self.down = True
             raise
 
     async def close(self) -> None:
+        self.threads.shutdown(wait=False)
         await self.redis.aclose()
 
 
