@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 
-from tests.lab import LabProcess, free_port, lab_env, post_tasks, start_api, wait_until
+from tests.lab import LabProcess, Metrics, free_port, lab_env, post_tasks, start_api, wait_until
 
 UPSTREAM_LATENCY_MS = 1500  # long enough that "answered before the upstream call returned" is unambiguous
 VARIANTS = ["async-blocking", "async-threadpool", "sync-def", "async-native"]
@@ -93,9 +93,10 @@ def test_payload_has_the_size_asked(api):
 
 
 def test_several_api_processes_report_every_request(redis_server):
-    port = free_port()
+    port, metrics_port = free_port(), free_port()
     proc = LabProcess("api-2-workers", [sys.executable, "-m", "services.api"],
-                      lab_env(redis_server.url, API_WORKERS=2, API_HOST="127.0.0.1", API_LISTEN_PORT=port),
+                      lab_env(redis_server.url, API_WORKERS=2, API_HOST="127.0.0.1", API_LISTEN_PORT=port,
+                              METRICS_PORT=metrics_port),
                       f"http://127.0.0.1:{port}/metrics").start()
     try:
         url = f"http://127.0.0.1:{port}"
@@ -111,6 +112,10 @@ def test_several_api_processes_report_every_request(redis_server):
                    "both processes' completions in /metrics")
         pids = {httpx.get(f"{url}/metrics", timeout=5).text.count("lab_cpu_limit_cores{") for _ in range(4)}
         assert pids == {1}  # the cgroup is the container's: reported once, not per process
+        # Prometheus' port (each process's metrics thread binds it): the same sums.
+        for _ in range(6):
+            scraped = Metrics(httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).text)
+            assert scraped.value("lab_enqueued_total", **labels) == 40
     finally:
         proc.stop()
 
