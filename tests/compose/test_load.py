@@ -159,9 +159,9 @@ def test_throughput_panels_agree_with_the_record_during_a_steady_load(stack, res
 
 def test_make_results_and_report_show_the_run(stack, results_dir):
     records = [json.loads(p.read_text()) for p in results_dir.glob("*.json")]
-    queue_runs = [r for r in records if r["scenario"] == "queue"]
+    queue_runs = [r for r in records if r["scenario"] == "queue" and r["worker"] == "arq"]
     if not queue_runs:
-        pytest.fail("no queue run recorded: the make load test must run first (it failed or was deselected)")
+        pytest.fail("no arq run recorded: the make load test must run first (it failed or was deselected)")
     run = queue_runs[0]["run"]
     table = stack.make("results", f"results_dir={results_dir}", timeout=120).stdout.splitlines()
     assert table[0].startswith("| worker | RPS | median ms | p95 ms | all tasks done s | errors % |"), table[:2]
