@@ -131,12 +131,15 @@ def test_throughput_panels_agree_with_the_record_during_a_steady_load(stack, res
     queries) is within 10 % of the run's recorded RPS, once the panels' 15 s
     windows are full of load."""
     panels = {"Load: requests per second": "sum(name_method:locust_requests:rate15s)",
-              "Queues: enqueue rate": 'sum(queue_kind_variant:lab_enqueued:rate15s{queue="saq"})'}
+              "Queues: enqueue rate": 'sum(queue_kind_variant:lab_enqueued:rate15s{queue="background"})'}
     samples: list[tuple[float, dict]] = []
     outcome: dict = {}
 
     def run_load():
-        outcome["run"], _, outcome["record"] = load(stack, results_dir, "worker=saq", "endpoint=io/simple",
+        # The background queue: its tasks run in the API, so the load stays steady. With a
+        # broker queue the worker's drain takes CPU from the API as the backlog grows, the
+        # pace falls during the run, and the run's mean is not any 15 s window's rate.
+        outcome["run"], _, outcome["record"] = load(stack, results_dir, "worker=background", "endpoint=io/simple",
                                                     "users=20", f"duration={STEADY_S}s")
 
     thread = threading.Thread(target=run_load)
