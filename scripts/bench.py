@@ -33,9 +33,10 @@ from pathlib import Path
 from scripts import lab_results as R
 from scripts.load import Compose, Grafana, LoadError
 from services.bare import keys
+from workers.registry import BROKERS
 
-QUEUES = ("background", "arq", "saq", "faststream", "celery")
-LIMIT_KNOBS = {"arq": "ARQ", "saq": "SAQ", "faststream": "FASTSTREAM", "celery": "CELERY"}
+QUEUES = R.QUEUES
+LIMIT_KNOBS = {b.name: b.limits_prefix for b in BROKERS}
 BUDGET_RATIO = 0.9
 BUDGET_PEAK_MB = 120
 FAST_ARQ_POLL = "0.01"

@@ -32,9 +32,10 @@ import time
 from pathlib import Path
 
 from scripts import load as L
+from workers.registry import BROKER_NAMES
 
 FAULTS = ("kill-worker", "stop-worker", "restart-redis", "oom")
-WORKERS = ("arq", "saq", "faststream", "celery")
+WORKERS = BROKER_NAMES
 OOM_MARGIN = 16 * 2**20
 
 # Run as root inside the worker container (root may raise another process's

@@ -2,7 +2,7 @@
 then one worker starts and the time until the last one settles is measured.
 One worker process, default concurrency, no container limits, a Redis of its own.
 
-    uv run python -m scripts.drain_rate [--count 2000] [--queues arq saq faststream celery]
+    uv run python -m scripts.drain_rate [--count 2000] [--queues arq saq ...] (default: every broker queue)
                                         [--set ARQ_POLL_DELAY=0.05 ...]
 """
 
@@ -11,7 +11,7 @@ import time
 
 from tests.lab import RedisServer, ledger, new_run, post_tasks, start_api, start_worker, wait_settled
 
-LIBRARY_DEFAULTS = {"ARQ_POLL_DELAY": "0.5", "FASTSTREAM_RECLAIM_S": "60"}  # tests.lab shortens these
+LIBRARY_DEFAULTS = {"ARQ_POLL_DELAY": "0.5", "FASTSTREAM_RECLAIM_S": "60", "TASKIQ_RECLAIM_S": "60", "STREAQ_IDLE_TIMEOUT_S": "60"}  # tests.lab shortens these
 
 
 def measure(queue: str, count: int, knobs: dict[str, str]) -> dict:
@@ -39,7 +39,7 @@ def measure(queue: str, count: int, knobs: dict[str, str]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=int, default=2000)
-    parser.add_argument("--queues", nargs="+", default=["arq", "saq", "faststream", "celery"])
+    parser.add_argument("--queues", nargs="+", default=list(BROKER_NAMES), choices=BROKER_NAMES)
     parser.add_argument("--set", nargs="*", default=[], metavar="KNOB=VALUE", help="extra worker settings")
     args = parser.parse_args()
     knobs = {**LIBRARY_DEFAULTS, **dict(kv.split("=", 1) for kv in args.set)}

@@ -12,21 +12,17 @@ import math
 import time
 from collections.abc import Iterable, Mapping
 
+from workers.registry import BROKER_NAMES, BROKERS
+
 SCHEMA = 1
-QUEUES = ("background", "arq", "saq", "faststream", "celery")
+QUEUES = ("background", *BROKER_NAMES)
 # Per-queue override of CONCURRENCY, as the worker reads it (services/settings.py).
-CONCURRENCY_KNOB = {"arq": "ARQ_MAX_JOBS", "saq": "SAQ_CONCURRENCY", "faststream": "FASTSTREAM_MAX_WORKERS",
-                    "celery": "CELERY_CONCURRENCY"}
+CONCURRENCY_KNOB = {b.name: b.concurrency_knob for b in BROKERS}
 # Container settings that change a result, kept in the record (read from the container).
+TASK_KNOBS = ("CPU_WORK", "IO_LATENCY_MS", "THREAD_POOL_SIZE", "PROCESS_POOL_SIZE")
 KNOBS = {
-    "api": ("ENQUEUE_MODE", "API_WORKERS", "THREADPOOL_TOKENS", "UPSTREAM_LATENCY_MS", "CPU_WORK", "IO_LATENCY_MS",
-            "THREAD_POOL_SIZE", "PROCESS_POOL_SIZE"),
-    "arq": ("ARQ_MAX_JOBS", "ARQ_POLL_DELAY", "CPU_WORK", "IO_LATENCY_MS", "THREAD_POOL_SIZE", "PROCESS_POOL_SIZE"),
-    "saq": ("SAQ_CONCURRENCY", "CPU_WORK", "IO_LATENCY_MS", "THREAD_POOL_SIZE", "PROCESS_POOL_SIZE"),
-    "faststream": ("FASTSTREAM_MAX_WORKERS", "FASTSTREAM_CHANNEL", "CPU_WORK", "IO_LATENCY_MS", "THREAD_POOL_SIZE",
-                   "PROCESS_POOL_SIZE"),
-    "celery": ("CELERY_CONCURRENCY", "CELERY_POOL", "CELERY_PREFETCH_MULTIPLIER", "CELERY_TASK_EVENTS", "CPU_WORK", "IO_LATENCY_MS",
-               "THREAD_POOL_SIZE", "PROCESS_POOL_SIZE"),
+    "api": ("ENQUEUE_MODE", "API_WORKERS", "THREADPOOL_TOKENS", "UPSTREAM_LATENCY_MS", *TASK_KNOBS),
+    **{b.name: (b.concurrency_knob, *b.knobs, *TASK_KNOBS) for b in BROKERS},
 }
 # A Locust process runs on one core (gevent: one thread). Above this share of a
 # core, or of its container's limit, its numbers measure Locust, not the lab.

@@ -745,7 +745,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m scripts.load", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scenario", default="", help="queue (default), upstream, clients, payload")
-    p.add_argument("--worker", default="", help="queue runs: background|arq|saq|faststream|celery|all|a,b")
+    p.add_argument("--worker", default="", help=f"queue runs: {'|'.join(R.QUEUES)}|all|a,b")
     p.add_argument("--endpoint", default="", help="queue runs: io/simple (default)|io/sync|io/thread|cpu/simple|"
                                                   "cpu/process|all|a,b")
     p.add_argument("--users", default="", help="Locust users (default 100)")

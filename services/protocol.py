@@ -8,6 +8,8 @@ from typing import Annotated
 
 from pydantic import Field, TypeAdapter
 
+from workers.registry import BROKER_NAMES
+
 RUN_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 DEFAULT_RUN = "default"
 
@@ -24,12 +26,9 @@ class Variant(StrEnum):
     process = "process"
 
 
-class Queue(StrEnum):
-    background = "background"
-    arq = "arq"
-    saq = "saq"
-    faststream = "faststream"
-    celery = "celery"
+# `background` (FastAPI's BackgroundTasks, in the API process) and every broker
+# queue of workers/registry.py.
+Queue = StrEnum("Queue", {name: name for name in ("background", *BROKER_NAMES)})
 
 
 # The five task shapes of the experiment; any other kind/variant pair is rejected.
@@ -40,7 +39,7 @@ ENDPOINTS: tuple[tuple[Kind, Variant], ...] = (
     (Kind.cpu, Variant.simple),
     (Kind.cpu, Variant.process),
 )
-BROKER_QUEUES: tuple[Queue, ...] = (Queue.arq, Queue.saq, Queue.faststream, Queue.celery)
+BROKER_QUEUES: tuple[Queue, ...] = tuple(Queue(name) for name in BROKER_NAMES)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,16 +15,16 @@ from services.metrics import QUEUE_DEPTH
 from services.redis_clients import async_client
 from services.settings import get_settings
 from services.worker_runtime import WorkerRuntime, setup_logging
-from workers.registry import ADAPTERS
+from workers.registry import BROKER_NAMES, adapter
 
 log = logging.getLogger("lab.queue_monitor")
 
 
 async def sample(redis) -> None:
-    for queue, adapter in ADAPTERS.items():
+    for queue in BROKER_NAMES:
         gauge = QUEUE_DEPTH.labels(queue=queue)
         try:
-            gauge.set(await adapter.depth(redis))
+            gauge.set(await adapter(queue).depth(redis))
         except Exception as exc:  # Redis down: say "unknown", never a stale number
             gauge.set(float("nan"))
             log.warning("depth of %s: %s", queue, exc)

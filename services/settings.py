@@ -10,8 +10,7 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-QueueName = Literal["background", "arq", "saq", "faststream", "celery"]
-
+from workers.registry import BY_NAME
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_file=".env", extra="ignore")
@@ -51,6 +50,9 @@ class Settings(BaseSettings):
     saq_concurrency: int | None = Field(None, ge=1)
     faststream_max_workers: int | None = Field(None, ge=1)
     celery_concurrency: int | None = Field(None, ge=1)
+    taskiq_max_async_tasks: int | None = Field(None, ge=1)
+    dramatiq_threads: int | None = Field(None, ge=1)
+    streaq_concurrency: int | None = Field(None, ge=1)
 
     # Library-specific knobs that change the result (see README, "Queues").
     arq_poll_delay: float = Field(0.5, gt=0)
@@ -60,6 +62,12 @@ class Settings(BaseSettings):
     # A FastStream message left unacknowledged this long (its replica stopped or
     # died) is taken over by another consumer. Must exceed the longest task.
     faststream_reclaim_s: float = Field(60, gt=0)
+    # A taskiq stream entry left unacknowledged this long is claimed by another
+    # reader (as FASTSTREAM_RECLAIM_S). Must exceed the longest task.
+    taskiq_reclaim_s: float = Field(60, gt=0)
+    # A streaq stream entry a dead worker held is claimed by another after this
+    # long idle (streaq's idle_timeout; its live workers keep theirs claimed).
+    streaq_idle_timeout_s: float = Field(60, gt=0)
     celery_pool: Literal["prefork", "threads", "solo"] = "prefork"
     celery_prefetch_multiplier: int = Field(4, ge=1)
     # Task events (-E): what Flower shows tasks from; three publishes a task, on the worker.
@@ -82,12 +90,9 @@ class Settings(BaseSettings):
     queue_depth_interval_s: float = Field(1.0, gt=0)
 
     def concurrency_for(self, queue: str) -> int:
-        override = {
-            "arq": self.arq_max_jobs,
-            "saq": self.saq_concurrency,
-            "faststream": self.faststream_max_workers,
-            "celery": self.celery_concurrency,
-        }.get(queue)
+        """CONCURRENCY, or the queue's own knob (workers/registry.py names it) when set."""
+        broker = BY_NAME.get(queue)
+        override = getattr(self, broker.concurrency_knob.lower()) if broker else None
         return override or self.concurrency
 
 

@@ -13,9 +13,10 @@ from services.metrics import touch_task_series
 from services.protocol import BROKER_QUEUES
 from services.runner import TaskRunner
 from services.settings import Settings, get_settings
+from workers.registry import BROKERS
 
 
-LIBRARY_LOGGERS = ("arq", "saq", "faststream", "celery", "kombu", "aiohttp.access")
+LIBRARY_LOGGERS = tuple(name for b in BROKERS for name in b.loggers)
 
 
 def setup_logging() -> None:

@@ -15,14 +15,11 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from workers.registry import BROKERS
+
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = Path(os.environ.get("LAB_TEST_LOGS", "/tmp/lab-test-logs"))
-WORKER_MODULES = {
-    "arq": "workers.arq_queue",
-    "saq": "workers.saq_queue",
-    "faststream": "workers.faststream_queue",
-    "celery": "workers.celery_queue",
-}
+WORKER_MODULES = {b.name: b.module for b in BROKERS}
 
 
 def free_port() -> int:
@@ -101,6 +98,8 @@ def lab_env(redis_url: str, **overrides) -> dict:
         # Entries a stopped FastStream replica left unacknowledged are reclaimed
         # after this; the tests' tasks take milliseconds.
         FASTSTREAM_RECLAIM_S="5",
+        TASKIQ_RECLAIM_S="5",
+        STREAQ_IDLE_TIMEOUT_S="5",
     )
     env.update({k: str(v) for k, v in overrides.items()})
     return env

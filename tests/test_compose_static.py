@@ -13,19 +13,20 @@ import yaml
 from pydantic import TypeAdapter
 
 from services.settings import Settings
+from workers.registry import BROKER_NAMES
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 PROMETHEUS_CONFIG = ROOT / "prometheus" / "prometheus.yml"
 
-WORKERS = ("arq", "saq", "faststream", "celery")
+WORKERS = BROKER_NAMES
 # Services run from the lab's own image, so they read services/settings.py.
 LAB_IMAGE_SERVICES = ("api", *WORKERS, "queue-monitor", "flower", "saq-ui", "upstream")
 PUBLISHED = {"api": 8000, "prometheus": 9090, "grafana": 3000, "flower": 5555, "saq-ui": 8082, "locust-ui": 8089}
 PORT_VARIABLES = {"api": "API_PORT", "prometheus": "PROMETHEUS_PORT", "grafana": "GRAFANA_PORT",
                   "flower": "FLOWER_PORT", "saq-ui": "SAQ_WEB_PORT", "locust-ui": "LOCUST_UI_PORT"}
 # Prometheus job -> port scraped on every replica of the compose service of that name.
-SCRAPED = {"api": 9000, "arq": 9000, "saq": 9000, "faststream": 9000, "celery": 9000,
+SCRAPED = {"api": 9000, **{name: 9000 for name in WORKERS},
            "queue-monitor": 9000, "flower": 5555, "redis-exporter": 9121, "prometheus": 9090,
            # the `load` profile's services: scraped while a load run has them up
            "locust-master": 9000, "locust-worker": 9000, "probe": 9000}

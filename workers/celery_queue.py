@@ -33,7 +33,6 @@ if __name__ == "__main__" and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
 import asyncio
 import multiprocessing
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
 from celery import Celery
@@ -43,9 +42,9 @@ from services.cgroup import register_cgroup_metrics
 from services.loop_lag import start_loop_lag_watch
 from services.metrics import touch_task_series
 from services.protocol import Queue, TaskMessage
-from services.redis_clients import async_client
 from services.runner import TaskRunner
 from services.settings import Settings, get_settings
+from services.threaded_publish import ThreadedPublisher
 from services.worker_runtime import service_name, setup_logging
 
 QUEUE = Queue.celery
@@ -88,48 +87,25 @@ app = make_app(get_settings())
 
 
 class Producer:
-    """kombu's publish is blocking I/O: it runs in threads of its own, as many as
-    kombu has producer connections (broker_pool_limit), never on the API's event
-    loop. Made on the loop (as a plain FastAPI app makes it) it was cheaper per
-    request, but 100 users each blocking the loop for a publish under a 0.2-CPU
-    limit held it for over a second at a time: the API's own Redis timeouts
-    then fired before the loop could read the replies (503s with Redis up), and
-    every other request, /healthz included, waited as long.
-
-    An outage must not fill those threads with publishes that each wait a socket
-    timeout: a publish that fails marks the broker down, and while it is down
-    each enqueue first asks Redis, with an async PING bounded by
-    REDIS_TIMEOUT_S, whether it answers again; if not, the request gets its 503
-    without touching kombu. A publish is awaited to its end: one given up on
-    half-way may still reach the broker, and the ledger counts what the broker took."""
+    """kombu's publish is blocking I/O: it runs in threads of its own (as many as
+    kombu has producer connections, broker_pool_limit), behind a breaker that
+    answers 503 at once while Redis is away (services/threaded_publish.py)."""
 
     def __init__(self, settings: Settings):
-        self.settings = settings
-        self.redis = async_client(settings)
-        self.threads = ThreadPoolExecutor(app.conf.broker_pool_limit or 10, thread_name_prefix="celery-publish")
-        self.down = True  # until Redis has answered once: kombu's first connect retries for seconds
+        self.publisher = ThreadedPublisher(settings, app.conf.broker_pool_limit or 10, "celery")
 
     async def start(self) -> None:
         pass
 
     async def enqueue(self, msg: TaskMessage) -> None:
-        if self.down:
-            async with asyncio.timeout(self.settings.redis_timeout_s):
-                await self.redis.ping()  # raises while Redis is away: a 503, and the loop never waited
-            self.down = False
         # retry=False: an unreachable broker raises at once instead of
         # retrying; the transport's socket timeouts bound the rest.
-        send = partial(app.send_task, TASK_NAME, args=[msg.payload()], task_id=msg.task_id, retry=False,
-                       argsrepr=_argsrepr(msg), kwargsrepr="{}")
-        try:
-            await asyncio.get_running_loop().run_in_executor(self.threads, send)
-        except Exception:
-            self.down = True
-            raise
+        await self.publisher.publish(partial(
+            app.send_task, TASK_NAME, args=[msg.payload()], task_id=msg.task_id, retry=False,
+            argsrepr=_argsrepr(msg), kwargsrepr="{}"))
 
     async def close(self) -> None:
-        self.threads.shutdown(wait=False)
-        await self.redis.aclose()
+        await self.publisher.close()
 
 
 def _argsrepr(msg: TaskMessage) -> str:

@@ -27,6 +27,7 @@ from redis.exceptions import ResponseError
 from services.protocol import Queue, TaskMessage
 from services.redis_clients import REDIS_DOWN, async_client
 from services.settings import Settings, get_settings
+from services.stream_groups import ensure_group, find_group, group_lag
 from services.worker_runtime import WorkerRuntime, setup_logging
 
 QUEUE = Queue.faststream
@@ -49,21 +50,10 @@ def make_broker(settings: Settings, timeout_s: float | None, logs: bool = True) 
     )
 
 
-async def ensure_group(redis) -> None:
-    """Create the consumer group at the start of the stream. A group FastStream
-    creates starts at "$" (new entries only): whatever the API published before
-    the first worker started would never be delivered."""
-    try:
-        await redis.xgroup_create(STREAM, GROUP, id="0", mkstream=True)
-    except ResponseError as exc:
-        if "BUSYGROUP" not in str(exc):
-            raise
-
-
 async def create_group(settings: Settings) -> None:
     redis = async_client(settings)
     try:
-        await ensure_group(redis)
+        await ensure_group(redis, STREAM, GROUP)
     finally:
         await redis.aclose()
 
@@ -87,20 +77,8 @@ class Producer:
         await self.broker.stop()
 
 
-def our_group(groups: list[dict]) -> dict | None:
-    """The lab's consumer group among XINFO GROUPS' answer, if it is there."""
-    return next((g for g in groups if g["name"] in (GROUP, GROUP.encode())), None)
-
-
 async def depth(redis) -> int | float:
-    """Entries the group has not been handed yet (XINFO GROUPS `lag`)."""
-    try:
-        group = our_group(await redis.xinfo_groups(STREAM))
-    except ResponseError:  # no stream yet
-        return 0
-    if group is not None:
-        return group["lag"] if group.get("lag") is not None else float("nan")
-    return await redis.xlen(STREAM)
+    return await group_lag(redis, STREAM, GROUP)
 
 
 # Worker
@@ -130,7 +108,7 @@ async def group_lost(settings: Settings) -> bool:
     """True only when Redis answers and our consumer group is not there."""
     redis = async_client(settings)
     try:
-        return our_group(await redis.xinfo_groups(STREAM)) is None
+        return find_group(await redis.xinfo_groups(STREAM), GROUP) is None
     except ResponseError:  # no such stream: the group went with it
         return True
     except REDIS_DOWN:

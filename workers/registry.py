@@ -1,15 +1,55 @@
-"""Which adapter module serves which broker queue. Each module has a `Producer`
-(used by the API), `depth()` (used by the queue monitor) and its worker.
-Importing this imports every queue library: worker processes import only their own adapter."""
+"""Every broker queue of the lab, in one table: the API's `queue` path parameter,
+the queue monitor, the scripts (`make load|chaos|bench|results`), the tests and
+the README's checks all read it. A new queue is an adapter module in `workers/`,
+its row here and its service in docker-compose.yml (plus its scrape job in
+prometheus/prometheus.yml).
 
+Each adapter module has a `Producer` (used by the API), `depth(redis)` (used by
+the queue monitor) and `main()` (its worker: `python -m <module>`), and, for
+`make bench`, `bare_publisher(url)` and `bare_worker()` (the library's plain
+documented calls, see services/bare/).
+
+This file is plain data: importing it imports no queue library; `adapter(name)`
+imports one adapter."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from functools import cache
 from types import ModuleType
 
-from services.protocol import Queue
-from workers import arq_queue, celery_queue, faststream_queue, saq_queue
 
-ADAPTERS: dict[Queue, ModuleType] = {
-    Queue.arq: arq_queue,
-    Queue.saq: saq_queue,
-    Queue.faststream: faststream_queue,
-    Queue.celery: celery_queue,
-}
+@dataclass(frozen=True)
+class Broker:
+    name: str  # the queue's name everywhere: path parameter, `queue` label, compose service, Prometheus job
+    module: str  # its adapter
+    concurrency_knob: str  # the env var that overrides CONCURRENCY for this queue's worker
+    knobs: tuple[str, ...] = ()  # other env vars of its worker that change a result (kept in run records)
+    loggers: tuple[str, ...] = ()  # the library's loggers, set to LIBRARY_LOG_LEVEL
+
+    @property
+    def limits_prefix(self) -> str:
+        """<PREFIX>_CPUS / <PREFIX>_MEM override WORKER_CPUS / WORKER_MEM for its service."""
+        return self.name.upper()
+
+
+BROKERS: tuple[Broker, ...] = (
+    Broker("arq", "workers.arq_queue", "ARQ_MAX_JOBS", ("ARQ_POLL_DELAY",), ("arq",)),
+    Broker("saq", "workers.saq_queue", "SAQ_CONCURRENCY", (), ("saq", "aiohttp.access")),
+    Broker("faststream", "workers.faststream_queue", "FASTSTREAM_MAX_WORKERS", ("FASTSTREAM_CHANNEL",),
+           ("faststream",)),
+    Broker("celery", "workers.celery_queue", "CELERY_CONCURRENCY",
+           ("CELERY_POOL", "CELERY_PREFETCH_MULTIPLIER", "CELERY_TASK_EVENTS"), ("celery", "kombu")),
+    Broker("taskiq", "workers.taskiq_queue", "TASKIQ_MAX_ASYNC_TASKS", ("TASKIQ_RECLAIM_S",), ("taskiq",)),
+    Broker("dramatiq", "workers.dramatiq_queue", "DRAMATIQ_THREADS", (), ("dramatiq",)),
+    Broker("streaq", "workers.streaq_queue", "STREAQ_CONCURRENCY", ("STREAQ_IDLE_TIMEOUT_S",), ("streaq",)),
+)
+BROKER_NAMES: tuple[str, ...] = tuple(b.name for b in BROKERS)
+BY_NAME: dict[str, Broker] = {b.name: b for b in BROKERS}
+
+
+@cache
+def adapter(name: str) -> ModuleType:
+    """The adapter module of queue `name`, imported on first use."""
+    return importlib.import_module(BY_NAME[name].module)

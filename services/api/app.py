@@ -25,7 +25,7 @@ from services.protocol import ENDPOINTS, Queue
 from services.redis_clients import async_client
 from services.runner import TaskRunner
 from services.settings import Settings, get_settings
-from workers.registry import ADAPTERS
+from workers.registry import BROKER_NAMES, adapter
 
 log = logging.getLogger("lab.api")
 # ENQUEUE_MODE=after-response: tasks published at once, at most (a publish is a
@@ -66,7 +66,7 @@ class Lab:
         if queue not in self.producers:
             async with self._lock:
                 if queue not in self.producers:
-                    producer = ADAPTERS[queue].Producer(self.settings)
+                    producer = adapter(queue).Producer(self.settings)
                     await producer.start()
                     self.producers[queue] = producer
         return self.producers[queue]
@@ -93,6 +93,8 @@ async def lifespan(app: FastAPI):
     settings = get_settings()
     service = settings.service_name or "api"
     app.state.lab = Lab(settings)
+    for name in BROKER_NAMES:  # every queue library imported now, not in the first request to it
+        adapter(name)
     # The threadpool that runs `def` handlers and run_in_threadpool calls.
     anyio.to_thread.current_default_thread_limiter().total_tokens = settings.threadpool_tokens
     register_cgroup_metrics(service)
@@ -122,7 +124,7 @@ def create_app() -> FastAPI:
     settings = get_settings()
     app = FastAPI(
         title="FastAPI task-queue lab",
-        description="Enqueue the same tasks on five task queues and account for every one.",
+        description="Enqueue the same tasks on every task queue and account for every one.",
         lifespan=lifespan,
     )
     errors.install(app)

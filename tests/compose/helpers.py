@@ -10,8 +10,10 @@ from datetime import datetime
 import httpx
 import pytest
 
-QUEUES = ("background", "arq", "saq", "faststream", "celery")
-WORKERS = ("arq", "saq", "faststream", "celery")
+from workers.registry import BROKER_NAMES
+
+WORKERS = BROKER_NAMES
+QUEUES = ("background", *WORKERS)
 TASKS_PER_QUEUE = 1000  # the session's load: io/simple tasks on every queue
 
 

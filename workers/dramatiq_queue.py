@@ -1,0 +1,141 @@
+"""Dramatiq with its Redis broker: `broker.enqueue` pushes a message id onto the
+Redis list `dramatiq:lab` (the message itself in the hash `dramatiq:lab.msgs`);
+the worker's consumer thread fetches ids in batches into memory, its worker
+threads run them.
+
+The task body is async: Dramatiq's AsyncIO middleware runs one event loop per
+worker process, in a thread, and each worker thread hands its task to that loop
+and waits for it. Concurrency is the number of worker threads,
+DRAMATIQ_THREADS (default CONCURRENCY; Dramatiq's own default is 8 threads in
+each of as many processes as cores). The consumer keeps twice as many messages
+fetched ahead (Dramatiq's default prefetch).
+
+Delivery: a fetched message id moves to this worker's "acks" set and is
+acknowledged (removed) after the task ran, success or failure. On SIGTERM the
+worker stops fetching, waits up to SHUTDOWN_GRACE_S for running tasks, and
+pushes the messages it had fetched but not started back onto the queue. A
+killed worker's fetched and running messages stay in its acks set until a
+live broker's housekeeping (a Lua step that runs on 1 % of its Redis calls
+here, 0.1 % by default) finds the worker's heartbeat older than TASK_TIMEOUT_S
+(Dramatiq's default 60 s) and requeues them. No retries (`max_retries=0`, as
+Celery's): a task that raised goes to the dead-letter set `dramatiq:lab.XQ`.
+
+The API's publish is redis-py's blocking call: it runs in threads of its own
+behind a breaker (services/threaded_publish.py), as Celery's does.
+"""
+
+import logging
+import signal
+import threading
+from functools import partial
+
+import redis
+from dramatiq import Message, Middleware, Worker
+from dramatiq import actor as dramatiq_actor
+from dramatiq.asyncio import get_event_loop_thread
+from dramatiq.brokers.redis import RedisBroker
+from dramatiq.middleware import AsyncIO
+
+from services.protocol import Queue, TaskMessage
+from services.redis_clients import sync_client
+from services.settings import Settings, get_settings
+from services.threaded_publish import ThreadedPublisher
+from services.worker_runtime import WorkerRuntime, setup_logging
+
+QUEUE = Queue.dramatiq
+QUEUE_NAME = "lab"  # keys dramatiq:lab (LIST of ids), dramatiq:lab.msgs (HASH), dramatiq:__acks__.*
+QUEUE_KEY = f"dramatiq:{QUEUE_NAME}"
+TASK_NAME = "lab_task"
+# Housekeeping (requeueing a dead worker's messages) runs on this many of a
+# million Redis calls of a broker: 10000 = 1 %, ten times Dramatiq's default,
+# so that a killed worker's tasks come back within seconds of its heartbeat
+# expiring rather than many minutes later.
+MAINTENANCE_CHANCE = 10_000
+PUBLISH_THREADS = 10
+log = logging.getLogger("lab.dramatiq")
+
+
+def make_broker(settings: Settings, client: redis.Redis, middleware: list | None = None) -> RedisBroker:
+    return RedisBroker(
+        client=client,
+        middleware=middleware,
+        heartbeat_timeout=settings.task_timeout_s * 1000,
+        maintenance_chance=MAINTENANCE_CHANCE,
+    )
+
+
+class Producer:
+    def __init__(self, settings: Settings):
+        # The client has the API's short timeouts (RedisBroker drops them when given a url).
+        self.broker = make_broker(settings, sync_client(settings), middleware=[])
+        self.publisher = ThreadedPublisher(settings, PUBLISH_THREADS, "dramatiq")
+
+    async def start(self) -> None:
+        pass
+
+    async def enqueue(self, msg: TaskMessage) -> None:
+        message = Message(queue_name=QUEUE_NAME, actor_name=TASK_NAME, args=(msg.payload(),), kwargs={},
+                          options={}, message_id=msg.task_id)
+        await self.publisher.publish(partial(self.broker.enqueue, message))
+
+    async def close(self) -> None:
+        await self.publisher.close()
+
+
+async def depth(redis) -> int:
+    """Ids no worker has fetched yet (fetched ones wait in a worker's memory)."""
+    return await redis.llen(QUEUE_KEY)
+
+
+# Worker: one process, DRAMATIQ_THREADS worker threads, one event loop.
+class LabRuntime(Middleware):
+    """Starts the lab's runtime (metrics endpoint, loop-lag watch, runner) on
+    the AsyncIO middleware's loop once the worker runs, and stops it after
+    the worker's threads have finished (added after AsyncIO, so the loop
+    is still running on both sides)."""
+
+    def __init__(self, runtime: WorkerRuntime):
+        self.runtime = runtime
+
+    def after_worker_boot(self, broker, worker) -> None:
+        get_event_loop_thread().run_coroutine(self.runtime.start())
+
+    def after_worker_shutdown(self, broker, worker) -> None:
+        get_event_loop_thread().run_coroutine(self.runtime.stop())
+
+
+def main() -> None:
+    setup_logging()
+    settings = get_settings()
+    runtime = WorkerRuntime(settings, QUEUE)
+    # No socket timeout on the worker's own connection: Dramatiq does not retry
+    # an acknowledgement that timed out (the message would stay in the acks set
+    # until this worker died). A Redis that is down fails the connect at once,
+    # and Dramatiq retries its consumer every few seconds.
+    client = redis.Redis.from_url(settings.redis_url, socket_connect_timeout=settings.redis_timeout_s)
+    broker = make_broker(settings, client)
+    broker.add_middleware(AsyncIO())
+    broker.add_middleware(LabRuntime(runtime))
+
+    async def lab_task(message: dict) -> None:
+        await runtime.runner.run(message)
+
+    dramatiq_actor(lab_task, broker=broker, actor_name=TASK_NAME, queue_name=QUEUE_NAME, max_retries=0,
+                   time_limit=settings.task_timeout_s * 1000)
+
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    broker.emit_after("process_boot")  # what Dramatiq's CLI does first: starts the time limit's watcher
+    worker = Worker(broker, queues={QUEUE_NAME}, worker_threads=settings.concurrency_for(QUEUE))
+    worker.start()
+    while not stop.wait(1):
+        pass
+    log.info("stopping: waiting up to %s s for running tasks", settings.shutdown_grace_s)
+    worker.stop(timeout=settings.shutdown_grace_s * 1000)
+    broker.emit_before("process_stop")
+    broker.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""streaq: `enqueue_unsafe(...)` adds an entry to the Redis stream
+`streaq:lab:queues:normal` (the task itself at `streaq:lab:task:data:<id>`);
+workers read it through streaq's consumer group `workers`, so each entry is
+delivered to one replica. streaq runs its Redis side as Lua functions: it needs
+Redis 7 or later, and talks to it through coredis, not redis-py.
+
+Delivery: an entry is acknowledged (and deleted) after its task ran. A live
+worker keeps claiming the entries of its running tasks; the entries a stopped or
+killed worker held (running or read ahead) are claimed by another reader once
+idle for STREAQ_IDLE_TIMEOUT_S (streaq's default 60 s) and run again, up to
+streaq's `max_tries` (3) executions in all; the ledger counts a second
+execution as a duplicate. A task that raised is not retried. No results are
+kept (`ttl=0`). On SIGTERM the worker stops reading and gives running tasks
+SHUTDOWN_GRACE_S (`grace_period`) to finish; what is left is claimed later.
+Knobs that change the result: STREAQ_CONCURRENCY (default CONCURRENCY;
+streaq's default 16); the worker reads as many entries ahead as it runs at
+once (streaq's default prefetch).
+
+A streaq worker ends when Redis goes away (and when Redis comes back without its
+consumer group): here a new one is started in the same process, once a second
+until Redis answers.
+"""
+
+import asyncio
+import logging
+from pathlib import Path
+
+import streaq
+from redis import exceptions as redis_errors
+from coredis.exceptions import ResponseError
+from coredis.retry import NoRetryPolicy
+from streaq import Worker
+
+from services.protocol import Queue, TaskMessage
+from services.settings import Settings, get_settings
+from services.worker_runtime import WorkerRuntime, setup_logging
+
+QUEUE = Queue.streaq
+QUEUE_NAME = "lab"
+STREAM = f"streaq:{QUEUE_NAME}:queues:normal"  # one stream per priority; the lab uses streaq's one default
+GROUP = "workers"  # streaq's consumer group
+TASK_NAME = "lab_task"
+LUA = Path(streaq.__file__).parent / "lua" / "streaq.lua"
+log = logging.getLogger("lab.streaq")
+
+
+class Producer:
+    def __init__(self, settings: Settings):
+        timeout = settings.redis_timeout_s
+        # coredis waits forever by default, and retries a timed-out command
+        # twice: a frozen Redis must cost one REDIS_TIMEOUT_S, not three.
+        self.worker = Worker(redis_url=settings.redis_url, queue_name=QUEUE_NAME, redis_kwargs={
+            "connect_timeout": timeout, "stream_timeout": timeout, "retry_policy": NoRetryPolicy()})
+        self._context = None
+
+    async def start(self) -> None:
+        self._context = self.worker.__asynccontextmanager__()
+        await self._context.__aenter__()  # connects and loads streaq's Lua functions
+
+    async def enqueue(self, msg: TaskMessage) -> None:
+        try:
+            await self.worker.enqueue_unsafe(TASK_NAME, msg.payload())
+        except ResponseError as exc:
+            if "Function not found" not in str(exc):
+                raise
+            # Redis came back without its data: load streaq's functions again.
+            await self.worker.redis.function_load(LUA.read_text(), replace=True)
+            await self.worker.enqueue_unsafe(TASK_NAME, msg.payload())
+
+    async def close(self) -> None:
+        if self._context is not None:
+            await self._context.__aexit__(None, None, None)
+
+
+async def depth(redis) -> int:
+    """(`redis` is the monitor's redis-py client.) Entries no worker has read yet: streaq deletes an entry once done, so
+    the stream holds the backlog plus what is read and not yet finished."""
+    length = await redis.xlen(STREAM)
+    if not length:
+        return 0
+    try:
+        pending = (await redis.xpending(STREAM, GROUP))["pending"]
+    except redis_errors.ResponseError:  # no group yet: nothing was read
+        pending = 0
+    return max(0, length - pending)
+
+
+# Worker
+def make_worker(settings: Settings, runtime: WorkerRuntime) -> Worker:
+    worker = Worker(
+        redis_url=settings.redis_url,
+        queue_name=QUEUE_NAME,
+        concurrency=settings.concurrency_for(QUEUE),
+        idle_timeout=settings.streaq_idle_timeout_s,
+        grace_period=settings.shutdown_grace_s,
+    )
+
+    @worker.task(name=TASK_NAME, timeout=settings.task_timeout_s, ttl=0)
+    async def lab_task(message: dict) -> None:
+        await runtime.runner.run(message)
+
+    return worker
+
+
+async def run(settings: Settings) -> None:
+    runtime = WorkerRuntime(settings, QUEUE)
+    await runtime.start()
+    try:
+        while True:
+            try:
+                # A worker runs once: a fresh one after each failure. It returns
+                # when SIGTERM or SIGINT stopped it (its own signal handlers).
+                await make_worker(settings, runtime).run_async()
+                return
+            except Exception as exc:  # Redis unreachable, or back without the group
+                log.warning("streaq worker ended (%r): starting a new one in 1 s", exc)
+                await asyncio.sleep(1)
+    finally:
+        await runtime.stop()
+
+
+def main() -> None:
+    setup_logging()
+    asyncio.run(run(get_settings()))
+
+
+if __name__ == "__main__":
+    main()

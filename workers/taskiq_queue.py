@@ -1,0 +1,161 @@
+"""taskiq with taskiq-redis' RedisStreamBroker: `kiq` adds an entry to the Redis
+stream `lab:taskiq`; workers read it through the consumer group `lab`, so
+however many replicas run, each entry is delivered to one of them.
+
+Why the stream broker: taskiq-redis' ListQueueBroker pops a message off its list
+before running it, and a worker killed or stopped with messages in hand loses
+them. The stream broker leaves a read entry pending in the group until it is
+acknowledged, and here that is after the task ran (`ack_type=when_executed`;
+taskiq's default, `when_saved`, is the same without a result backend).
+
+Delivery: each worker reads one entry at a time (`xread_count=1`; the broker's
+default 100 would hold up to 100 entries per replica) and, after each read,
+claims (XAUTOCLAIM) entries that stayed pending for TASKIQ_RECLAIM_S: those a
+stopped or killed replica had read but not finished. A task that outlives that
+delay is claimed and run a second time (the ledger counts it). A task that
+raised is acknowledged like any other: no retries. On SIGTERM the worker stops
+reading and waits up to SHUTDOWN_GRACE_S for running tasks; what it leaves
+unacknowledged is claimed later. Knobs that change the result:
+TASKIQ_MAX_ASYNC_TASKS (default CONCURRENCY; taskiq's default is unlimited).
+taskiq-redis 1.0 is used (1.1 and later need redis-py 8).
+"""
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+from collections.abc import AsyncGenerator
+
+from redis.asyncio import Redis
+from taskiq import AckableMessage
+from taskiq.acks import AcknowledgeType
+from taskiq.kicker import AsyncKicker
+from taskiq.receiver import Receiver
+from taskiq_redis import RedisStreamBroker
+
+from services.protocol import Queue, TaskMessage
+from services.redis_clients import REDIS_DOWN, async_options
+from services.settings import Settings, get_settings
+from services.stream_groups import group_lag
+from services.worker_runtime import WorkerRuntime, setup_logging
+
+QUEUE = Queue.taskiq
+STREAM = "lab:taskiq"
+GROUP = "lab"
+TASK_NAME = "lab_task"
+RECLAIM_LOCK = f"autoclaim:{GROUP}:{STREAM}"  # taskiq-redis' lock around XAUTOCLAIM
+log = logging.getLogger("lab.taskiq")
+
+
+class LabStreamBroker(RedisStreamBroker):
+    """taskiq-redis' stream broker, except that losing Redis does not end the worker.
+
+    Its `listen` lets a Redis error out (and taskiq's worker process dies with
+    it, for its supervisor to restart). Here the read is retried every second,
+    and the consumer group is created again if Redis came back without it;
+    running tasks carry on."""
+
+    async def listen(self) -> AsyncGenerator[AckableMessage, None]:
+        while True:
+            try:
+                async for message in super().listen():
+                    yield message
+            except Exception as exc:  # connection lost, NOGROUP, a stream deleted under a blocked read
+                log.warning("reading %s failed (%s): again in 1 s", STREAM, exc)
+                await asyncio.sleep(1)
+                try:
+                    await self._declare_consumer_group()
+                except Exception:
+                    pass  # still away: the next read says so
+
+
+def make_broker(settings: Settings, *, worker: bool) -> LabStreamBroker:
+    if worker:
+        # A blocked XREADGROUP waits up to 2 s (xread_block) for entries: the
+        # worker's reads must not time out before it. A Redis that is down
+        # fails the connect.
+        options = {"socket_connect_timeout": settings.redis_timeout_s}
+    else:
+        # The API's short timeouts, and no long wait for a free connection.
+        options = {**async_options(settings), "timeout": settings.redis_timeout_s}
+    return LabStreamBroker(
+        settings.redis_url,
+        queue_name=STREAM,
+        consumer_group_name=GROUP,
+        consumer_name=f"{socket.gethostname()}-{os.getpid()}" if worker else None,
+        consumer_id="0",  # a group taskiq creates starts at the stream's beginning, not at "$"
+        xread_count=1,
+        idle_timeout=int(settings.taskiq_reclaim_s * 1000),
+        max_connection_pool_size=100 if not worker else None,
+        **options,
+    )
+
+
+class Producer:
+    def __init__(self, settings: Settings):
+        self.broker = make_broker(settings, worker=False)
+        self.kicker = AsyncKicker(task_name=TASK_NAME, broker=self.broker, labels={})
+
+    async def start(self) -> None:
+        await self.broker.startup()  # creates the group (at "0"), as the worker would
+
+    async def enqueue(self, msg: TaskMessage) -> None:
+        await self.kicker.with_task_id(msg.task_id).kiq(msg.payload())
+
+    async def close(self) -> None:
+        await self.broker.shutdown()
+
+
+async def depth(redis) -> int | float:
+    return await group_lag(redis, STREAM, GROUP)
+
+
+# Worker: one process, one receiver.
+async def run(settings: Settings) -> None:
+    broker = make_broker(settings, worker=True)
+    broker.is_worker_process = True
+    runtime = WorkerRuntime(settings, QUEUE)
+
+    @broker.task(task_name=TASK_NAME)
+    async def lab_task(message: dict) -> None:
+        await runtime.runner.run(message)
+
+    finish = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        asyncio.get_running_loop().add_signal_handler(sig, finish.set)
+    await startup(broker)
+    await runtime.start()
+    try:
+        receiver = Receiver(broker, max_async_tasks=settings.concurrency_for(QUEUE),
+                            ack_type=AcknowledgeType.WHEN_EXECUTED, wait_tasks_timeout=settings.shutdown_grace_s,
+                            run_startup=False)
+        await receiver.listen(finish)
+    finally:
+        await broker.shutdown()
+        await runtime.stop()
+
+
+async def startup(broker: LabStreamBroker) -> None:
+    """The group (at "0"), and no lock left by a replica killed while it claimed
+    entries: taskiq-redis 1.0 takes it without an expiry, so a stale one would
+    stop every replica from claiming again. Two replicas claiming at once is
+    harmless (XAUTOCLAIM hands each entry to one)."""
+    redis = Redis(connection_pool=broker.connection_pool)
+    while True:
+        try:
+            await broker.startup()
+            await redis.delete(RECLAIM_LOCK)
+            return
+        except REDIS_DOWN as exc:
+            log.warning("Redis unreachable (%s): starting again in 1 s", exc)
+            await asyncio.sleep(1)
+
+
+def main() -> None:
+    setup_logging()
+    asyncio.run(run(get_settings()))
+
+
+if __name__ == "__main__":
+    main()
