@@ -164,3 +164,18 @@ def test_every_setting_is_documented_in_env_example():
     text = (Path(__file__).resolve().parents[1] / ".env.example").read_text()
     missing = [name.upper() for name in Settings.model_fields if f"{name.upper()}=" not in text]
     assert missing == []
+
+
+def test_readme_queue_and_delivery_tables_have_a_row_for_every_queue():
+    """A queue added to workers/registry.py must be described where users read
+    about the queues: its row in the Queues table and in the delivery table."""
+    from workers.registry import BROKER_NAMES
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+
+    def first_cells(header: str) -> set[str]:
+        table = readme[readme.index(header):].split("\n\n")[0].splitlines()[2:]
+        return {row.split("|")[1].strip().strip("`") for row in table}
+
+    assert first_cells("| queue | how tasks travel |") == {"background", *BROKER_NAMES}
+    assert first_cells("| queue | a task is taken back when |") == {"background", *BROKER_NAMES}

@@ -8,6 +8,9 @@ STREAM = "bench:faststream"  # FastStream stream, consumer group GROUP
 GROUP = "bench"
 CELERY_QUEUE = "bench-celery"  # kombu LIST
 TASK = "bench_task"
+# The broker queues that have a bare worker (services/bare/worker.py) and a
+# bench-<queue> compose service; `make bench` measures these and background.
+BARE_QUEUES = ("arq", "saq", "faststream", "celery")
 
 
 def done_key(queue: str) -> str:
