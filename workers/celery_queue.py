@@ -92,7 +92,7 @@ class Producer:
     answers 503 at once while Redis is away (services/threaded_publish.py)."""
 
     def __init__(self, settings: Settings):
-        self.publisher = ThreadedPublisher(settings, app.conf.broker_pool_limit or 10, "celery")
+        self.publisher = ThreadedPublisher(settings, app.conf.broker_pool_limit or 10, "celery", start_down=True)
 
     async def start(self) -> None:
         pass

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.compose.helpers import QUEUES as ALL_QUEUES
 from tests.compose.panels import check_panels, query_panels
 
 pytestmark = pytest.mark.compose
 
-QUEUES = "background|arq|saq|faststream|celery"
+QUEUES = "|".join(ALL_QUEUES)
 
 
 def test_every_panel_shows_data_after_a_load(stack, loaded_run):

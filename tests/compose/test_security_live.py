@@ -8,9 +8,11 @@ import subprocess
 import httpx
 import pytest
 
+from tests.compose.helpers import WORKERS
+
 pytestmark = pytest.mark.compose
 
-LAB_SERVICES = ("api", "arq", "saq", "faststream", "celery", "queue-monitor", "flower", "saq-ui", "upstream")
+LAB_SERVICES = ("api", *WORKERS, "queue-monitor", "flower", "saq-ui", "upstream")
 
 
 @pytest.mark.parametrize("service", LAB_SERVICES)

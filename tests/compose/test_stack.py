@@ -25,7 +25,7 @@ pytestmark = pytest.mark.compose
 
 # The processes that export the lab's own metrics (cgroup, loop lag).
 LAB_SERVICES = ("api", *WORKERS, "queue-monitor")
-SCRAPED_JOBS = {"api", "arq", "saq", "faststream", "celery", "queue-monitor", "flower", "redis-exporter", "prometheus"}
+SCRAPED_JOBS = {"api", *WORKERS, "queue-monitor", "flower", "redis-exporter", "prometheus"}
 MiB = 1024 * 1024
 
 
