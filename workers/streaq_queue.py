@@ -32,6 +32,7 @@ from coredis.retry import NoRetryPolicy
 from streaq import Worker
 
 from services.protocol import Queue, TaskMessage
+from services.redis_clients import async_client
 from services.settings import Settings, get_settings
 from services.worker_runtime import WorkerRuntime, setup_logging
 
@@ -45,24 +46,42 @@ log = logging.getLogger("lab.streaq")
 
 
 class Producer:
+    """coredis' timeout runs from the moment a command is queued on its shared
+    connection, not from the send as redis-py's does: with it at REDIS_TIMEOUT_S,
+    a default load at 0.2 CPU (the API's loop seconds behind) timed out 14 of
+    5000 enqueues with Redis up, and one of those had reached Redis (the ledger
+    then counted a task completed that it never counted enqueued). So coredis
+    gets a long timeout, and an enqueue still waiting after half of
+    REDIS_TIMEOUT_S asks whether Redis answers at all: one redis-py PING at a
+    time, shared by every waiting enqueue. If it does not, the request gets
+    its 503 within the API's 2 s."""
+
     def __init__(self, settings: Settings):
-        # coredis waits forever by default, and retries a timed-out command
-        # twice: a frozen Redis must cost one timeout, not three. Its timeout
-        # runs from the moment a command is queued on its (shared) connection,
-        # not from the send as redis-py's does: at REDIS_TIMEOUT_S (1 s), 14 of
-        # 5000 requests of a default load at 0.2 CPU timed out with Redis up,
-        # the loop being that far behind. 1.5 x keeps a frozen Redis' 503
-        # within the API's 2 s.
+        self.timeout = settings.redis_timeout_s
+        # coredis waits forever by default, and retries a timed-out command twice.
         self.worker = Worker(redis_url=settings.redis_url, queue_name=QUEUE_NAME, redis_kwargs={
-            "connect_timeout": settings.redis_timeout_s, "stream_timeout": 1.5 * settings.redis_timeout_s,
+            "connect_timeout": settings.redis_timeout_s, "stream_timeout": 10 * settings.redis_timeout_s,
             "retry_policy": NoRetryPolicy()})
+        self.redis = async_client(settings)
         self._context = None
+        self._probe: asyncio.Future | None = None
 
     async def start(self) -> None:
         self._context = self.worker.__asynccontextmanager__()
         await self._context.__aenter__()  # connects and loads streaq's Lua functions
 
     async def enqueue(self, msg: TaskMessage) -> None:
+        sent = asyncio.ensure_future(self._enqueue(msg))
+        done, _ = await asyncio.wait({sent}, timeout=self.timeout / 2)
+        if not done:
+            try:
+                await self._redis_answers()
+            except BaseException:
+                sent.add_done_callback(_ignore_outcome)  # the 503 goes out; the enqueue may still land
+                raise
+        await sent
+
+    async def _enqueue(self, msg: TaskMessage) -> None:
         try:
             await self.worker.enqueue_unsafe(TASK_NAME, msg.payload())
         except ResponseError as exc:
@@ -72,9 +91,21 @@ class Producer:
             await self.worker.redis.function_load(LUA.read_text(), replace=True)
             await self.worker.enqueue_unsafe(TASK_NAME, msg.payload())
 
+    async def _redis_answers(self) -> None:
+        if self._probe is None or self._probe.done():
+            self._probe = asyncio.ensure_future(self.redis.ping())
+            self._probe.add_done_callback(_ignore_outcome)
+        await asyncio.shield(self._probe)
+
     async def close(self) -> None:
+        await self.redis.aclose()
         if self._context is not None:
             await self._context.__aexit__(None, None, None)
+
+
+def _ignore_outcome(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()  # retrieved: no "exception was never retrieved" warning
 
 
 async def depth(redis) -> int:
