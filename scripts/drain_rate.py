@@ -10,6 +10,7 @@ import argparse
 import time
 
 from tests.lab import RedisServer, ledger, new_run, post_tasks, start_api, start_worker, wait_settled
+from workers.registry import BROKER_NAMES
 
 LIBRARY_DEFAULTS = {"ARQ_POLL_DELAY": "0.5", "FASTSTREAM_RECLAIM_S": "60", "TASKIQ_RECLAIM_S": "60", "STREAQ_IDLE_TIMEOUT_S": "60"}  # tests.lab shortens these
 
