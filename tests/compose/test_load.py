@@ -7,6 +7,7 @@ Runs before test_stack.py (file order) on the session stack; puts the lab back
 to its defaults when done.
 """
 
+import csv
 import json
 import secrets
 import statistics
@@ -125,20 +126,33 @@ def test_make_load_arq_ends_by_itself_and_its_record_matches_the_ledger(stack, f
 STEADY_S = 40  # the panels need 15-25 s to fill; this leaves 15 s of steady reading
 
 
+def locust_rate(history: Path, start: float, end: float) -> float:
+    """Requests per second Locust itself counted between two instants (its
+    per-second stats history, the "Aggregated" rows' running total)."""
+    with history.open() as f:
+        points = [(int(r["Timestamp"]), int(r["Total Request Count"])) for r in csv.DictReader(f)
+                  if r["Name"] == "Aggregated"]
+
+    def count_at(t: float) -> int:
+        return max((n for at, n in points if at <= t), default=0)
+
+    return (count_at(end) - count_at(start)) / (end - start)
+
+
 def test_throughput_panels_agree_with_the_record_during_a_steady_load(stack, results_dir):
-    """During a steady load (40 s), what the Load dashboard's requests-per-second
-    panel and the Queues dashboard's enqueue-rate panel plot (their own
-    queries) is within 10 % of the run's recorded RPS, once the panels' 15 s
-    windows are full of load."""
+    """During a 40 s load, what the Load dashboard's requests-per-second panel
+    and the Queues dashboard's enqueue-rate panel plot (their own queries) is
+    within 10 % of what Locust counted over the window those panels read,
+    once their 15 s windows are full of load; and about the run's recorded
+    RPS (within 20 %: a run's pace may drift, and its record is its mean)."""
     panels = {"Load: requests per second": "sum(name_method:locust_requests:rate15s)",
               "Queues: enqueue rate": 'sum(queue_kind_variant:lab_enqueued:rate15s{queue="background"})'}
     samples: list[tuple[float, dict]] = []
     outcome: dict = {}
 
     def run_load():
-        # The background queue: its tasks run in the API, so the load stays steady. With a
-        # broker queue the worker's drain takes CPU from the API as the backlog grows, the
-        # pace falls during the run, and the run's mean is not any 15 s window's rate.
+        # The background queue: its tasks run in the API, so no worker's drain
+        # takes CPU from the API as a backlog grows.
         outcome["run"], _, outcome["record"] = load(stack, results_dir, "worker=background", "endpoint=io/simple",
                                                     "users=20", f"duration={STEADY_S}s")
 
@@ -149,15 +163,21 @@ def test_throughput_panels_agree_with_the_record_during_a_steady_load(stack, res
         samples.append((now, {name: sum(float(r["value"][1]) for r in stack.query(q)) for name, q in panels.items()}))
         thread.join(2)
     record = outcome["record"]
+    history = results_dir / f"{outcome['run']}_stats_history.csv"
     # Steady state: the windows (15 s, evaluated every 5 s, of 5 s scrapes) full
     # of load, and the load not yet ended.
     first, last = record["load_started_at"] + 25, record["load_ended_at"] - 1
-    steady = [values for at, values in samples if first <= at <= last]
+    steady = [(at, values) for at, values in samples if first <= at <= last]
     assert len(steady) >= 2, f"no sample in the steady window {first:.0f}-{last:.0f}: {samples}"
     for name in panels:
-        seen = statistics.median(v[name] for v in steady)
-        assert seen == pytest.approx(record["rps"], rel=0.10), \
-            f"{name} read {seen:.1f}/s at steady state, the record says {record['rps']}/s: {steady}"
+        # A panel's value at `at` is a 15 s rate over scrapes 0-5 s old, evaluated 0-5 s ago.
+        pairs = [(values[name], locust_rate(history, at - 22.5, at - 7.5)) for at, values in steady]
+        seen = statistics.median(p for p, _ in pairs)
+        truth = statistics.median(t for _, t in pairs)
+        assert seen == pytest.approx(truth, rel=0.10), \
+            f"{name} read {seen:.1f}/s at steady state, Locust counted {truth:.1f}/s then: {pairs}"
+        assert seen == pytest.approx(record["rps"], rel=0.20), \
+            f"{name} read {seen:.1f}/s at steady state, the record says {record['rps']}/s: {pairs}"
 
 
 def test_make_results_and_report_show_the_run(stack, results_dir):
