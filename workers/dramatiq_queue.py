@@ -15,7 +15,7 @@ acknowledged (removed) after the task ran, success or failure. On SIGTERM the
 worker stops fetching, waits up to SHUTDOWN_GRACE_S for running tasks, and
 pushes the messages it had fetched but not started back onto the queue. A
 killed worker's fetched and running messages stay in its acks set until a
-live broker's housekeeping (a Lua step that runs on 1 % of its Redis calls
+live broker's housekeeping (a Lua step that runs on 10 % of its Redis calls
 here, 0.1 % by default) finds the worker's heartbeat older than TASK_TIMEOUT_S
 (Dramatiq's default 60 s) and requeues them. No retries (`max_retries=0`, as
 Celery's): a task that raised goes to the dead-letter set `dramatiq:lab.XQ`.
@@ -47,10 +47,12 @@ QUEUE_NAME = "lab"  # keys dramatiq:lab (LIST of ids), dramatiq:lab.msgs (HASH),
 QUEUE_KEY = f"dramatiq:{QUEUE_NAME}"
 TASK_NAME = "lab_task"
 # Housekeeping (requeueing a dead worker's messages) runs on this many of a
-# million Redis calls of a broker: 10000 = 1 %, ten times Dramatiq's default,
-# so that a killed worker's tasks come back within seconds of its heartbeat
-# expiring rather than many minutes later.
-MAINTENANCE_CHANCE = 10_000
+# million Redis calls of a broker: 100000 = 10 %, a hundred times Dramatiq's
+# default. An idle worker calls Redis once or twice a second, so a killed
+# worker's tasks come back seconds after its heartbeat expired, not many
+# minutes later. Each run costs a few Redis calls (and a KEYS over the dead
+# workers' ack sets).
+MAINTENANCE_CHANCE = 100_000
 PUBLISH_THREADS = 10
 log = logging.getLogger("lab.dramatiq")
 
