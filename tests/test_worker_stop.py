@@ -1,0 +1,84 @@
+"""A worker stopped in the middle of a batch loses nothing.
+
+SIGTERM: it stops cleanly, and once a worker runs again every task of the
+batch is completed. SIGKILL: the tasks it held, running or fetched ahead, come
+back to another worker once its lease runs out, and the ledger ends exact (a
+task cut off mid-run may run twice: a counted duplicate, never a second
+completion). For SIGKILL the leases are shortened (TASK_TIMEOUT_S=5; the stream
+queues' reclaim is 5 s in every test, tests/lab.py), so each queue shows its own
+way back within the test: arq's in-progress key, SAQ's sweep, Celery's
+visibility timeout, the stream groups' XAUTOCLAIM, Dramatiq's heartbeat
+housekeeping."""
+
+import signal
+
+import pytest
+
+from services.protocol import BROKER_QUEUES
+from tests.lab import RedisServer, ledger, new_run, post_tasks, start_api, start_worker, wait_settled, wait_until
+
+QUEUES = [q.value for q in BROKER_QUEUES]
+
+
+@pytest.fixture(scope="module")
+def isolated():
+    redis = RedisServer().start()
+    api = start_api(redis.url, name="api-worker-stop")
+    yield redis, api
+    api.stop()
+    redis.stop()
+
+
+def stop_under_way(redis, api, queue: str, run: str, sig: signal.Signals, batch: int, started: int,
+                   exit_s: float, **env) -> tuple[int, dict]:
+    """Start a worker, send it the batch, and once `started` tasks completed send
+    it `sig`; its exit code and the ledger's totals then."""
+    worker = start_worker(queue, redis.url, name=f"{queue}-{sig.name.lower()}-1", **env)
+    try:
+        assert all(r.status_code == 202 for r in post_tasks(api.url, run, queue, "io/simple", batch))
+        wait_until(lambda: ledger(api.url, run)["totals"]["completed"] >= started, 60, "the batch to be under way")
+        worker.signal(sig)
+        code = worker.proc.wait(exit_s)
+    finally:
+        worker.stop()
+    at_stop = ledger(api.url, run)["totals"]
+    assert at_stop["pending"] > 0, f"the batch finished before {sig.name}: the test proved nothing"
+    return code, at_stop
+
+
+def settle_with_another_worker(redis, api, queue: str, run: str, sig: signal.Signals, batch: int,
+                               timeout: float, **env) -> dict:
+    worker = start_worker(queue, redis.url, name=f"{queue}-{sig.name.lower()}-2", **env)
+    try:
+        return wait_settled(api.url, run, batch, timeout=timeout)["totals"]
+    finally:
+        worker.stop()
+
+
+@pytest.mark.parametrize("queue", QUEUES)
+def test_sigterm_mid_batch_loses_nothing(isolated, queue):
+    redis, api = isolated
+    run, batch = new_run(f"sigterm-{queue}"), 150
+    env = {"IO_LATENCY_MS": 100}  # each task sleeps, so the batch is still running when SIGTERM arrives
+    code, at_stop = stop_under_way(redis, api, queue, run, signal.SIGTERM, batch, started=15, exit_s=40, **env)
+    assert code in (0, -signal.SIGTERM), f"{queue} worker exited with {code}"
+    assert at_stop["failed"] == 0
+
+    totals = settle_with_another_worker(redis, api, queue, run, signal.SIGTERM, batch, timeout=120, **env)
+    assert totals["completed"] == batch and totals["failed"] == 0 and totals["pending"] == 0
+    # A task cut off mid-run may run again; the ledger counts it, never twice as completed.
+    assert totals["duplicates"] <= 3 * 4, totals
+
+
+@pytest.mark.parametrize("queue", QUEUES)
+def test_sigkill_mid_batch_loses_nothing(isolated, queue):
+    redis, api = isolated
+    run, batch = new_run(f"sigkill-{queue}"), 60
+    # Every task is still running, or waiting in the worker, when the kill comes.
+    env = {"IO_LATENCY_MS": 200, "TASK_TIMEOUT_S": 5}
+    stop_under_way(redis, api, queue, run, signal.SIGKILL, batch, started=6, exit_s=10, **env)
+
+    # SAQ's sweep runs once a minute: the slowest way back here.
+    totals = settle_with_another_worker(redis, api, queue, run, signal.SIGKILL, batch, timeout=150, **env)
+    assert totals["completed"] == batch and totals["failed"] == 0 and totals["pending"] == 0, totals
+    assert totals["enqueued"] == batch, totals
