@@ -84,6 +84,15 @@ class RedisServer:
         self.proc.send_signal(signal.SIGCONT)
 
 
+# Knobs the tests shorten from the lab's defaults: they would make the suite
+# wait, not test anything more. arq takes at most max_jobs jobs per poll (its
+# default 0.5 s poll: README, "Queues"); the stream queues' entries a stopped
+# replica left unacknowledged are claimed after the reclaim delay, and the
+# tests' tasks take milliseconds. scripts/drain_rate.py puts the defaults back.
+SHORTENED = {"ARQ_POLL_DELAY": "0.05", "FASTSTREAM_RECLAIM_S": "5", "TASKIQ_RECLAIM_S": "5",
+             "STREAQ_IDLE_TIMEOUT_S": "5"}
+
+
 def lab_env(redis_url: str, **overrides) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PROMETHEUS_MULTIPROC", "LAB_"))}
     env.update(
@@ -92,14 +101,7 @@ def lab_env(redis_url: str, **overrides) -> dict:
         PYTHONUNBUFFERED="1",
         LIBRARY_LOG_LEVEL="WARNING",
         SHUTDOWN_GRACE_S="20",
-        # arq takes at most max_jobs jobs per poll; its default 0.5 s poll would
-        # make the suite wait, not test anything more (README: "Queues").
-        ARQ_POLL_DELAY="0.05",
-        # Entries a stopped FastStream replica left unacknowledged are reclaimed
-        # after this; the tests' tasks take milliseconds.
-        FASTSTREAM_RECLAIM_S="5",
-        TASKIQ_RECLAIM_S="5",
-        STREAQ_IDLE_TIMEOUT_S="5",
+        **SHORTENED,
     )
     env.update({k: str(v) for k, v in overrides.items()})
     return env
