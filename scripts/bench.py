@@ -33,6 +33,7 @@ from pathlib import Path
 from scripts import lab_results as R
 from scripts.load import Compose, Grafana, LoadError
 from services.bare import keys
+from services.cgroup import memory_of
 from workers.registry import BROKERS
 
 # taskiq, Dramatiq and streaq have no bare counterpart yet (README, "What the lab costs").
@@ -45,20 +46,12 @@ CGROUP = Path("/sys/fs/cgroup")
 
 
 # -- Memory, read on the host from the container's cgroup (costs the container nothing) --
-def working_set(container_id: str) -> int | None:
+def working_set(container_id: str) -> float | None:
     """Bytes in use minus inactive page cache, as `docker stats` counts them."""
-    v1 = CGROUP / "memory" / "docker" / container_id
-    try:
-        if v1.is_dir():
-            usage = int((v1 / "memory.usage_in_bytes").read_text())
-            stat = dict(line.split() for line in (v1 / "memory.stat").read_text().splitlines())
-            return usage - int(stat.get("total_inactive_file", 0))
-        for v2 in (CGROUP / "system.slice" / f"docker-{container_id}.scope", CGROUP / "docker" / container_id):
-            if v2.is_dir():
-                stat = dict(line.split() for line in (v2 / "memory.stat").read_text().splitlines())
-                return int((v2 / "memory.current").read_text()) - int(stat.get("inactive_file", 0))
-    except (OSError, ValueError):
-        return None
+    for memory_dir in (CGROUP / "memory" / "docker" / container_id,  # v1
+                       CGROUP / "system.slice" / f"docker-{container_id}.scope", CGROUP / "docker" / container_id):
+        if (memory := memory_of(memory_dir)) is not None:
+            return memory[1]
     return None
 
 
@@ -66,7 +59,7 @@ class PeakMemory(threading.Thread):
     def __init__(self, container_id: str, interval: float = 0.1):
         super().__init__(daemon=True)
         self.container_id, self.interval = container_id, interval
-        self.peak: int | None = None
+        self.peak: float | None = None
         self._done = threading.Event()
 
     def run(self) -> None:

@@ -71,9 +71,16 @@ def _host_memory() -> float | None:
     return None
 
 
-def _working_set(usage: float, inactive_file: int | None) -> float:
-    """Usage minus inactive page cache, as Docker and the kubelet compute it."""
-    return max(0.0, usage - (inactive_file or 0))
+def memory_of(mem_dir: Path) -> tuple[float, float] | None:
+    """(usage, working set) of a memory cgroup directory, v2 or v1; None if it
+    has neither. The working set is usage minus inactive page cache, as Docker
+    and the kubelet compute it. scripts/bench.py reads containers' cgroups
+    from the host with it."""
+    for usage_file, inactive_key in (("memory.current", "inactive_file"), ("memory.usage_in_bytes", "total_inactive_file")):
+        if (usage := _read(mem_dir / usage_file)) is not None:
+            inactive = _stat(mem_dir / "memory.stat").get(inactive_key) or 0
+            return float(usage), max(0.0, float(usage) - inactive)
+    return None
 
 
 def read_cgroup(root: Path = ROOT) -> CgroupSample:
@@ -89,9 +96,8 @@ def read_cgroup(root: Path = ROOT) -> CgroupSample:
         quota, _, period = (_read(d / "cpu.max") or "max 100000").partition(" ")
         if quota != "max":
             sample.cpu_limit_cores = int(quota) / int(period)
-        if (current := _read(d / "memory.current")) is not None:
-            sample.memory_usage_bytes = float(current)
-            sample.memory_bytes = _working_set(float(current), _stat(d / "memory.stat").get("inactive_file"))
+        if (memory := memory_of(d)) is not None:
+            sample.memory_usage_bytes, sample.memory_bytes = memory
         limit = _read(d / "memory.max")
         if limit not in (None, "max"):
             sample.memory_limit_bytes = float(limit)
@@ -110,9 +116,8 @@ def read_cgroup(root: Path = ROOT) -> CgroupSample:
         if quota and period and int(quota) > 0:
             sample.cpu_limit_cores = int(quota) / int(period)
         mem_dir = _dir(root, "memory", own)
-        if (usage := _read(mem_dir / "memory.usage_in_bytes")) is not None:
-            sample.memory_usage_bytes = float(usage)
-            sample.memory_bytes = _working_set(float(usage), _stat(mem_dir / "memory.stat").get("total_inactive_file"))
+        if (memory := memory_of(mem_dir)) is not None:
+            sample.memory_usage_bytes, sample.memory_bytes = memory
         limit = _read(mem_dir / "memory.limit_in_bytes")
         host = _host_memory()
         # v1 reports "no limit" as a huge number (PAGE_COUNTER_MAX pages).
