@@ -101,6 +101,9 @@ class Producer:
         await self.broker.startup()  # creates the group (at "0"), as the worker would
 
     async def enqueue(self, msg: TaskMessage) -> None:
+        # One kicker for every request: `with_task_id` sets its id, and `kiq`
+        # reads it into the message before its first await, so concurrent
+        # requests on the loop cannot mix ids up.
         await self.kicker.with_task_id(msg.task_id).kiq(msg.payload())
 
     async def close(self) -> None:
