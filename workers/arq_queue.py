@@ -23,7 +23,7 @@ from arq.worker import Worker
 from redis.asyncio import ConnectionPool
 
 from services.protocol import Queue, TaskMessage
-from services.redis_clients import REDIS_DOWN
+from services.redis_clients import REDIS_DOWN, async_options
 from services.settings import Settings, get_settings
 from services.worker_runtime import WorkerRuntime, setup_logging
 
@@ -46,11 +46,7 @@ class Producer:
     async def start(self) -> None:
         # arq's create_pool sets no command timeout: a frozen Redis would hang the
         # request. Its ArqRedis on a pool of our own has the API's timeouts.
-        pool = ConnectionPool.from_url(
-            self.settings.redis_url,
-            socket_timeout=self.settings.redis_timeout_s,
-            socket_connect_timeout=self.settings.redis_timeout_s,
-        )
+        pool = ConnectionPool.from_url(self.settings.redis_url, **async_options(self.settings))
         self.pool = ArqRedis(pool, default_queue_name=QUEUE_KEY)
         await self.pool.ping()
 

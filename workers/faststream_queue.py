@@ -25,7 +25,7 @@ from faststream.redis import RedisBroker, StreamSub
 from redis.exceptions import ResponseError
 
 from services.protocol import Queue, TaskMessage
-from services.redis_clients import REDIS_DOWN, async_client
+from services.redis_clients import REDIS_DOWN, TimelyConnection, async_client
 from services.settings import Settings, get_settings
 from services.stream_groups import ensure_group, find_group, group_lag
 from services.worker_runtime import WorkerRuntime, setup_logging
@@ -37,7 +37,8 @@ log = logging.getLogger("lab.faststream")
 
 
 def make_broker(settings: Settings, timeout_s: float | None, logs: bool = True) -> RedisBroker:
-    options = {"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s} if timeout_s else {}
+    options = ({"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s,
+                "connection_class": TimelyConnection} if timeout_s else {})
     return RedisBroker(
         settings.redis_url,
         graceful_timeout=settings.shutdown_grace_s,

@@ -8,7 +8,8 @@ web UI on SAQ_WEB_PORT.
 
 Delivery: a job a dead worker held stays "active" until SAQ's sweep (every
 60 s, in any live worker) finds it past its timeout; with `retries=2` it is
-then queued again, not aborted.
+then queued again, not aborted. The sweep gives a job it finds still "queued"
+in the active list a second look first (LabRedisQueue, below).
 """
 
 import asyncio
@@ -18,6 +19,7 @@ import sys
 from aiohttp import web
 from saq import Queue as SaqQueue
 from saq import Worker
+from saq.job import Status
 from saq.queue.redis import RedisQueue
 from saq.web.aiohttp import create_app
 
@@ -63,6 +65,55 @@ async def depth(redis) -> int:
 
 
 # Worker
+# SAQ 0.26's sweep script, unchanged: under the sweep lock, every id in the
+# active list with its stored job.
+SWEEP_SCRIPT = """
+local id_jobs = {}
+if redis.call('EXISTS', KEYS[1]) == 0 then
+    redis.call('SETEX', KEYS[1], ARGV[1], 1)
+    for i, v in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
+        id_jobs[i] = {v, redis.call('GET', v)}
+    end
+end
+return id_jobs
+"""
+# Longer than a worker ever takes from its BLMOVE to its status update, even
+# with one event-loop turn lasting over a second at 0.2 CPU.
+QUEUED_RECHECK_S = 5.0
+
+
+class LabRedisQueue(RedisQueue):
+    """SAQ's sweep takes any job in the active list whose status is not
+    "active" for stuck, but every job is in that state between a worker's
+    BLMOVE and its status update two round trips later. A sweep landing in that
+    window aborts and requeues a job that is about to run, and it runs twice
+    (saq#124, saq#277): the lab's ledger saw it as duplicates under load, and at
+    every worker start over a backlog (the first sweep runs at start). Here the
+    sweep looks again after QUEUED_RECHECK_S and passes SAQ only the jobs still
+    "queued"; those a dead worker left in that window are swept as before."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._saq_sweep_script = self.redis.register_script(SWEEP_SCRIPT)
+        self._cleanup_script = self._sweep_candidates  # what SAQ's sweep() calls
+
+    async def _sweep_candidates(self, keys, args, client=None) -> list:
+        id_jobs = await self._saq_sweep_script(keys=keys, args=args, client=client)
+        waiting = [job_id for job_id, job in id_jobs if self._is_queued(job)]
+        if not waiting:
+            return id_jobs
+        await asyncio.sleep(QUEUED_RECHECK_S)
+        now = dict(zip(waiting, await self.redis.mget(waiting)))
+        return [
+            (job_id, now.get(job_id, job)) for job_id, job in id_jobs
+            if job_id not in now or self._is_queued(now[job_id])
+        ]
+
+    def _is_queued(self, job_bytes) -> bool:
+        job = self.deserialize(job_bytes)
+        return job is not None and job.status == Status.QUEUED
+
+
 class LabWorker(Worker):
     """SAQ's stop() waits its grace period for every task it owns, including its
     upkeep loops (asleep for up to 60 s), so each shutdown lasted the whole
@@ -105,7 +156,7 @@ async def serve_web_ui(queue: SaqQueue, port: int) -> web.AppRunner:
 
 async def run() -> None:
     settings = get_settings()
-    queue = SaqQueue.from_url(settings.redis_url, name=QUEUE_NAME)
+    queue = LabRedisQueue.from_url(settings.redis_url, name=QUEUE_NAME)
     worker = LabWorker(
         queue,
         functions=[(TASK_NAME, lab_task)],

@@ -1,0 +1,81 @@
+"""The lab's Redis connection against a real redis-server: a reply that arrived
+in time is read even when the event loop comes back to it late, and a Redis
+that never answers still times out, in about socket_timeout."""
+
+import asyncio
+import time
+
+import pytest
+import redis
+import redis.asyncio as aioredis
+
+from services.redis_clients import TimelyConnection
+from tests.lab import RedisServer
+
+TIMEOUT_S = 0.3
+
+
+def client(url: str, connection_class) -> aioredis.Redis:
+    return aioredis.Redis.from_url(url, socket_timeout=TIMEOUT_S, socket_connect_timeout=TIMEOUT_S,
+                                   connection_class=connection_class)
+
+
+# INCR after keeping Redis busy for ARGV[1] µs: the reply comes late, but in time.
+SLOW_INCR = """
+local t = redis.call('TIME')
+local start = t[1] * 1000000 + t[2]
+repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - start >= tonumber(ARGV[1])
+return redis.call('INCR', KEYS[1])
+"""
+
+
+async def incr_with_a_late_loop(url: str, connection_class) -> int:
+    """Redis answers 2/3 of the timeout after the command, but the loop is busy
+    (as under 0.2 CPU) from before the reply until after the timeout: when it
+    comes back, the reply and the expired timer are both there."""
+    r = client(url, connection_class)
+    try:
+        await r.ping()
+        incr = asyncio.create_task(r.eval(SLOW_INCR, 1, "late-loop", int(TIMEOUT_S * 2 / 3 * 1e6)))
+        await asyncio.sleep(TIMEOUT_S / 3)  # sent; Redis is busy with it
+        time.sleep(TIMEOUT_S)  # one long loop turn: the reply arrives, then the timeout passes
+        return await incr
+    finally:
+        await r.aclose()
+
+
+def test_a_reply_that_came_in_time_is_read_after_a_late_loop_turn(redis_server):
+    assert asyncio.run(incr_with_a_late_loop(redis_server.url, TimelyConnection)) >= 1
+
+
+def test_redis_pys_own_connection_takes_a_late_loop_turn_for_a_timeout(redis_server):
+    """What TimelyConnection.read_response prevents: Redis ran the INCR, the
+    client reports a timeout. If this fails, redis-py has fixed it."""
+    with pytest.raises(redis.exceptions.TimeoutError):
+        asyncio.run(incr_with_a_late_loop(redis_server.url, aioredis.Connection))
+
+
+def test_a_redis_that_never_answers_still_times_out():
+    server = RedisServer().start()
+    try:
+        async def go():
+            r = client(server.url, TimelyConnection)
+            await r.ping()
+            server.freeze()
+            try:
+                started = time.monotonic()
+                with pytest.raises(redis.exceptions.TimeoutError):
+                    await r.get("k")
+                elapsed = time.monotonic() - started
+                # a caller's own cancellation still reaches the caller as one
+                with pytest.raises(TimeoutError):
+                    await asyncio.wait_for(r.get("k"), TIMEOUT_S / 3)
+            finally:
+                server.thaw()
+            assert await r.ping()  # same task, same client: no cancellation left over
+            await r.aclose()
+            return elapsed
+        elapsed = asyncio.run(go())
+        assert TIMEOUT_S * 0.9 <= elapsed < TIMEOUT_S + 1.0
+    finally:
+        server.stop()
