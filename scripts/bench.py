@@ -32,13 +32,12 @@ from pathlib import Path
 
 from scripts import lab_results as R
 from scripts.load import Compose, Grafana, LoadError
-from services.bare import keys
+from services.bare.queues import BARE, KEYS, done_key
 from services.cgroup import memory_of
 from workers.registry import BROKERS
 
-# taskiq, Dramatiq and streaq have no bare counterpart yet (README, "What the lab costs").
-QUEUES = ("background", *keys.BARE_QUEUES)
-LIMIT_KNOBS = {b.name: b.limits_prefix for b in BROKERS if b.name in keys.BARE_QUEUES}
+QUEUES = ("background", *BARE)
+LIMIT_KNOBS = {b.name: b.limits_prefix for b in BROKERS if b.name in BARE}
 BUDGET_RATIO = 0.9
 BUDGET_PEAK_MB = 120
 FAST_ARQ_POLL = "0.01"
@@ -149,7 +148,7 @@ class Bench:
             row["worker_limits"] = self.worker_limits(queue)
             say(f"[{queue}] stopping the lab's {queue} worker: the tasks wait in the queue")
             c("stop", queue, timeout=120)
-        self.redis("DEL", keys.done_key(queue), *keys.KEYS)
+        self.redis("DEL", done_key(queue), *KEYS)
         say(f"[{queue}] starting bench-api ({R.limit_text(self.api_limits)}, ENQUEUE_MODE={self.mode})")
         c("up", "-d", "--wait", "--no-deps", "bench-api", extra_env=self.env, timeout=300)
         run = f"bench-{self.stamp}-{queue}"
@@ -172,14 +171,14 @@ class Bench:
                                            extra_env={**self.env, **dict(extra)}, timeout=300)
         removed = lambda: c("rm", "--stop", "--force", bench_svc, check=False, timeout=120)
         say(f"[{queue}] draining {bare_target} tasks with the bare worker ...")
-        row["bare_drain"] = self.drain(started(), removed, bare_target, counter=keys.done_key(queue))
+        row["bare_drain"] = self.drain(started(), removed, bare_target, counter=done_key(queue))
         say(f"[{queue}] draining {lab_target} tasks with the lab's worker ...")
         if queue == "arq":
             row["lab_drain"] = self.drain(lambda: c("start", queue), lambda: c("stop", queue, timeout=120),
                                           lab_target, run=run)
             say(f"[arq] again at ARQ_POLL_DELAY={FAST_ARQ_POLL} (what is left in both queues)")
             row["bare_drain_fast"] = self.drain(started(("ARQ_POLL_DELAY", FAST_ARQ_POLL)), removed, bare_target,
-                                                counter=keys.done_key(queue), max_s=600)
+                                                counter=done_key(queue), max_s=600)
             name = f"bench-lab-arq-{self.stamp}"
             one_off = lambda: c("run", "-d", "--rm", "--no-deps", "--name", name,
                                 "-e", f"ARQ_POLL_DELAY={FAST_ARQ_POLL}", "arq", extra_env=self.env)
@@ -302,8 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     queues = list(QUEUES) if args.worker == "all" else [args.worker]
     if any(q not in QUEUES for q in queues):
-        without = " (it has no bare baseline yet)" if args.worker in R.QUEUES else ""
-        print(f"make bench: worker {args.worker}{without}: one of {', '.join(QUEUES)} or all", file=sys.stderr)
+        print(f"make bench: worker {args.worker}: one of {', '.join(QUEUES)} or all", file=sys.stderr)
         return 2
     compose = Compose(profile="bench")
     started = time.time()

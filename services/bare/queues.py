@@ -1,0 +1,318 @@
+"""Each broker queue's bare counterpart in `make bench`, one class per library.
+
+`publish` is the library's plain documented call (what the bare API does per
+request); `worker` runs the library's own worker with the settings the lab's
+worker uses (concurrency, acknowledgement, pool, ...) on a task that only does
+INCRBY on `bench:done:<queue>`. Nothing here touches the ledger or the lab's
+metrics. The libraries are imported inside the methods, so the bare API and
+each bare worker load only what they use. Their queues live apart from the
+lab's (`bench...` names), so a bench never feeds the lab's workers.
+"""
+
+import asyncio
+import os
+import signal
+import socket
+
+import redis
+import redis.asyncio as aioredis
+
+from services.settings import Settings, get_settings
+
+TASK = "bench_task"
+
+
+def done_key(queue: str) -> str:
+    """The counter every bare task INCRBYs: the tasks executed so far."""
+    return f"bench:done:{queue}"
+
+
+async def until_signalled() -> None:
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+
+class Arq:
+    QUEUE = "bench:arq"  # a ZSET; the jobs at arq:job:<id>, as arq names them
+    keys = (QUEUE,)
+
+    async def start(self, url: str) -> None:
+        from arq import create_pool
+        from arq.connections import RedisSettings
+        self.pool = await create_pool(RedisSettings.from_dsn(url), default_queue_name=self.QUEUE)
+
+    async def publish(self, value: int) -> None:
+        await self.pool.enqueue_job(TASK, value)
+
+    async def close(self) -> None:
+        await self.pool.aclose()
+
+    @classmethod
+    def worker(cls, settings: Settings) -> None:
+        from arq.connections import RedisSettings
+        from arq.worker import Worker, func
+
+        async def bench_task(ctx: dict, value: int) -> None:
+            await ctx["redis"].incrby(done_key("arq"), value)
+
+        Worker(functions=[func(bench_task, name=TASK)], redis_settings=RedisSettings.from_dsn(settings.redis_url),
+               queue_name=cls.QUEUE, max_jobs=settings.concurrency_for("arq"), poll_delay=settings.arq_poll_delay,
+               job_timeout=settings.task_timeout_s, keep_result=60).run()
+
+
+class Saq:
+    NAME = "bench"  # keys saq:bench:*
+    keys = tuple(f"saq:bench:{k}" for k in ("queued", "incomplete", "active", "schedule", "stats", "sweep"))
+
+    async def start(self, url: str) -> None:
+        from saq import Queue
+        self.queue = Queue.from_url(url, name=self.NAME)
+        await self.queue.connect()
+
+    async def publish(self, value: int) -> None:
+        await self.queue.enqueue(TASK, value=value)
+
+    async def close(self) -> None:
+        await self.queue.disconnect()
+
+    @classmethod
+    def worker(cls, settings: Settings) -> None:
+        from saq import Queue, Worker
+
+        client = aioredis.Redis.from_url(settings.redis_url)
+
+        async def bench_task(ctx: dict, *, value: int) -> None:
+            await client.incrby(done_key("saq"), value)
+
+        async def run() -> None:
+            queue = Queue.from_url(settings.redis_url, name=cls.NAME)
+            await Worker(queue, functions=[(TASK, bench_task)], concurrency=settings.concurrency_for("saq")).start()
+
+        asyncio.run(run())
+
+
+class FastStream:
+    STREAM, GROUP = "bench:faststream", "bench"
+    keys = (STREAM,)
+
+    async def start(self, url: str) -> None:
+        from faststream.redis import RedisBroker
+        from redis.exceptions import ResponseError
+        self.broker = RedisBroker(url)
+        await self.broker.connect()
+        client = aioredis.Redis.from_url(url)
+        try:  # the group starts at 0, like the lab's: tasks published before the worker runs are kept
+            await client.xgroup_create(self.STREAM, self.GROUP, id="0", mkstream=True)
+        except ResponseError:
+            pass  # BUSYGROUP: it exists
+        finally:
+            await client.aclose()
+
+    async def publish(self, value: int) -> None:
+        await self.broker.publish({"value": value}, stream=self.STREAM)
+
+    async def close(self) -> None:
+        await self.broker.stop()
+
+    @classmethod
+    def worker(cls, settings: Settings) -> None:
+        from faststream import AckPolicy
+        from faststream import FastStream as App
+        from faststream.redis import RedisBroker, StreamSub
+
+        broker = RedisBroker(settings.redis_url, logger=None)
+        client = aioredis.Redis.from_url(settings.redis_url)
+        read = StreamSub(cls.STREAM, group=cls.GROUP, consumer=f"{socket.gethostname()}-{os.getpid()}",
+                         max_records=1)
+
+        @broker.subscriber(stream=read, max_workers=settings.concurrency_for("faststream"),
+                           ack_policy=AckPolicy.ACK)
+        async def bench_task(message: dict) -> None:
+            await client.incrby(done_key("faststream"), message["value"])
+
+        asyncio.run(App(broker, logger=None).run())
+
+
+class Celery:
+    QUEUE = "bench-celery"  # a kombu LIST
+    keys = (QUEUE,)
+
+    async def start(self, url: str) -> None:
+        from celery import Celery as App
+        self.app = App("bench", broker=url)
+        self.app.conf.task_default_queue = self.QUEUE
+
+    async def publish(self, value: int) -> None:
+        self.app.send_task(TASK, args=[value])  # on the event loop, as the docs and the published experiment call it
+
+    async def close(self) -> None:
+        pass
+
+    @classmethod
+    def worker(cls, settings: Settings) -> None:
+        from celery import Celery as App
+
+        app = App("bench", broker=settings.redis_url)
+        app.conf.update(
+            task_default_queue=cls.QUEUE, task_ignore_result=True, task_acks_late=True,
+            task_reject_on_worker_lost=True, worker_prefetch_multiplier=settings.celery_prefetch_multiplier,
+            worker_send_task_events=settings.celery_task_events,  # as the lab's worker: Flower's events
+            worker_hijack_root_logger=False,
+        )
+        client = redis.Redis.from_url(settings.redis_url)
+
+        @app.task(name=TASK)
+        def bench_task(value: int) -> None:
+            client.incrby(done_key("celery"), value)
+
+        app.worker_main(["worker", f"--pool={settings.celery_pool}",
+                         f"--concurrency={settings.concurrency_for('celery')}", f"--queues={cls.QUEUE}",
+                         f"--loglevel={settings.library_log_level}",
+                         *(["--events"] if settings.celery_task_events else [])])
+
+
+class Taskiq:
+    STREAM, GROUP = "bench:taskiq", "bench"
+    keys = (STREAM,)
+
+    @classmethod
+    def make_broker(cls, url: str, worker: bool):
+        from taskiq_redis import RedisStreamBroker
+        return RedisStreamBroker(url, queue_name=cls.STREAM, consumer_group_name=cls.GROUP,
+                                 consumer_name=f"{socket.gethostname()}-{os.getpid()}" if worker else None,
+                                 consumer_id="0", xread_count=1,  # as the lab's: see workers/taskiq_queue.py
+                                 idle_timeout=int(get_settings().taskiq_reclaim_s * 1000))
+
+    async def start(self, url: str) -> None:
+        self.broker = self.make_broker(url, worker=False)
+
+        @self.broker.task(task_name=TASK)
+        async def bench_task(value: int) -> None: ...
+
+        self.task = bench_task
+        await self.broker.startup()  # creates the group (at "0"), as the worker would
+
+    async def publish(self, value: int) -> None:
+        await self.task.kiq(value)
+
+    async def close(self) -> None:
+        await self.broker.shutdown()
+
+    @classmethod
+    def worker(cls, settings: Settings) -> None:
+        from taskiq.acks import AcknowledgeType
+        from taskiq.receiver import Receiver
+
+        broker = cls.make_broker(settings.redis_url, worker=True)
+        broker.is_worker_process = True
+        client = aioredis.Redis.from_url(settings.redis_url)
+
+        @broker.task(task_name=TASK)
+        async def bench_task(value: int) -> None:
+            await client.incrby(done_key("taskiq"), value)
+
+        async def run() -> None:
+            # taskiq's receiver in this process, as the lab's worker runs it (not
+            # `taskiq worker`, which forks worker processes)
+            finish = asyncio.Event()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                asyncio.get_running_loop().add_signal_handler(sig, finish.set)
+            await broker.startup()
+            receiver = Receiver(broker, max_async_tasks=settings.concurrency_for("taskiq"),
+                                ack_type=AcknowledgeType.WHEN_EXECUTED, run_startup=False)
+            await receiver.listen(finish)
+            await broker.shutdown()
+
+        asyncio.run(run())
+
+
+class Dramatiq:
+    QUEUE = "bench-dramatiq"  # keys dramatiq:bench-dramatiq (LIST of ids), ...msgs (HASH)
+    keys = (f"dramatiq:{QUEUE}", f"dramatiq:{QUEUE}.msgs")
+
+    async def start(self, url: str) -> None:
+        from dramatiq import actor
+        from dramatiq.brokers.redis import RedisBroker
+        self.actor = actor(lambda value: None, broker=RedisBroker(url=url), actor_name=TASK, queue_name=self.QUEUE)
+
+    async def publish(self, value: int) -> None:
+        self.actor.send(value)  # Dramatiq's call is blocking: on the event loop, as Celery's is here
+
+    async def close(self) -> None:
+        self.actor.broker.close()
+
+    @classmethod
+    def worker(cls, settings: Settings) -> None:
+        import threading
+
+        from dramatiq import Worker, actor
+        from dramatiq.brokers.redis import RedisBroker
+        from dramatiq.middleware import AsyncIO
+
+        # The lab worker's settings (workers/dramatiq_queue.py): housekeeping on
+        # 10 % of Redis calls, heartbeat timeout TASK_TIMEOUT_S, no retries, an
+        # async task on the AsyncIO middleware's loop, DRAMATIQ_THREADS threads.
+        broker = RedisBroker(url=settings.redis_url, heartbeat_timeout=settings.task_timeout_s * 1000,
+                             maintenance_chance=100_000)
+        broker.add_middleware(AsyncIO())
+        client = aioredis.Redis.from_url(settings.redis_url)
+
+        async def bench_task(value: int) -> None:
+            await client.incrby(done_key("dramatiq"), value)
+
+        actor(bench_task, broker=broker, actor_name=TASK, queue_name=cls.QUEUE, max_retries=0,
+              time_limit=settings.task_timeout_s * 1000)
+        stop = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+        broker.emit_after("process_boot")
+        worker = Worker(broker, queues={cls.QUEUE}, worker_threads=settings.concurrency_for("dramatiq"))
+        worker.start()
+        while not stop.wait(1):
+            pass
+        worker.stop(timeout=settings.shutdown_grace_s * 1000)
+        broker.close()
+
+
+class Streaq:
+    NAME = "bench"  # keys streaq:bench:*
+    keys = ("streaq:bench:queues:normal",)
+
+    @classmethod
+    def worker_for(cls, settings: Settings):
+        from streaq import Worker
+        worker = Worker(redis_url=settings.redis_url, queue_name=cls.NAME,
+                        concurrency=settings.concurrency_for("streaq"), idle_timeout=settings.streaq_idle_timeout_s,
+                        grace_period=settings.shutdown_grace_s)
+        client = aioredis.Redis.from_url(settings.redis_url)
+
+        @worker.task(name=TASK, timeout=settings.task_timeout_s, ttl=0)
+        async def bench_task(value: int) -> None:
+            await client.incrby(done_key("streaq"), value)
+
+        return worker, bench_task
+
+    async def start(self, url: str) -> None:
+        self.worker_, self.task = self.worker_for(get_settings())
+        await self.worker_.__aenter__()  # `async with worker:` around the app's life: connects, loads its functions
+
+    async def publish(self, value: int) -> None:
+        await self.task.enqueue(value)
+
+    async def close(self) -> None:
+        await self.worker_.__aexit__(None, None, None)
+
+    @classmethod
+    def worker(cls, settings: Settings) -> None:
+        worker, _ = cls.worker_for(settings)
+        worker.run_sync()
+
+
+# The broker queues that have a bare counterpart (a class above and a
+# bench-<queue> compose service); `make bench` measures these and background.
+BARE = {"arq": Arq, "saq": Saq, "faststream": FastStream, "celery": Celery, "taskiq": Taskiq,
+        "dramatiq": Dramatiq, "streaq": Streaq}
+# What `make bench` deletes before a run (never anything outside these).
+KEYS = tuple(key for bare in BARE.values() for key in bare.keys)
