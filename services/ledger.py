@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 import redis.asyncio as aioredis
 
 from services.protocol import TaskMessage
+from services.redis_clients import REDIS_DOWN
 
 log = logging.getLogger("lab.ledger")
 STATS = ("enqueued", "started", "completed", "failed", "duplicates")
@@ -300,13 +301,37 @@ class Ledger:
         task: `unfinished` may then miss it."""
         return Start(self, msg, linger_s)
 
-    async def settle(self, msg: TaskMessage, outcome: str, write: bool = False, start: "Start | None" = None) -> bool:
+    async def settle(self, msg: TaskMessage, outcome: str, write: bool = False, start: "Start | None" = None,
+                     retry_s: float = 0) -> bool:
         """Record `completed` or `failed`; False when this task was already settled.
         write=True first adds the task's value to its work counter, in the same
         script: the task's own INCRBY and its ledger entry in one round trip.
-        A `start` not yet written is counted in the same write too."""
+        A `start` not yet written is counted in the same write too.
+
+        retry_s: when Redis cannot be reached, try again every second for that
+        long. The task has run; without its settle it would stay pending for
+        ever (a queue whose library counts the raised error as the task's
+        failure never runs it again). A retry that finds the task already
+        settled takes that for its own lost attempt having reached Redis (a
+        second execution settling it in the same seconds would be missed as a
+        duplicate)."""
         started = start is not None and start.take()
-        return await self._execution_batch.submit((outcome, msg, write, started)) == 1
+        item = (outcome, msg, write, started)
+        deadline = time.monotonic() + retry_s
+        try:
+            return await self._execution_batch.submit(item) == 1
+        except REDIS_DOWN:
+            if not retry_s:
+                raise
+        while True:
+            await asyncio.sleep(1)
+            try:
+                if await self.redis.sismember(run_key(msg.run, "settled"), msg.task_id):
+                    return True
+                return await self._execution_batch.submit(item) == 1
+            except REDIS_DOWN:
+                if time.monotonic() > deadline:
+                    raise
 
     async def runs(self) -> list[str]:
         return sorted(r.decode() for r in await self.redis.smembers("lab:runs"))

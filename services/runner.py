@@ -67,7 +67,7 @@ class TaskRunner:
                 await work(msg)
             except Exception:
                 log.exception("task %s (%s %s) failed", msg.task_id, msg.queue, msg.endpoint)
-                if await self.ledger.settle(msg, "failed", start=start):
+                if await self.ledger.settle(msg, "failed", start=start, retry_s=self.settings.task_timeout_s):
                     m.failed.inc()
                 else:
                     m.duplicates.inc()
@@ -75,7 +75,8 @@ class TaskRunner:
             finished = time.time()
             m.duration.observe(finished - started)
             # The task's closing INCRBY, if it has one, goes with its settle.
-            if await self.ledger.settle(msg, "completed", write=write_after, start=start):
+            if await self.ledger.settle(msg, "completed", write=write_after, start=start,
+                                        retry_s=self.settings.task_timeout_s):
                 m.completed.inc()
                 m.latency.observe(finished - msg.enqueued_at)
             else:

@@ -9,6 +9,7 @@ import redis.asyncio as aioredis
 from services.cgroup import read_cgroup
 from services.ledger import Ledger
 from services.protocol import Kind, Queue, TaskMessage, Variant
+from services.redis_clients import REDIS_DOWN
 from services.settings import Settings
 from tests.lab import RedisServer
 
@@ -179,3 +180,33 @@ def test_readme_queue_and_delivery_tables_have_a_row_for_every_queue():
 
     assert first_cells("| queue | how tasks travel |") == {"background", *BROKER_NAMES}
     assert first_cells("| queue | a task is taken back when |") == {"background", *BROKER_NAMES}
+
+
+def test_a_settle_waits_for_redis_to_come_back_and_counts_once():
+    """A task that ran while Redis was away is settled once Redis returns, not
+    left pending for ever."""
+    server = RedisServer(persist=True).start()
+
+    async def go():
+        redis = aioredis.Redis.from_url(server.url, socket_timeout=0.5, socket_connect_timeout=0.5)
+        ledger = Ledger(redis)
+        a, b = msg("unit-retry"), msg("unit-retry")
+        for m in (a, b):
+            await ledger.record_enqueued(m)
+        assert await ledger.settle(a, "completed") is True
+        server.stop()
+        with pytest.raises(REDIS_DOWN):
+            await ledger.settle(b, "completed")  # without retry_s, as before
+        waiting = asyncio.create_task(ledger.settle(b, "completed", retry_s=30))
+        await asyncio.sleep(2)
+        assert not waiting.done()
+        server.start()
+        assert await waiting is True
+        row = (await ledger.report("unit-retry"))["queues"]["arq"]["io/simple"]
+        await redis.aclose()
+        return row
+    try:
+        row = asyncio.run(go())
+    finally:
+        server.stop()
+    assert (row["enqueued"], row["completed"], row["duplicates"], row["pending"]) == (2, 2, 0, 0)

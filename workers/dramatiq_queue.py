@@ -98,13 +98,22 @@ class LabConsumer(_RedisConsumer):
             log.warning("requeueing %d fetched message(s) this worker never received", len(lost))
             self.broker.do_requeue(self.queue_name, *lost)
 
-    # Let go of an id once Redis has its acknowledgement (a failed one is retried).
+    # Let go of an id once Redis has its acknowledgement. Dramatiq retries one
+    # that failed on a connection error every 5 s, but takes a timeout (a
+    # connect to a restarting Redis) for a bug and gives up: the message would
+    # then stay in the acks set. Here a timeout is retried too.
     def ack(self, message):
-        super().ack(message)
+        try:
+            super().ack(message)
+        except redis.TimeoutError as e:
+            raise ConnectionClosed(e) from None
         self.broker.held.discard(message.options["redis_message_id"])
 
     def nack(self, message):
-        super().nack(message)
+        try:
+            super().nack(message)
+        except redis.TimeoutError as e:
+            raise ConnectionClosed(e) from None
         self.broker.held.discard(message.options["redis_message_id"])
 
 
