@@ -103,15 +103,14 @@ class LabConsumer(_RedisConsumer):
     # connect to a restarting Redis) for a bug and gives up: the message would
     # then stay in the acks set. Here a timeout is retried too.
     def ack(self, message):
-        try:
-            super().ack(message)
-        except redis.TimeoutError as e:
-            raise ConnectionClosed(e) from None
-        self.broker.held.discard(message.options["redis_message_id"])
+        self._let_go(super().ack, message)
 
     def nack(self, message):
+        self._let_go(super().nack, message)
+
+    def _let_go(self, acknowledge, message) -> None:
         try:
-            super().nack(message)
+            acknowledge(message)
         except redis.TimeoutError as e:
             raise ConnectionClosed(e) from None
         self.broker.held.discard(message.options["redis_message_id"])

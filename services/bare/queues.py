@@ -27,13 +27,6 @@ def done_key(queue: str) -> str:
     return f"bench:done:{queue}"
 
 
-async def until_signalled() -> None:
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        asyncio.get_running_loop().add_signal_handler(sig, stop.set)
-    await stop.wait()
-
-
 class Arq:
     QUEUE = "bench:arq"  # a ZSET; the jobs at arq:job:<id>, as arq names them
     keys = (QUEUE,)
@@ -251,11 +244,13 @@ class Dramatiq:
         from dramatiq.brokers.redis import RedisBroker
         from dramatiq.middleware import AsyncIO
 
-        # The lab worker's settings (workers/dramatiq_queue.py): housekeeping on
-        # 10 % of Redis calls, heartbeat timeout TASK_TIMEOUT_S, no retries, an
-        # async task on the AsyncIO middleware's loop, DRAMATIQ_THREADS threads.
+        from workers.dramatiq_queue import MAINTENANCE_CHANCE
+
+        # The lab worker's settings (workers/dramatiq_queue.py): its housekeeping
+        # chance, heartbeat timeout TASK_TIMEOUT_S, no retries, an async task on
+        # the AsyncIO middleware's loop, DRAMATIQ_THREADS threads.
         broker = RedisBroker(url=settings.redis_url, heartbeat_timeout=settings.task_timeout_s * 1000,
-                             maintenance_chance=100_000)
+                             maintenance_chance=MAINTENANCE_CHANCE)
         broker.add_middleware(AsyncIO())
         client = aioredis.Redis.from_url(settings.redis_url)
 
