@@ -202,7 +202,8 @@ class Bench:
                     self.compose("start", queue, check=False, timeout=120)
         return {
             "schema": SCHEMA, "run": f"bench-{self.stamp}", "time": datetime.now().isoformat(timespec="seconds"),
-            "mode": self.mode, "requests": self.args.requests, "users": self.args.users,
+            "mode": self.mode, "blocking_publish": self.api_env.get("BLOCKING_PUBLISH", "inline"),
+            "requests": self.args.requests, "users": self.args.users,
             "warmup": self.args.warmup, "api_limits": self.api_limits,
             "worker_limits": {q: R.limits_of(cs, q) for q, cs in self.workers.items()},
             "knobs": {q: R.knobs_of(cs, q) for q, cs in self.workers.items()},

@@ -21,7 +21,7 @@ CONCURRENCY_KNOB = {b.name: b.concurrency_knob for b in BROKERS}
 # Container settings that change a result, kept in the record (read from the container).
 TASK_KNOBS = ("CPU_WORK", "IO_LATENCY_MS", "THREAD_POOL_SIZE", "PROCESS_POOL_SIZE")
 KNOBS = {
-    "api": ("ENQUEUE_MODE", "API_WORKERS", "THREADPOOL_TOKENS", "UPSTREAM_LATENCY_MS", *TASK_KNOBS),
+    "api": ("ENQUEUE_MODE", "BLOCKING_PUBLISH", "API_WORKERS", "THREADPOOL_TOKENS", "UPSTREAM_LATENCY_MS", *TASK_KNOBS),
     **{b.name: (b.concurrency_knob, *b.knobs, *TASK_KNOBS) for b in BROKERS},
 }
 # A Locust process runs on one core (gevent: one thread). Above this share of a

@@ -1,6 +1,7 @@
 """Redis clients with short timeouts: an outage must fail fast, never hang."""
 
 import asyncio
+import threading
 
 import redis
 import redis.asyncio as aioredis
@@ -14,12 +15,15 @@ REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, O
 
 
 class TimelyConnection(aioredis.Connection):
-    """redis-py's connection, with timeouts that a slow event loop does not trip.
+    """redis-py's connection, with timeouts that cost little and that a slow
+    event loop does not trip.
 
     Sends: redis-py bounds every send with `asyncio.wait_for`, which on Python
     3.11 starts a task per command: ≈45 µs of a 0.2-CPU process per Redis call,
-    paid by every request and every task. `asyncio.timeout` bounds the same
-    send with a timer.
+    paid by every request and every task. A send can only wait when the
+    socket's write buffer is over its high-water mark; below it (every
+    command of the lab) the send goes out with no timer, and above it
+    `asyncio.timeout` bounds the wait.
 
     Reads: redis-py cancels a read when socket_timeout has passed, even when
     the reply is already in the buffer. Under 0.2 CPU one event-loop turn can
@@ -29,7 +33,15 @@ class TimelyConnection(aioredis.Connection):
     enqueued, or a task left unsettled), and the connection is dropped. Here,
     an expired read gives up only if, one loop turn later, nothing has arrived;
     a Redis that takes the command and never answers still fails in about
-    socket_timeout."""
+    socket_timeout (plus at most _ReadWatch.PERIOD_S). Pending reads are
+    watched by one timer per event loop (_ReadWatch), not one per read: a
+    timer per command was a tenth of what an arq enqueue cost the API."""
+
+    _read_deadline = 0.0
+    _read_timeout = 0.0
+    _read_task: asyncio.Task | None = None
+    _reads = 0  # which read is pending, so a late look never judges the next one
+    _gave_up = False
 
     async def send_packed_command(self, command, check_health: bool = True) -> None:
         timeout = self.socket_timeout
@@ -39,14 +51,29 @@ class TimelyConnection(aioredis.Connection):
             await self.connect()
         elif check_health:
             await self.check_health()  # a PING whose reply is read under the timeout
-        self.socket_timeout = None  # super() sends without wait_for; our timer bounds it
+        self.socket_timeout = None  # super() sends without wait_for
         try:
-            async with asyncio.timeout(timeout):
+            if self._send_cannot_wait(command):
                 await super().send_packed_command(command, check_health=False)
+            else:
+                async with asyncio.timeout(timeout):
+                    await super().send_packed_command(command, check_health=False)
         except TimeoutError:
             raise redis.exceptions.TimeoutError("Timeout writing to socket") from None
         finally:
             self.socket_timeout = timeout
+
+    def _send_cannot_wait(self, command) -> bool:
+        """True when the command fits in the write buffer below its high-water
+        mark: the transport does not pause, and drain() returns at once."""
+        if isinstance(command, list):
+            size = sum(map(len, command))
+        elif isinstance(command, bytes):
+            size = len(command)
+        else:
+            return False
+        transport = self._writer.transport
+        return transport.get_write_buffer_size() + size < transport.get_write_buffer_limits()[1]
 
     async def read_response(self, disable_decoding: bool = False, timeout: float | None = None, *,
                             disconnect_on_error: bool = True, push_request: bool | None = False):
@@ -55,33 +82,69 @@ class TimelyConnection(aioredis.Connection):
             return await super().read_response(disable_decoding, timeout, disconnect_on_error=disconnect_on_error,
                                                push_request=push_request)
         loop = asyncio.get_running_loop()
-        task = asyncio.current_task()
-        gave_up = False
-
-        def expired() -> None:
-            nonlocal timer
-            timer = loop.call_soon(look_again)  # after the next poll of the sockets
-
-        def look_again() -> None:
-            nonlocal timer, gave_up
-            if self._reader is not None and self._reader._buffer:  # the reply is here; the loop was late
-                timer = loop.call_later(read_timeout, expired)
-            else:
-                gave_up = True
-                task.cancel()
-
-        timer = loop.call_later(read_timeout, expired)
-        self.socket_timeout = None  # super() reads unbounded; the timer above bounds it
+        watch = _ReadWatch.of(loop)
+        task = self._read_task = asyncio.current_task()
+        self._reads += 1
+        self._gave_up = False
+        self._read_timeout = read_timeout
+        self._read_deadline = loop.time() + read_timeout
+        watch.add(self)
+        self.socket_timeout = None  # super() reads unbounded; the watch bounds it
         try:
             return await super().read_response(disable_decoding, disconnect_on_error=disconnect_on_error,
                                                push_request=push_request)
         except asyncio.CancelledError:
-            if gave_up and task.uncancel() == 0:  # our cancel, not the caller's; super() has disconnected
+            if self._gave_up and task.uncancel() == 0:  # our cancel, not the caller's; super() has disconnected
                 raise redis.exceptions.TimeoutError(f"Timeout reading from {self._host_error()}") from None
             raise
         finally:
-            timer.cancel()
+            watch.pending.discard(self)
+            self._read_task = None
             self.socket_timeout = read_timeout
+
+    def _look_again(self, read: int) -> None:
+        """One loop turn after the deadline: the reply is here (the loop was
+        late) or the read gives up."""
+        if read != self._reads or self._read_task is None:
+            return  # that read has ended
+        if self._reader is not None and self._reader._buffer:
+            self._read_deadline = asyncio.get_running_loop().time() + self._read_timeout
+        else:
+            self._gave_up = True
+            self._read_task.cancel()
+
+
+class _ReadWatch:
+    """The pending reads of one event loop, looked at every PERIOD_S while
+    there are any."""
+
+    PERIOD_S = 0.1
+    _current = threading.local()  # a thread runs one loop at a time
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self.pending: set[TimelyConnection] = set()
+        self.timer: asyncio.TimerHandle | None = None
+
+    @classmethod
+    def of(cls, loop: asyncio.AbstractEventLoop) -> "_ReadWatch":
+        watch = getattr(cls._current, "watch", None)
+        if watch is None or watch.loop is not loop:
+            watch = cls._current.watch = cls(loop)
+        return watch
+
+    def add(self, conn: TimelyConnection) -> None:
+        self.pending.add(conn)
+        if self.timer is None:
+            self.timer = self.loop.call_later(self.PERIOD_S, self.tick)
+
+    def tick(self) -> None:
+        now = self.loop.time()
+        for conn in self.pending:
+            if now >= conn._read_deadline:
+                # After the next poll of the sockets: a reply already sent is read first.
+                self.loop.call_soon(conn._look_again, conn._reads)
+        self.timer = self.loop.call_later(self.PERIOD_S, self.tick) if self.pending else None
 
 
 def _options(settings: Settings) -> dict:

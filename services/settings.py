@@ -23,6 +23,8 @@ class Settings(BaseSettings):
 
     # API behaviour.
     enqueue_mode: Literal["await", "after-response"] = "await"
+    # Where Celery's and Dramatiq's blocking publish runs (services/blocking_publish.py).
+    blocking_publish: Literal["inline", "threads"] = "inline"
     max_body_bytes: int = Field(4096, ge=64)
 
     # Event-loop experiments (POST /api/v1/upstream/...).

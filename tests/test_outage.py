@@ -13,10 +13,11 @@ DEADLINE_S = 2.0  # the API's promise: an answer within 2 s, whatever Redis does
 
 
 @pytest.fixture
-def isolated():
-    """A Redis and an API of their own: this test stops Redis."""
+def isolated(request):
+    """A Redis and an API of their own: this test stops Redis. A test may
+    give the API's settings with @pytest.mark.parametrize("isolated", [{...}], indirect=True)."""
     redis = RedisServer().start()
-    api = start_api(redis.url, name="api-outage")
+    api = start_api(redis.url, name="api-outage", **getattr(request, "param", {}))
     yield redis, api
     redis.thaw() if redis.proc and redis.proc.poll() is None else None
     api.stop()
@@ -70,6 +71,8 @@ def test_redis_stopped_then_restarted(isolated):
     assert_recovers(api)
 
 
+# Celery's and Dramatiq's blocking publish, made on the loop (the default) and in threads of its own.
+@pytest.mark.parametrize("isolated", [{}, {"BLOCKING_PUBLISH": "threads"}], indirect=True, ids=["inline", "threads"])
 def test_redis_frozen_then_thawed(isolated):
     """A Redis that accepts connections but never answers: only timeouts help."""
     redis, api = isolated

@@ -44,7 +44,7 @@ from services.metrics import touch_task_series
 from services.protocol import Queue, TaskMessage
 from services.runner import TaskRunner
 from services.settings import Settings, get_settings
-from services.threaded_publish import ThreadedPublisher
+from services.blocking_publish import BlockingPublisher
 from services.worker_runtime import service_name, setup_logging
 
 QUEUE = Queue.celery
@@ -87,12 +87,13 @@ app = make_app(get_settings())
 
 
 class Producer:
-    """kombu's publish is blocking I/O: it runs in threads of its own (as many as
-    kombu has producer connections, broker_pool_limit), behind a breaker that
-    answers 503 at once while Redis is away (services/threaded_publish.py)."""
+    """kombu's publish is blocking I/O: made on the loop, or with
+    BLOCKING_PUBLISH=threads in threads of its own (as many as kombu has
+    producer connections, broker_pool_limit), behind a breaker that answers
+    503 at once while Redis is away (services/blocking_publish.py)."""
 
     def __init__(self, settings: Settings):
-        self.publisher = ThreadedPublisher(settings, app.conf.broker_pool_limit or 10, "celery", start_down=True)
+        self.publisher = BlockingPublisher(settings, app.conf.broker_pool_limit or 10, "celery", start_down=True)
 
     async def start(self) -> None:
         pass

@@ -23,8 +23,9 @@ as Redis restarted) are requeued by the worker itself when its consumer
 starts again (LabConsumer, below). No retries (`max_retries=0`, as
 Celery's): a task that raised goes to the dead-letter set `dramatiq:lab.XQ`.
 
-The API's publish is redis-py's blocking call: it runs in threads of its own
-behind a breaker (services/threaded_publish.py), as Celery's does.
+The API's publish is redis-py's blocking call, made as Celery's is: on the
+loop or in threads of its own (BLOCKING_PUBLISH), behind a breaker
+(services/blocking_publish.py).
 """
 
 import logging
@@ -43,7 +44,7 @@ from dramatiq.middleware import AsyncIO
 from services.protocol import Queue, TaskMessage
 from services.redis_clients import sync_client
 from services.settings import Settings, get_settings
-from services.threaded_publish import ThreadedPublisher
+from services.blocking_publish import BlockingPublisher
 from services.worker_runtime import WorkerRuntime, setup_logging
 
 QUEUE = Queue.dramatiq
@@ -139,7 +140,7 @@ class Producer:
     def __init__(self, settings: Settings):
         # The client has the API's short timeouts (RedisBroker drops them when given a url).
         self.broker = make_broker(settings, sync_client(settings), middleware=[])
-        self.publisher = ThreadedPublisher(settings, PUBLISH_THREADS, "dramatiq")
+        self.publisher = BlockingPublisher(settings, PUBLISH_THREADS, "dramatiq")
 
     async def start(self) -> None:
         pass

@@ -79,9 +79,13 @@ class BodySizeLimit:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        length = dict(scope["headers"]).get(b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.limit):
-            return await self._reject(send)
+        for key, length in scope["headers"]:
+            if key == b"content-length":
+                if not length.isdigit() or int(length) > self.limit:
+                    return await self._reject(send)
+                # The server reads no more than Content-Length bytes as this
+                # request's body: nothing left to count.
+                return await self.app(scope, receive, send)
         seen = 0
 
         async def limited_receive() -> Message:

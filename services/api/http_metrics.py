@@ -23,27 +23,26 @@ MAX_PATHS = 1024  # distinct paths remembered; a scan of random URLs must not gr
 class HttpMetrics:
     def __init__(self, app: ASGIApp):
         self.app = app
-        # (method, path) -> route template, learnt from the scope the router
-        # fills in ("route"); the first request of a path is not in the in-flight gauge.
-        self._handlers: dict[tuple[str, str], str] = {}
-        self._series: dict[tuple[str, str], tuple] = {}
-        self._requests: dict[tuple[str, str, int], object] = {}
+        # (method, path) -> the series of its route (template, learnt from the
+        # scope the router fills in, "route"); the first request of a path is
+        # not in the in-flight gauge.
+        self._routes: dict[tuple[str, str], _RouteSeries] = {}
 
-    def series(self, handler: str, method: str) -> tuple:
-        series = self._series.get((handler, method))
-        if series is None:
-            series = (HTTP_IN_PROGRESS.labels(handler, method), HTTP_DURATION.labels(handler, method))
-            self._series[(handler, method)] = series
+    def route(self, scope: Scope, key: tuple[str, str]) -> "_RouteSeries":
+        handler = getattr(scope.get("route"), "path", None) or "none"
+        if len(self._routes) >= MAX_PATHS:
+            self._routes.clear()
+        series = self._routes[key] = _RouteSeries(handler, key[0])
         return series
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in NOT_COUNTED:
             return await self.app(scope, receive, send)
         started = time.perf_counter()
-        method, key = scope["method"], (scope["method"], scope["path"])
-        handler = self._handlers.get(key)
-        if handler is not None:
-            self.series(handler, method)[0].inc()
+        key = (scope["method"], scope["path"])
+        series = self._routes.get(key)
+        if series is not None:
+            series.in_progress.inc()
         status = 500
 
         async def send_status(message: Message) -> None:
@@ -56,19 +55,30 @@ class HttpMetrics:
             await self.app(scope, receive, send_status)
         finally:
             elapsed = time.perf_counter() - started
-            if handler is not None:
-                in_progress, duration = self.series(handler, method)
-                in_progress.dec()
+            if series is not None:
+                series.in_progress.dec()
             else:
-                handler = getattr(scope.get("route"), "path", None) or "none"
-                if len(self._handlers) >= MAX_PATHS:
-                    self._handlers.clear()
-                self._handlers[key] = handler
-                duration = self.series(handler, method)[1]
-            duration.observe(elapsed)
-            if handler not in NOT_IN_PERCENTILES:
+                series = self.route(scope, key)
+            series.duration.observe(elapsed)
+            if series.in_percentiles:
                 HTTP_DURATION_ALL.observe(elapsed)
-            counter = self._requests.get((handler, method, status))
-            if counter is None:
-                counter = self._requests[(handler, method, status)] = HTTP_REQUESTS.labels(handler, method, str(status))
-            counter.inc()
+            series.requests(status).inc()
+
+
+class _RouteSeries:
+    """The series of one route and method, looked up once."""
+
+    __slots__ = ("handler", "method", "in_progress", "duration", "in_percentiles", "_requests")
+
+    def __init__(self, handler: str, method: str):
+        self.handler, self.method = handler, method
+        self.in_progress = HTTP_IN_PROGRESS.labels(handler, method)
+        self.duration = HTTP_DURATION.labels(handler, method)
+        self.in_percentiles = handler not in NOT_IN_PERCENTILES
+        self._requests: dict[int, object] = {}
+
+    def requests(self, status: int):
+        counter = self._requests.get(status)
+        if counter is None:
+            counter = self._requests[status] = HTTP_REQUESTS.labels(self.handler, self.method, str(status))
+        return counter

@@ -43,8 +43,18 @@ _RUN_HEADER_DOC = {"parameters": [{
 }]}
 
 
+_RUN_HEADER_KEY = RUN_HEADER.lower().encode()
+
+
 def run_of(request: Request) -> str:
-    run = request.headers.get(RUN_HEADER, DEFAULT_RUN)
+    # The raw headers, read once: Starlette's Headers mapping decodes every
+    # header it passes on the way, which cost more than the rest of this check.
+    for key, value in request.scope["headers"]:
+        if key == _RUN_HEADER_KEY:
+            run = value.decode("latin-1")
+            break
+    else:
+        return DEFAULT_RUN
     if _RUN_OK(run) is None:
         raise RequestValidationError([{"loc": ("header", RUN_HEADER), "type": "string_pattern_mismatch",
                                        "msg": f"String should match pattern '{RUN_PATTERN}'", "input": run}])
