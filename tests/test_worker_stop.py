@@ -78,7 +78,10 @@ def test_sigkill_mid_batch_loses_nothing(isolated, queue):
     env = {"IO_LATENCY_MS": 200, "TASK_TIMEOUT_S": 5}
     stop_under_way(redis, api, queue, run, signal.SIGKILL, batch, started=6, exit_s=10, **env)
 
-    # SAQ's sweep runs once a minute: the slowest way back here.
-    totals = settle_with_another_worker(redis, api, queue, run, signal.SIGKILL, batch, timeout=150, **env)
+    # The slowest ways back: SAQ's sweep runs once a minute; kombu restores
+    # Celery's unacknowledged tasks 10 s after the new worker starts, then only
+    # every 100 s, so a task fetched in the last seconds before the kill (not yet
+    # past its visibility timeout at that first pass) waits for the second one.
+    totals = settle_with_another_worker(redis, api, queue, run, signal.SIGKILL, batch, timeout=240, **env)
     assert totals["completed"] == batch and totals["failed"] == 0 and totals["pending"] == 0, totals
     assert totals["enqueued"] == batch, totals
