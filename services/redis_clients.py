@@ -34,8 +34,8 @@ class TimelyConnection(aioredis.Connection):
     an expired read gives up only if, one loop turn later, nothing has arrived;
     a Redis that takes the command and never answers still fails in about
     socket_timeout (plus at most _ReadWatch.PERIOD_S). Pending reads are
-    watched by one timer per event loop (_ReadWatch), not one per read: a
-    timer per command was a tenth of what an arq enqueue cost the API."""
+    watched by one timer per event loop (_ReadWatch), not one per read: the
+    timers of an arq enqueue's four round trips stood out in the API's profile."""
 
     _read_deadline = 0.0
     _read_timeout = 0.0

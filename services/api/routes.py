@@ -11,7 +11,7 @@ from fastapi import APIRouter, BackgroundTasks, Body, HTTPException, Request, Re
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from services.api.errors import QueueUnavailable
+from services.api.errors import QueueUnavailable, raw_header
 from services.metrics import ENQUEUE_ERRORS, ENQUEUE_SECONDS, ENQUEUED
 from services.protocol import DEFAULT_RUN, ENDPOINTS, RUN_PATTERN, Kind, Queue, TaskMessage, Variant
 
@@ -47,14 +47,10 @@ _RUN_HEADER_KEY = RUN_HEADER.lower().encode()
 
 
 def run_of(request: Request) -> str:
-    # The raw headers, read once: Starlette's Headers mapping decodes every
-    # header it passes on the way, which cost more than the rest of this check.
-    for key, value in request.scope["headers"]:
-        if key == _RUN_HEADER_KEY:
-            run = value.decode("latin-1")
-            break
-    else:
+    value = raw_header(request.scope, _RUN_HEADER_KEY)
+    if value is None:
         return DEFAULT_RUN
+    run = value.decode("latin-1")
     if _RUN_OK(run) is None:
         raise RequestValidationError([{"loc": ("header", RUN_HEADER), "type": "string_pattern_mismatch",
                                        "msg": f"String should match pattern '{RUN_PATTERN}'", "input": run}])
