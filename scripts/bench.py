@@ -10,9 +10,10 @@ containers, never changed):
    then the lab's API, with the same requests (services/bare/loadgen.py in the
    `bench-client` container), and samples each API's working-set memory from
    its cgroup meanwhile;
-3. drains what each API enqueued: the bare worker (services/bare/worker.py)
-   under the lab worker's limits, then the lab's own worker; for arq once at
-   the lab's ARQ_POLL_DELAY and once at 0.01 s;
+3. drains what each API enqueued, in as many alternated rounds: the bare
+   worker (services/bare/worker.py) under the lab worker's limits, then the
+   lab's own worker, each measured for up to --drain-max-s; then the lab's
+   worker empties its queue; for arq also once more at ARQ_POLL_DELAY=0.01 s;
 4. prints the table, writes results/bench-<time>.json (shown by `make results`)
    and starts the lab's worker again.
 The budget (README, "What the lab costs"): lab/bare >= 0.9 for RPS and drain,
@@ -170,12 +171,18 @@ class Bench:
         started = lambda *extra: lambda: c("up", "-d", "--no-deps", "--force-recreate", bench_svc,
                                            extra_env={**self.env, **dict(extra)}, timeout=300)
         removed = lambda: c("rm", "--stop", "--force", bench_svc, check=False, timeout=120)
-        say(f"[{queue}] draining {bare_target} tasks with the bare worker ...")
-        row["bare_drain"] = self.drain(started(), removed, bare_target, counter=done_key(queue))
-        say(f"[{queue}] draining {lab_target} tasks with the lab's worker ...")
+        lab_started, lab_stopped = lambda: c("start", queue), lambda: c("stop", queue, timeout=120)
+        drains: dict[str, list[dict]] = {"bare": [], "lab": []}
+        # Alternated as the APIs' rounds are, and each worker measured for the
+        # same time (--drain-max-s) on the same backlog size: a drift of the
+        # machine, or a worker slowing down as its queue empties, hits both alike.
+        for i in range(self.args.rounds):
+            say(f"[{queue}] drain round {i + 1}/{self.args.rounds}: the bare worker ({bare_target} tasks in all) ...")
+            drains["bare"].append(self.drain(started(), removed, bare_target, counter=done_key(queue)))
+            say(f"[{queue}] drain round {i + 1}/{self.args.rounds}: the lab's worker ({lab_target} tasks in all) ...")
+            drains["lab"].append(self.drain(lab_started, lab_stopped, lab_target, run=run))
+        row["bare_drain"], row["lab_drain"] = combine_drains(drains["bare"]), combine_drains(drains["lab"])
         if queue == "arq":
-            row["lab_drain"] = self.drain(lambda: c("start", queue), lambda: c("stop", queue, timeout=120),
-                                          lab_target, run=run)
             say(f"[arq] again at ARQ_POLL_DELAY={FAST_ARQ_POLL} (what is left in both queues)")
             row["bare_drain_fast"] = self.drain(started(("ARQ_POLL_DELAY", FAST_ARQ_POLL)), removed, bare_target,
                                                 counter=done_key(queue), max_s=600)
@@ -186,7 +193,8 @@ class Bench:
                                                   check=False, timeout=120)
             row["lab_drain_fast"] = self.drain(one_off, stop_one_off, lab_target, run=run, max_s=600)
         else:
-            row["lab_drain"] = self.drain(lambda: c("start", queue), lambda: None, lab_target, run=run, max_s=600)
+            say(f"[{queue}] the lab's worker empties its queue (not measured) ...")
+            self.drain(lab_started, lambda: None, lab_target, run=run, max_s=600)
         return row
 
     def run(self, queues: list[str]) -> dict:
@@ -227,6 +235,14 @@ def combine(rounds: list[dict]) -> dict:
         "generator_cpu": max(r["generator_cpu"] or 0 for r in rounds),
         "generator_bound": any(r["generator_bound"] for r in rounds),
     }
+
+
+def combine_drains(rounds: list[dict]) -> dict:
+    """Several drain windows of one worker as one: tasks over seconds, all measured windows together."""
+    tasks, seconds = sum(r.get("measured_tasks") or 0 for r in rounds), sum(r.get("measured_s") or 0 for r in rounds)
+    return {"target": rounds[-1]["target"], "done": rounds[-1]["done"], "complete": rounds[-1]["complete"],
+            "measured_tasks": tasks, "measured_s": round(seconds, 2),
+            "rate": round(tasks / seconds, 1) if seconds > 0 else None, "rate_rounds": [r.get("rate") for r in rounds]}
 
 
 # -- The table -----------------------------------------------------------------------------
@@ -291,9 +307,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--requests", type=int, default=3000, help="requests per API and queue (default 3000)")
     p.add_argument("--users", type=int, default=50, help="concurrent connections (default 50)")
     p.add_argument("--warmup", type=int, default=200, help="requests sent first, not measured (default 200)")
-    p.add_argument("--rounds", type=int, default=2, help="bare and lab API runs, alternated (default 2)")
-    p.add_argument("--drain-max-s", type=float, default=20,
-                   help="longest a drain is measured (default 20 s); the queue is emptied regardless")
+    p.add_argument("--rounds", type=int, default=2, help="bare and lab API runs and drains, alternated (default 2)")
+    p.add_argument("--drain-max-s", type=float, default=15,
+                   help="longest a drain round is measured (default 15 s); the lab's queue is emptied regardless")
     p.add_argument("--results-dir", default="results")
     return p
 
