@@ -341,8 +341,8 @@ def probe_report(compose: Compose, since: float, until: float) -> dict | None:
 def start_probe(compose: Compose, say) -> None:
     compose("up", "--detach", "--no-deps", "probe", timeout=300)
     deadline = time.monotonic() + 60
-    ready = "import urllib.request as u; u.urlopen('http://127.0.0.1:9000/healthz', timeout=3)"
-    while compose("exec", "-T", "probe", "python", "-c", ready, check=False, timeout=60).returncode != 0:
+    ready = ("bash", "/app/services/healthcheck.sh", "9000", "/healthz")  # the service's own healthcheck
+    while compose("exec", "-T", "probe", *ready, check=False, timeout=60).returncode != 0:
         if time.monotonic() > deadline:
             raise LoadError("the probe did not answer within 60 s: docker compose --profile load logs probe")
         time.sleep(1)
