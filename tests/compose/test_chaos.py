@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.compose.helpers import run_report
+from tests.compose.helpers import run_report, wait_until
 
 pytestmark = pytest.mark.compose
 
@@ -48,9 +48,16 @@ def test_make_chaos_oom_kill_loses_nothing_and_shows(stack, results_dir):
     # The memory limit is back where `make up` put it.
     (saq_limits,) = [v for (service, _), v in stack.limits().items() if service == "saq"]
     assert saq_limits[1] == stack.env.get("WORKER_MEM", "200M"), saq_limits
-    # The Queues dashboard's restarts series saw the new process.
-    restarts = stack.query('changes(max by (job) (process_start_time_seconds{job="saq"})[15m:15s])')
-    assert restarts and float(restarts[0]["value"][1]) >= 1, restarts
+    # The Queues dashboard's restarts series saw the new process. The subquery's
+    # steps sit on 15 s boundaries and the new process is scraped every 5 s, so a
+    # restart in the last ~20 s of the drain shows one step later: wait for it.
+    expr = 'changes(max by (job) (process_start_time_seconds{job="saq"})[15m:15s])'
+
+    def restart_seen():
+        result = stack.query(expr)
+        return result and float(result[0]["value"][1]) >= 1
+
+    wait_until(restart_seen, timeout=45, interval=3, what=f"{expr} >= 1")
 
 
 def test_make_chaos_restart_redis_refuses_without_persistence(stack, results_dir):
