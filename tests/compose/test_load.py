@@ -123,7 +123,7 @@ def test_make_load_arq_ends_by_itself_and_its_record_matches_the_ledger(stack, f
     assert_locust_is_gone(stack)
 
 
-STEADY_S = 40  # the panels need 15-25 s to fill; this leaves 15 s of steady reading
+STEADY_S = 60  # the panels need 15-25 s to fill; this leaves 35 s (seven rule evaluations) of steady reading
 
 
 def locust_rate(history: Path, start: float, end: float) -> float:
@@ -140,7 +140,7 @@ def locust_rate(history: Path, start: float, end: float) -> float:
 
 
 def test_throughput_panels_agree_with_the_record_during_a_steady_load(stack, results_dir):
-    """During a 40 s load, what the Load dashboard's requests-per-second panel
+    """During a 60 s load, what the Load dashboard's requests-per-second panel
     and the Queues dashboard's enqueue-rate panel plot (their own queries) is
     within 10 % of what Locust counted over the window those panels read,
     once their 15 s windows are full of load; and about the run's recorded
@@ -172,6 +172,9 @@ def test_throughput_panels_agree_with_the_record_during_a_steady_load(stack, res
     for name in panels:
         # A panel's value at `at` is a 15 s rate over scrapes 0-5 s old, evaluated 0-5 s ago.
         pairs = [(values[name], locust_rate(history, at - 22.5, at - 7.5)) for at, values in steady]
+        # The median, over seven evaluations: a scrape of the 0.2-CPU API that
+        # waited long for the GIL reads its counter late and bends the two
+        # 15 s windows it opens and closes, not the steady reading.
         seen = statistics.median(p for p, _ in pairs)
         truth = statistics.median(t for _, t in pairs)
         assert seen == pytest.approx(truth, rel=0.10), \
