@@ -576,3 +576,22 @@ def test_the_master_waits_for_its_start_gate(target, tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert "LAB-START" in log.read_text() and target.count == 5
+
+
+def test_bench_table_judges_the_ratio_it_shows():
+    """The bench table's ratio is rounded down: 0.899 of the bare figure shows
+    as 0.89 and is marked under budget, never as a 0.9 that meets it; the
+    record's own bench (faststream at 0.5 CPU) had 1012.5 against 1125.7 RPS."""
+    from scripts import bench
+
+    def row(queue, bare_rps, lab_rps, bare_rate, lab_rate):
+        return {"queue": queue, "bare": {"rps": bare_rps}, "lab": {"rps": lab_rps, "api_peak_mb": 91.6},
+                "bare_drain": {"rate": bare_rate}, "lab_drain": {"rate": lab_rate}}
+
+    record = {"run": "bench-x", "mode": "await", "api_limits": {"cpus": 0.5, "memory": "500M"},
+              "rows": [row("faststream", 1125.7, 1012.5, 443.0, 398.9), row("saq", 100.0, 90.0, 100.0, 120.0)]}
+    cells = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")]
+             for line in bench.rows(record)}
+    assert cells["faststream"][5] == "0.89 ✗"      # 0.8994: under budget, shown as such
+    assert cells["faststream"][12] == "0.9"        # 398.9 / 443.0 = 0.9005: meets it
+    assert cells["saq"][5] == "0.9" and cells["saq"][12] == "1.2"
