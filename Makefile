@@ -151,6 +151,6 @@ bench: ## the lab's API and workers beside bare ones (each library's plain call)
 # ---- Fault experiments ----------------------------------------------------------------
 .PHONY: chaos
 chaos: ## a load run with a fault injected: make chaos worker=arq fault=kill-worker|stop-worker|restart-redis|oom [at=3 hold=5]
-	@test -n "$(worker)" -a -n "$(fault)" || { echo "usage: make chaos worker=NAME (a queue of workers/registry.py) fault=kill-worker|stop-worker|restart-redis|oom [at=3 hold=5]"; exit 2; }
+	@test -n "$(worker)" -a -n "$(fault)" || { echo "usage: make chaos worker=NAME (background, or a queue of workers/registry.py) fault=kill-worker|stop-worker|restart-redis|oom [at=3 hold=5]"; exit 2; }
 	@COMPOSE="$(COMPOSE)" $(UV) run python -m scripts.chaos --fault '$(fault)' $(if $(at),--at $(at)) $(if $(hold),--hold $(hold)) \
 	  $(load-args) --results-dir '$(results_dir)'

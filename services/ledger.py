@@ -8,7 +8,9 @@ Keys (all under `lab:`, the only keys `make reset` ever deletes):
   lab:run:<run>:settled         SET   task_ids already completed or failed
   lab:run:<run>:work:<queue>:<kind>/<variant>   the counter the tasks INCRBY
 
-Enqueues are counted once the broker has the task (EnqueueCounts). A task
+Enqueues are counted once the broker has the task (EnqueueCounts);
+`background`'s before its 202, as its task lives in the API process
+(Ledger.count_enqueued_now). A task
 is settled once: the first execution that ends records `completed` or
 `failed`; any later execution of the same task_id counts as a duplicate.
 Every execution also counts as `started` when it begins, so `unfinished`
@@ -46,6 +48,20 @@ for i = 1, #ARGV, 6 do
   redis.call('HINCRBY', ledger, f .. ':value', ARGV[i + 4])
   redis.call('HSETNX', ledger, 'first_enqueued_at', ARGV[i + 5])
   redis.call('SADD', 'lab:runs', ARGV[i])
+end
+return 1
+"""
+
+# Takes back a write of _ENQUEUE_COUNTS that failed (a 503 was answered for
+# its tasks) though Redis may have applied it or may still apply it: if its
+# token is free, it is taken, so the write can never land; if the write
+# landed, its counts are subtracted. Same KEYS and ARGV.
+_UNDO_ENQUEUE_COUNTS = """
+if redis.call('SET', KEYS[1], 1, 'NX', 'EX', 3600) then return 0 end
+for i = 1, #ARGV, 6 do
+  local ledger, f = ARGV[i + 1], ARGV[i + 2]
+  redis.call('HINCRBY', ledger, f .. ':enqueued', -ARGV[i + 3])
+  redis.call('HINCRBY', ledger, f .. ':value', -ARGV[i + 4])
 end
 return 1
 """
@@ -158,6 +174,20 @@ class Batcher:
             self._flusher = None
 
 
+def _tally(rows: dict, msg: TaskMessage) -> None:
+    row = rows.get((msg.run, msg.fields))
+    if row is None:
+        rows[(msg.run, msg.fields)] = [1, msg.value, msg.enqueued_at]
+    else:
+        row[0] += 1
+        row[1] += msg.value
+
+
+def _count_args(rows: dict) -> list:
+    return [x for (run, fields), (n, value, first) in rows.items()
+            for x in (run, run_key(run, "ledger"), fields, n, value, repr(first))]
+
+
 class EnqueueCounts:
     """Enqueues the brokers accepted, added up in memory and written by one
     background writer: whatever was counted while a write was in flight goes
@@ -165,56 +195,68 @@ class EnqueueCounts:
     same token every `retry_s` until Redis takes it, and the counts added
     meanwhile wait behind it, in memory that grows with the number of runs and
     task shapes, not of tasks. What a SIGKILL of the process loses is the one
-    write in flight, and the counts of the last `linger_s`."""
+    write in flight, and the counts of the last `linger_s`.
 
-    def __init__(self, script, retry_s: float = 1.0, linger_s: float = 0.05):
+    The same writer takes back, once Redis answers, the counts of a write made
+    elsewhere whose call failed (`take_back`)."""
+
+    def __init__(self, script, undo_script=None, retry_s: float = 1.0, linger_s: float = 0.05):
         self._script = script
+        self._undo_script = undo_script
         self.retry_s = retry_s
         # A write waits this long for company: at a few hundred tasks a second
         # one round trip carries tens of them. It is also what a SIGKILL loses.
         self.linger_s = linger_s
         self._rows: dict[tuple[str, str], list] = {}
+        self._undos: list[tuple[str, list]] = []
         self._writer: asyncio.Task | None = None
 
     def add(self, msg: TaskMessage) -> None:
-        row = self._rows.get((msg.run, msg.fields))
-        if row is None:
-            self._rows[(msg.run, msg.fields)] = [1, msg.value, msg.enqueued_at]
-        else:
-            row[0] += 1
-            row[1] += msg.value
+        _tally(self._rows, msg)
+        self._start()
+
+    def take_back(self, token: str, args: list) -> None:
+        self._undos.append((token, args))
+        self._start()
+
+    def _start(self) -> None:
         if self._writer is None:
             self._writer = asyncio.get_running_loop().create_task(self._write())
 
     async def written(self) -> None:
-        """Return once every count added so far is in Redis."""
+        """Return once every count added (or taken back) so far is in Redis."""
         while self._writer is not None:
             await asyncio.shield(self._writer)
 
     async def _write(self) -> None:
         try:
-            while self._rows:
-                await asyncio.sleep(self.linger_s)
-                rows, self._rows = self._rows, {}
-                token = uuid.uuid4().hex
-                args = [x for (run, fields), (n, value, first) in rows.items()
-                        for x in (run, run_key(run, "ledger"), fields, n, value, repr(first))]
-                failures = 0
-                while True:
-                    try:
-                        await self._script(keys=[f"lab:enqueue-write:{token}"], args=args)
-                        break
-                    except Exception as exc:
-                        if failures == 0:
-                            log.warning("enqueue counts not written yet (%s): retrying every %.0f s", exc, self.retry_s)
-                        failures += 1
-                        await asyncio.sleep(self.retry_s)
-                if failures:
-                    log.warning("enqueue counts written after %d failed attempt(s)", failures)
+            while self._rows or self._undos:
+                if self._rows:
+                    await asyncio.sleep(self.linger_s)
+                    rows, self._rows = self._rows, {}
+                    await self._send(self._script, uuid.uuid4().hex, _count_args(rows))
+                while self._undos:
+                    await self._send(self._undo_script, *self._undos[0])
+                    self._undos.pop(0)
         finally:
             self._writer = None
-            if self._rows:  # the writer was cancelled (the process is stopping)
-                log.warning("%d enqueue count row(s) not written: the writer was stopped", len(self._rows))
+            if self._rows or self._undos:  # the writer was cancelled (the process is stopping)
+                log.warning("%d enqueue count row(s) not written: the writer was stopped",
+                            len(self._rows) + len(self._undos))
+
+    async def _send(self, script, token: str, args: list) -> None:
+        failures = 0
+        while True:
+            try:
+                await script(keys=[f"lab:enqueue-write:{token}"], args=args)
+                break
+            except Exception as exc:
+                if failures == 0:
+                    log.warning("enqueue counts not written yet (%s): retrying every %.0f s", exc, self.retry_s)
+                failures += 1
+                await asyncio.sleep(self.retry_s)
+        if failures:
+            log.warning("enqueue counts written after %d failed attempt(s)", failures)
 
 
 def _by_run(items: list, run_of) -> dict[str, list[int]]:
@@ -250,12 +292,36 @@ class Ledger:
     def __init__(self, redis: aioredis.Redis):
         self.redis = redis
         self._executions = redis.register_script(_EXECUTIONS)
-        self.enqueues = EnqueueCounts(redis.register_script(_ENQUEUE_COUNTS))
+        self._enqueue_script = redis.register_script(_ENQUEUE_COUNTS)
+        self.enqueues = EnqueueCounts(self._enqueue_script, redis.register_script(_UNDO_ENQUEUE_COUNTS))
         self._execution_batch = Batcher(self._record_executions)
+        self._enqueue_batch = Batcher(self._count_now)
 
     def count_enqueued(self, msg: TaskMessage) -> None:
         """Count a task its broker accepted; written to Redis in the background."""
         self.enqueues.add(msg)
+
+    async def count_enqueued_now(self, msg: TaskMessage) -> None:
+        """Count a task and return once Redis has the count: for `background`,
+        whose task lives in this process, so that its SIGKILL can lose the task
+        (it stays pending) but never the count of a task answered 202. It is
+        also `background`'s check that Redis answers: a failure raises, for a
+        503. Callers share one script call per batch."""
+        await self._enqueue_batch.submit(msg)
+
+    async def _count_now(self, msgs: list) -> list:
+        rows: dict[tuple[str, str], list] = {}
+        for msg in msgs:
+            _tally(rows, msg)
+        token, args = uuid.uuid4().hex, _count_args(rows)
+        try:
+            await self._enqueue_script(keys=[f"lab:enqueue-write:{token}"], args=args)
+        except BaseException:
+            # Its callers get a 503, and their tasks never run; Redis may have
+            # applied the write all the same (a lost reply), or may yet.
+            self.enqueues.take_back(token, args)
+            raise
+        return [None] * len(msgs)
 
     async def record_enqueued(self, msg: TaskMessage) -> None:
         """Count a task and wait until the count is in Redis."""

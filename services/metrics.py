@@ -10,6 +10,7 @@ adds them up (gauges say how: `livesum`, `livemax`).
 """
 
 import os
+from contextlib import contextmanager
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.multiprocess import MultiProcessCollector
@@ -118,3 +119,38 @@ HTTP_IN_PROGRESS = Gauge(
     "http_requests_inprogress", "Requests in flight.", ("handler", "method"),
     multiprocess_mode="livesum", registry=_registry,
 )
+
+
+# A library's own metrics. Dramatiq's and taskiq's Prometheus middlewares are
+# written for prometheus_client's multi-process mode: they set
+# PROMETHEUS_MULTIPROC_DIR and serve the files from a server of their own (a
+# process Dramatiq's CLI forks, a thread taskiq starts on port 9000). Mode is
+# chosen when prometheus_client is first imported, which the lab has done
+# before: their metrics are then ordinary in-memory ones, and the worker's own
+# /metrics serves them beside the lab's. Multi-process mode would put every
+# lab metric of these workers in files too, a cost the bare workers do not pay.
+class LibraryMetrics:
+    """Serves, on the lab's registry, metrics a library created on a registry of its own."""
+
+    def __init__(self, *metrics):
+        self.metrics = metrics
+
+    def collect(self):
+        for metric in self.metrics:
+            yield from metric.collect()
+
+
+@contextmanager
+def library_exporter():
+    """Around a library middleware's set-up: whatever it does to
+    PROMETHEUS_MULTIPROC_DIR is undone, so nothing later in the process
+    takes it for a multi-process one."""
+    before = {name: os.environ.get(name) for name in ("PROMETHEUS_MULTIPROC_DIR", "prometheus_multiproc_dir")}
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

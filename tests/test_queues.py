@@ -1,5 +1,6 @@
 """Every queue runs every task shape, and every task is accounted for: the
-ledger is exact and the executing process's /metrics agree with it."""
+ledger is exact and the executing process's /metrics agree with it, the
+library's own metrics too where it has an exporter."""
 
 import pytest
 
@@ -9,6 +10,13 @@ from tests.lab import new_run, post_tasks, wait_settled, wait_until
 CASES = [(q.value, f"{k}/{v}") for q in Queue for k, v in ENDPOINTS]
 COUNT = {"io/simple": 200}  # the rest: 30 each
 VALUE = 3
+# The libraries' own exporters (Dramatiq's and taskiq's Prometheus middleware),
+# served on the worker's /metrics: their counts are not per task shape.
+LIBRARY_COUNTS = {
+    "dramatiq": ({"queue_name": "lab", "actor_name": "lab_task"},
+                 ("dramatiq_messages_total", "dramatiq_message_duration_milliseconds_count")),
+    "taskiq": ({"task_name": "lab_task"}, ("received_tasks_total", "success_tasks_total", "execution_time_count")),
+}
 
 
 @pytest.mark.parametrize("queue,endpoint", CASES, ids=[f"{q}-{e}" for q, e in CASES])
@@ -47,3 +55,13 @@ def test_every_task_completes_once(lab, queue, endpoint):
     assert delta("lab_task_duration_seconds_count", before, runner) == count
     assert delta("lab_task_latency_seconds_count", before, runner) == count
     assert delta("lab_enqueued_total", api_before, lab.api) == count
+
+    if queue in LIBRARY_COUNTS:
+        library_labels, names = LIBRARY_COUNTS[queue]
+
+        def library_delta(name):
+            return runner.metrics().value(name, **library_labels) - before.value(name, **library_labels)
+
+        # Both middlewares count after the task returned, after its settle.
+        wait_until(lambda: all(library_delta(name) == count for name in names), 10,
+                   f"{queue}'s own {', '.join(names)} to rise by {count}")

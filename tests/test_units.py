@@ -134,6 +134,28 @@ def test_a_resent_enqueue_count_write_is_applied_once(ledger_redis):
     assert (row["enqueued"], row["value"], row["pending"]) == (2 + 2, 2 + 5 + 7, 4)
 
 
+def test_a_taken_back_enqueue_count_write_counts_nothing_whichever_lands_first(ledger_redis):
+    """A failed write is taken back: if it had landed, its counts are subtracted;
+    if it lands after the take-back (a frozen Redis), it is refused."""
+    async def go():
+        redis = aioredis.Redis.from_url(ledger_redis)
+        ledger = Ledger(redis)
+        await ledger.record_enqueued(msg("unit-undo"))
+        row = ["unit-undo", "lab:run:unit-undo:ledger", "arq:io/simple", 2, 7, "1.5"]
+        write, undo = ledger.enqueues._script, ledger.enqueues._undo_script
+        landed_first = [await write(keys=["lab:enqueue-write:unit-undo-a"], args=row),
+                        await undo(keys=["lab:enqueue-write:unit-undo-a"], args=row)]
+        taken_first = [await undo(keys=["lab:enqueue-write:unit-undo-b"], args=row),
+                       await write(keys=["lab:enqueue-write:unit-undo-b"], args=row)]
+        report = (await ledger.report("unit-undo"))["queues"]["arq"]["io/simple"]
+        await redis.delete("lab:enqueue-write:unit-undo-a", "lab:enqueue-write:unit-undo-b")
+        await redis.aclose()
+        return landed_first, taken_first, report
+    landed_first, taken_first, row = asyncio.run(go())
+    assert landed_first == [1, 1] and taken_first == [0, 0]
+    assert (row["enqueued"], row["value"], row["pending"]) == (1, 2, 1)
+
+
 def test_reset_of_one_run_touches_nothing_else():
     # A Redis of its own: the suite's arq worker would take the job from lab:arq:queue.
     server = RedisServer().start()

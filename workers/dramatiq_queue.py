@@ -23,6 +23,9 @@ as Redis restarted) are requeued by the worker itself when its consumer
 starts again (LabConsumer, below). No retries (`max_retries=0`, as
 Celery's): a task that raised goes to the dead-letter set `dramatiq:lab.XQ`.
 
+Dramatiq's own Prometheus middleware runs too; the worker's /metrics serves
+its `dramatiq_*` metrics beside the lab's (services/metrics.py says how).
+
 The API's publish is redis-py's blocking call, made as Celery's is: on the
 loop or in threads of its own (BLOCKING_PUBLISH), behind a breaker
 (services/blocking_publish.py).
@@ -40,11 +43,13 @@ from dramatiq.asyncio import get_event_loop_thread
 from dramatiq.errors import ConnectionClosed
 from dramatiq.brokers.redis import RedisBroker, _RedisConsumer
 from dramatiq.middleware import AsyncIO
+from dramatiq.middleware.prometheus import Prometheus
 
 from services.protocol import Queue, TaskMessage
 from services.redis_clients import sync_client
 from services.settings import Settings, get_settings
 from services.blocking_publish import BlockingPublisher
+from services.metrics import REGISTRY, LibraryMetrics, library_exporter
 from services.worker_runtime import WorkerRuntime, setup_logging
 
 QUEUE = Queue.dramatiq
@@ -188,6 +193,8 @@ def main() -> None:
     broker = make_broker(settings, client)
     broker.add_middleware(AsyncIO())
     broker.add_middleware(LabRuntime(runtime))
+    prometheus = Prometheus()  # Dramatiq's own metrics (dramatiq_*), served on the lab's /metrics
+    broker.add_middleware(prometheus)
 
     async def lab_task(message: dict) -> None:
         await runtime.runner.run(message)
@@ -198,7 +205,12 @@ def main() -> None:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    broker.emit_after("process_boot")  # what Dramatiq's CLI does first: starts the time limit's watcher
+    with library_exporter():
+        broker.emit_after("process_boot")  # what Dramatiq's CLI does first: starts the time limit's watcher
+    REGISTRY.register(LibraryMetrics(
+        prometheus.total_messages, prometheus.total_errored_messages, prometheus.total_retried_messages,
+        prometheus.total_rejected_messages, prometheus.inprogress_messages,
+        prometheus.inprogress_delayed_messages, prometheus.message_durations))
     worker = Worker(broker, queues={QUEUE_NAME}, worker_threads=settings.concurrency_for(QUEUE))
     worker.start()
     while not stop.wait(1):

@@ -31,9 +31,11 @@ from redis.asyncio import Redis
 from taskiq import AckableMessage
 from taskiq.acks import AcknowledgeType
 from taskiq.kicker import AsyncKicker
+from taskiq.middlewares.prometheus_middleware import PrometheusMiddleware
 from taskiq.receiver import Receiver
 from taskiq_redis import RedisStreamBroker
 
+from services.metrics import library_exporter
 from services.protocol import Queue, TaskMessage
 from services.redis_clients import REDIS_DOWN, async_options
 from services.settings import Settings, get_settings
@@ -68,6 +70,20 @@ class LabStreamBroker(RedisStreamBroker):
                     await self._declare_consumer_group()
                 except Exception:
                     pass  # still away: the next read says so
+
+
+class LabPrometheusMiddleware(PrometheusMiddleware):
+    """taskiq's own metrics (received_tasks, success_tasks, found_errors,
+    execution_time) on the default registry, which the worker's /metrics
+    serves; the server taskiq would start for them is not started
+    (services/metrics.py says why they are not in multi-process mode)."""
+
+    def __init__(self):
+        with library_exporter():
+            super().__init__()
+
+    def startup(self) -> None:
+        pass
 
 
 def make_broker(settings: Settings, *, worker: bool) -> LabStreamBroker:
@@ -118,6 +134,7 @@ async def depth(redis) -> int | float:
 async def run(settings: Settings) -> None:
     broker = make_broker(settings, worker=True)
     broker.is_worker_process = True
+    broker.add_middlewares(LabPrometheusMiddleware())
     runtime = WorkerRuntime(settings, QUEUE)
 
     @broker.task(task_name=TASK_NAME)

@@ -19,7 +19,7 @@ from services.api.outbox import Outbox
 from services.api.routes import publish_after_response, router
 from services.cgroup import register_cgroup_metrics
 from services.loop_lag import start_loop_lag_watch
-from services.ledger import Batcher, Ledger
+from services.ledger import Ledger
 from services.metrics import ENQUEUED, MULTIPROCESS, touch_task_series
 from services.protocol import ENDPOINTS, Queue
 from services.redis_clients import async_client
@@ -42,23 +42,11 @@ class Lab:
         self.settings = settings
         self.redis = async_client(settings)
         self.ledger = Ledger(self.redis)
-        # `background` has no broker call that would find Redis away: one PING
-        # per batch of its requests plays that part, so an outage gets a 503
-        # (its tasks could neither run nor be accounted for), as on every queue.
-        self._pings = Batcher(self._ping)
         self.background = BackgroundQueue(TaskRunner(settings))
         self.outbox = Outbox(partial(publish_after_response, self), AFTER_RESPONSE_PUBLISHERS)
         self.upstream_sync, self.upstream_async = clients_for(settings)
         self.producers: dict[Queue, object] = {}
         self._lock = asyncio.Lock()
-
-    async def _ping(self, items: list) -> list:
-        await self.redis.ping()
-        return [None] * len(items)
-
-    async def redis_answers(self) -> None:
-        """Return once Redis has answered a PING sent after this call; raise if it does not."""
-        await self._pings.submit(None)
 
     async def producer(self, queue: Queue):
         """The queue's producer, connected on first use, so the API starts (and

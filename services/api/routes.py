@@ -79,17 +79,18 @@ async def enqueue(lab, msg: TaskMessage, background: BackgroundTasks) -> None:
     # (REDIS_TIMEOUT_S) instead, so an unreachable Redis still fails in seconds.
     try:
         if msg.queue == Queue.background:
-            await lab.redis_answers()
+            # No broker: the count, written before the 202, is what finds Redis away.
+            await lab.ledger.count_enqueued_now(msg)
             lab.background.enqueue(msg, background)
         else:
             producer = lab.producers.get(msg.queue) or await lab.producer(msg.queue)
             await producer.enqueue(msg)
+            # Counted once the broker has it, written in the background (Ledger.count_enqueued).
+            lab.ledger.count_enqueued(msg)
     except Exception as exc:
         reason = _reason(exc)
         ENQUEUE_ERRORS.labels(queue=msg.queue, reason=reason).inc()
         raise QueueUnavailable(msg.queue, reason, f"{type(exc).__name__}: {exc}"[:300]) from None
-    # Counted once the broker has it, written in the background (Ledger.count_enqueued).
-    lab.ledger.count_enqueued(msg)
     seconds, enqueued = _series(msg)
     seconds.observe(time.perf_counter() - started)
     enqueued.inc()

@@ -4,7 +4,8 @@ comes back by its restart policy, and the run's record accounts for every
 task: nothing lost, the fault, the OOM kill and the recovery recorded; the
 restart shows in Prometheus the way the Queues dashboard's panel counts it.
 (`kill-worker` and `stop-worker` use the same injection and recording with
-`docker kill` / `docker stop` instead of the hog.)
+`docker kill` / `docker stop` instead of the hog.) For `background` the API
+is the worker: killed, it loses the tasks it held but no count.
 """
 
 import json
@@ -58,6 +59,27 @@ def test_make_chaos_oom_kill_loses_nothing_and_shows(stack, results_dir):
         return result and float(result[0]["value"][1]) >= 1
 
     wait_until(restart_seen, timeout=45, interval=3, what=f"{expr} >= 1")
+
+
+def test_make_chaos_kill_of_the_api_loses_background_tasks_but_never_a_count(stack, results_dir):
+    """For `background` the worker is the API: SIGKILLed mid-load, it loses the
+    tasks it held (they stay pending), never the count of a task it answered
+    202 for, and takes tasks again once started."""
+    run = f"compose-chaos-bg-{secrets.token_hex(4)}"
+    proc = stack.make("chaos", "worker=background", "fault=kill-worker", f"run={run}",
+                      f"results_dir={results_dir}", timeout=600, check=False)
+    assert "chaos: kill-worker on api injected" in proc.stdout and "chaos: kill-worker on api restored" in proc.stdout
+    record = json.loads((results_dir / f"{run}.json").read_text())
+    chaos = record["chaos"]
+    assert chaos["service"] == "api" and chaos["errors"] == [] and chaos["running"] is True, chaos
+    accepted = record["status_codes"]["202"]
+    # Counted before its 202: only requests the kill cut off before their answer
+    # may be counted and unanswered (the 10 users have at most 10 in flight).
+    assert accepted <= chaos["enqueued"] <= accepted + 10, (accepted, chaos)
+    assert chaos["enqueued"] == chaos["completed"] + chaos["failed"] + chaos["lost"], chaos
+    assert chaos["duplicates"] == 0 and chaos["lost"] >= 0, chaos
+    # The restarted API took and ran tasks again before the load ended.
+    assert chaos["recovered_s"] is not None and chaos["last_settled_after_fault_s"] > chaos["hold_s"], chaos
 
 
 def test_make_chaos_restart_redis_refuses_without_persistence(stack, results_dir):
