@@ -34,10 +34,9 @@ import time
 from pathlib import Path
 
 from scripts import load as L
-from workers.registry import BROKER_NAMES
 
 FAULTS = ("kill-worker", "stop-worker", "restart-redis", "oom")
-WORKERS = ("background", *BROKER_NAMES)
+WORKERS = L.R.QUEUES
 # `background` runs its tasks in the API process: nothing comes back from a
 # dead API, and what waited for Redis settles seconds after it is back. A
 # drain that sees nothing settle for this long is over.
@@ -72,7 +71,7 @@ class Fault:
 
     def __init__(self, compose: L.Compose, fault: str, worker: str, hold_s: float, say):
         self.compose, self.fault, self.worker, self.hold_s, self.say = compose, fault, worker, hold_s, say
-        self.service = "redis" if fault == "restart-redis" else "api" if worker == "background" else worker
+        self.service = "redis" if fault == "restart-redis" else L.R.service_of(worker)
         self.events: dict[str, float] = {}
         self.errors: list[str] = []
         self._limits: tuple[int, int] | None = None
@@ -201,19 +200,19 @@ def run_chaos(args: argparse.Namespace) -> int:
     # ~10 s of load at the default limits (~145 requests/s from 10 users): the
     # fault lands mid-load, with tasks running and a backlog behind them.
     args.users = args.users or "10"
-    if args.worker == "background" and not (args.iterations or args.duration):
+    background = args.worker == "background"
+    if background and not (args.iterations or args.duration):
         # The API alone answers 1500 requests in ~4 s, and a restarted API is
         # ready ~6 s after its start at 0.2 CPU: a fixed time keeps the load
         # going well past the fault, to show the API taking tasks again.
         args.duration = "30s"
     args.iterations = args.iterations or ("" if args.duration else "1500")
-    if args.drain_stall is None and args.worker == "background":
-        args.drain_stall = BACKGROUND_DRAIN_STALL_S
-    elif args.drain_stall is None:
+    if args.drain_stall is None:
         # A dead worker's tasks come back once their lease runs out: TASK_TIMEOUT_S
         # (+10 s for arq, +60 s sweep for SAQ; Celery's visibility timeout is twice
         # it). Waiting less would call them lost when they are only late.
-        args.drain_stall = 3 * float(L.setting("TASK_TIMEOUT_S", "60"))
+        args.drain_stall = (BACKGROUND_DRAIN_STALL_S if background
+                            else 3 * float(L.setting("TASK_TIMEOUT_S", "60")))
     fault = Fault(compose, args.fault, args.worker, args.hold, ui.say)
     fault.check()
     api = compose.port("api", 8000)

@@ -16,6 +16,12 @@ from workers.registry import BROKER_NAMES, BROKERS
 
 SCHEMA = 1
 QUEUES = ("background", *BROKER_NAMES)
+
+
+def service_of(queue: str) -> str:
+    """The compose service that runs a queue's tasks: the API for `background`."""
+    return "api" if queue == "background" else queue
+
 # Per-queue override of CONCURRENCY, as the worker reads it (services/settings.py).
 CONCURRENCY_KNOB = {b.name: b.concurrency_knob for b in BROKERS}
 # Container settings that change a result, kept in the record (read from the container).

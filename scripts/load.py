@@ -502,7 +502,7 @@ def run_load(args: argparse.Namespace, compose: Compose | None = None, display: 
     ui = display or Display()
     say = ui.say
     queue_run = params.scenario == "queue"
-    subjects = ["api" if q == "background" else q for q in params.workers] if queue_run else ["api"]
+    subjects = [R.service_of(q) for q in params.workers] if queue_run else ["api"]
     subjects = list(dict.fromkeys(subjects))
     target = (f"{params.iterations} requests" if params.iterations else f"{params.duration_s:g} s")
     what = (f"worker={params.worker_label} endpoint={params.endpoint_label}" if queue_run

@@ -183,6 +183,10 @@ def _tally(rows: dict, msg: TaskMessage) -> None:
         row[1] += msg.value
 
 
+def _token_key(token: str) -> str:
+    return f"lab:enqueue-write:{token}"
+
+
 def _count_args(rows: dict) -> list:
     return [x for (run, fields), (n, value, first) in rows.items()
             for x in (run, run_key(run, "ledger"), fields, n, value, repr(first))]
@@ -197,10 +201,11 @@ class EnqueueCounts:
     task shapes, not of tasks. What a SIGKILL of the process loses is the one
     write in flight, and the counts of the last `linger_s`.
 
-    The same writer takes back, once Redis answers, the counts of a write made
-    elsewhere whose call failed (`take_back`)."""
+    `write_now` writes counts at once instead, for a caller that waits for
+    them; when its call fails, the same writer takes them back once Redis
+    answers."""
 
-    def __init__(self, script, undo_script=None, retry_s: float = 1.0, linger_s: float = 0.05):
+    def __init__(self, script, undo_script, retry_s: float = 1.0, linger_s: float = 0.05):
         self._script = script
         self._undo_script = undo_script
         self.retry_s = retry_s
@@ -215,9 +220,19 @@ class EnqueueCounts:
         _tally(self._rows, msg)
         self._start()
 
-    def take_back(self, token: str, args: list) -> None:
-        self._undos.append((token, args))
-        self._start()
+    async def write_now(self, msgs: list[TaskMessage]) -> None:
+        rows: dict[tuple[str, str], list] = {}
+        for msg in msgs:
+            _tally(rows, msg)
+        token, args = uuid.uuid4().hex, _count_args(rows)
+        try:
+            await self._script(keys=[_token_key(token)], args=args)
+        except BaseException:
+            # Its callers get a 503, and their tasks never run; Redis may have
+            # applied the write all the same (a lost reply), or may yet.
+            self._undos.append((token, args))
+            self._start()
+            raise
 
     def _start(self) -> None:
         if self._writer is None:
@@ -248,7 +263,7 @@ class EnqueueCounts:
         failures = 0
         while True:
             try:
-                await script(keys=[f"lab:enqueue-write:{token}"], args=args)
+                await script(keys=[_token_key(token)], args=args)
                 break
             except Exception as exc:
                 if failures == 0:
@@ -292,8 +307,8 @@ class Ledger:
     def __init__(self, redis: aioredis.Redis):
         self.redis = redis
         self._executions = redis.register_script(_EXECUTIONS)
-        self._enqueue_script = redis.register_script(_ENQUEUE_COUNTS)
-        self.enqueues = EnqueueCounts(self._enqueue_script, redis.register_script(_UNDO_ENQUEUE_COUNTS))
+        self.enqueues = EnqueueCounts(redis.register_script(_ENQUEUE_COUNTS),
+                                      redis.register_script(_UNDO_ENQUEUE_COUNTS))
         self._execution_batch = Batcher(self._record_executions)
         self._enqueue_batch = Batcher(self._count_now)
 
@@ -310,17 +325,7 @@ class Ledger:
         await self._enqueue_batch.submit(msg)
 
     async def _count_now(self, msgs: list) -> list:
-        rows: dict[tuple[str, str], list] = {}
-        for msg in msgs:
-            _tally(rows, msg)
-        token, args = uuid.uuid4().hex, _count_args(rows)
-        try:
-            await self._enqueue_script(keys=[f"lab:enqueue-write:{token}"], args=args)
-        except BaseException:
-            # Its callers get a 503, and their tasks never run; Redis may have
-            # applied the write all the same (a lost reply), or may yet.
-            self.enqueues.take_back(token, args)
-            raise
+        await self.enqueues.write_now(msgs)
         return [None] * len(msgs)
 
     async def record_enqueued(self, msg: TaskMessage) -> None:

@@ -13,6 +13,7 @@ import os
 from contextlib import contextmanager
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.multiprocess import MultiProcessCollector
 
 MULTIPROCESS = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
@@ -130,10 +131,11 @@ HTTP_IN_PROGRESS = Gauge(
 # /metrics serves them beside the lab's. Multi-process mode would put every
 # lab metric of these workers in files too, a cost the bare workers do not pay.
 class LibraryMetrics:
-    """Serves, on the lab's registry, metrics a library created on a registry of its own."""
+    """Serves, on the lab's registry, the metrics a library's middleware holds
+    (it created them on a registry of its own): every one, whatever its version adds."""
 
-    def __init__(self, *metrics):
-        self.metrics = metrics
+    def __init__(self, middleware):
+        self.metrics = [v for v in vars(middleware).values() if isinstance(v, MetricWrapperBase)]
 
     def collect(self):
         for metric in self.metrics:

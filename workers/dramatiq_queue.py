@@ -207,10 +207,7 @@ def main() -> None:
         signal.signal(sig, lambda *_: stop.set())
     with library_exporter():
         broker.emit_after("process_boot")  # what Dramatiq's CLI does first: starts the time limit's watcher
-    REGISTRY.register(LibraryMetrics(
-        prometheus.total_messages, prometheus.total_errored_messages, prometheus.total_retried_messages,
-        prometheus.total_rejected_messages, prometheus.inprogress_messages,
-        prometheus.inprogress_delayed_messages, prometheus.message_durations))
+    REGISTRY.register(LibraryMetrics(prometheus))
     worker = Worker(broker, queues={QUEUE_NAME}, worker_threads=settings.concurrency_for(QUEUE))
     worker.start()
     while not stop.wait(1):
