@@ -10,6 +10,8 @@ adds them up (gauges say how: `livesum`, `livemax`).
 """
 
 import os
+from bisect import bisect_left
+from collections.abc import Callable
 from contextlib import contextmanager
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
@@ -86,6 +88,38 @@ QUEUE_DEPTH = Gauge(
     "lab_queue_depth", "Tasks waiting in the queue, not yet started.", ("queue",),
     multiprocess_mode="livesum", registry=_registry,
 )
+
+
+def tally(child) -> Callable[[float], None]:
+    """`inc` of one labelled Counter or Gauge child, through the value it holds:
+    the child's own inc checks the metric's type and the amount's sign on every
+    call, which were a third of its cost. A gauge's dec is tally(g)(-1)."""
+    return child._value.inc
+
+
+class Observe:
+    """`observe` of one labelled Histogram child (or of an unlabelled
+    histogram), with the bucket found by bisection instead of a walk up the
+    bounds, and without the per-call checks.
+
+    A task makes three observations and five counts. Through prometheus_client's
+    own calls they cost the runner about 51,000 CPU instructions per task
+    (callgrind), a fifth of everything a bare worker's task costs in the same
+    loop; `tally` and `Observe` cut that to a fraction. Both reach into
+    prometheus_client's children (`_value`, `_sum`, `_buckets`,
+    `_upper_bounds`), so tests/test_units.py checks that they expose exactly
+    what its public calls do."""
+
+    __slots__ = ("_bounds", "_bucket_inc", "_sum_inc")
+
+    def __init__(self, child):
+        self._bounds = child._upper_bounds
+        self._bucket_inc = [bucket.inc for bucket in child._buckets]
+        self._sum_inc = child._sum.inc
+
+    def __call__(self, amount: float) -> None:
+        self._bucket_inc[bisect_left(self._bounds, amount)](1)
+        self._sum_inc(amount)
 
 
 def touch_task_series(queues) -> None:

@@ -17,6 +17,8 @@ from services.metrics import (
     TASK_STARTED,
     TASK_WAIT,
     TASKS_IN_PROGRESS,
+    Observe,
+    tally,
 )
 from services.protocol import TaskMessage
 from services.redis_clients import async_client, sync_client
@@ -27,13 +29,16 @@ log = logging.getLogger("lab.runner")
 
 
 class _TaskMetrics:
-    """The task series of one queue/kind/variant, looked up once."""
+    """The task series of one queue/kind/variant, looked up once, each as the
+    one call that updates it (tally, Observe)."""
 
     def __init__(self, labels: dict):
-        self.started, self.completed = TASK_STARTED.labels(**labels), TASK_COMPLETED.labels(**labels)
-        self.failed, self.duplicates = TASK_FAILED.labels(**labels), TASK_DUPLICATES.labels(**labels)
-        self.wait, self.duration = TASK_WAIT.labels(**labels), TASK_DURATION.labels(**labels)
-        self.latency, self.in_progress = TASK_LATENCY.labels(**labels), TASKS_IN_PROGRESS.labels(**labels)
+        self.started, self.completed = tally(TASK_STARTED.labels(**labels)), tally(TASK_COMPLETED.labels(**labels))
+        self.failed = tally(TASK_FAILED.labels(**labels))
+        self.duplicates = tally(TASK_DUPLICATES.labels(**labels))
+        self.in_progress = tally(TASKS_IN_PROGRESS.labels(**labels))
+        self.wait, self.duration = Observe(TASK_WAIT.labels(**labels)), Observe(TASK_DURATION.labels(**labels))
+        self.latency = Observe(TASK_LATENCY.labels(**labels))
 
 
 class TaskRunner:
@@ -55,9 +60,9 @@ class TaskRunner:
             msg = TaskMessage.validate(msg)
         m = self.metrics(msg)
         started = time.time()
-        m.started.inc()
-        m.wait.observe(max(0.0, started - msg.enqueued_at))
-        m.in_progress.inc()
+        m.started(1)
+        m.wait(max(0.0, started - msg.enqueued_at))
+        m.in_progress(1)
         try:
             # The start is counted in the task's own settle (or half a second in,
             # for a long task): one Redis round trip per task for the ledger, not two.
@@ -68,21 +73,21 @@ class TaskRunner:
             except Exception:
                 log.exception("task %s (%s %s) failed", msg.task_id, msg.queue, msg.endpoint)
                 if await self.ledger.settle(msg, "failed", start=start, retry_s=self.settings.task_timeout_s):
-                    m.failed.inc()
+                    m.failed(1)
                 else:
-                    m.duplicates.inc()
+                    m.duplicates(1)
                 raise  # let the queue library see the failure too
             finished = time.time()
-            m.duration.observe(finished - started)
+            m.duration(finished - started)
             # The task's closing INCRBY, if it has one, goes with its settle.
             if await self.ledger.settle(msg, "completed", write=write_after, start=start,
                                         retry_s=self.settings.task_timeout_s):
-                m.completed.inc()
-                m.latency.observe(finished - msg.enqueued_at)
+                m.completed(1)
+                m.latency(finished - msg.enqueued_at)
             else:
-                m.duplicates.inc()
+                m.duplicates(1)
         finally:
-            m.in_progress.dec()
+            m.in_progress(-1)
 
     async def close(self) -> None:
         self.work.close()

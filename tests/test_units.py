@@ -232,3 +232,72 @@ def test_a_settle_waits_for_redis_to_come_back_and_counts_once():
     finally:
         server.stop()
     assert (row["enqueued"], row["completed"], row["duplicates"], row["pending"]) == (2, 2, 0, 0)
+
+
+def test_a_link_keeps_its_connection_in_step_through_a_restart_and_a_frozen_redis():
+    """The ledger's kept connection (Link): a script runs by its SHA; after a
+    Redis restart (connection closed, script cache empty) the next call opens a
+    new connection and sends the script's body; a call that times out on a
+    frozen Redis drops its connection, so the next call reads its own reply,
+    never the late one."""
+    from services.redis_clients import Link, async_client
+
+    server = RedisServer().start()
+
+    async def go():
+        redis = async_client(Settings(redis_url=server.url, redis_timeout_s=0.5))
+        link = Link(redis)
+        script = redis.register_script("return redis.call('INCRBY', KEYS[1], ARGV[1])")
+        first = [await link.script(script, ["k"], [2]), await link.execute("GET", "k")]
+        conn = link._conn
+        server.stop()
+        server.start()  # empty: no key, no script
+        await asyncio.sleep(0.2)  # the loop sees the close, as a running worker's does during a restart
+        after_restart = [await link.script(script, ["k"], [5]), await link.execute("INCRBY", "k", 1)]
+        server.freeze()
+        try:
+            with pytest.raises(REDIS_DOWN):
+                await link.execute("INCRBY", "k", 100)
+        finally:
+            server.thaw()
+        late = await link.execute("GET", "k")  # 106: the frozen INCRBY ran on thaw; its reply was not read here
+        with pytest.raises(Exception, match="WRONGTYPE|wrong kind"):
+            await link.execute("LPUSH", "k", "x")  # an error reply keeps the connection
+        kept = link._conn is conn and link._conn.is_connected
+        await redis.aclose()
+        return first, after_restart, late, kept
+
+    try:
+        first, after_restart, late, kept = asyncio.run(go())
+    finally:
+        server.stop()
+    assert first == [2, b"2"] and after_restart == [5, 6] and late == b"106" and kept
+
+
+def test_the_runners_metric_calls_expose_what_prometheus_clients_own_calls_do():
+    """tally and Observe update prometheus_client's children through their
+    private parts (services/metrics.py): the same updates through the public
+    calls give the same exposition, bucket by bucket."""
+    from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+    from services.metrics import LATENCY_BUCKETS, Observe, tally
+
+    def exposition(fast: bool) -> bytes:
+        registry = CollectorRegistry()
+        counter, gauge = Counter("c", "c", ("q",), registry=registry), Gauge("g", "g", ("q",), registry=registry)
+        histogram = Histogram("h", "h", ("q",), buckets=LATENCY_BUCKETS, registry=registry)
+        amounts = [0.0, 0.0005, 0.001, 0.0011, 0.05, 0.7, 2.5, 599.0, 600.0, 1200.0, 5000.0, float("inf")]
+        c, g, h = counter.labels(q="a"), gauge.labels(q="a"), histogram.labels(q="a")
+        if fast:
+            inc, up, observe = tally(c), tally(g), Observe(h)
+            for amount in amounts:
+                inc(1), up(1), observe(amount)
+            up(-1)
+        else:
+            for amount in amounts:
+                c.inc(), g.inc(), h.observe(amount)
+            g.dec()
+        return b"\n".join(line for line in generate_latest(registry).splitlines() if b"_created" not in line)
+
+    assert exposition(fast=True) == exposition(fast=False)
+    assert b'h_bucket{le="0.001",q="a"} 3.0' in exposition(fast=True)  # a bound is inclusive

@@ -13,7 +13,7 @@ import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.metrics import HTTP_DURATION, HTTP_DURATION_ALL, HTTP_IN_PROGRESS, HTTP_REQUESTS
+from services.metrics import HTTP_DURATION, HTTP_DURATION_ALL, HTTP_IN_PROGRESS, HTTP_REQUESTS, Observe, tally
 
 NOT_COUNTED = frozenset({"/metrics"})
 NOT_IN_PERCENTILES = frozenset({"/healthz", "/readyz"})
@@ -27,6 +27,7 @@ class HttpMetrics:
         # scope the router fills in, "route"); the first request of a path is
         # not in the in-flight gauge.
         self._routes: dict[tuple[str, str], _RouteSeries] = {}
+        self._all = Observe(HTTP_DURATION_ALL)
 
     def route(self, scope: Scope, key: tuple[str, str]) -> "_RouteSeries":
         handler = getattr(scope.get("route"), "path", None) or "none"
@@ -42,7 +43,7 @@ class HttpMetrics:
         key = (scope["method"], scope["path"])
         series = self._routes.get(key)
         if series is not None:
-            series.in_progress.inc()
+            series.in_progress(1)
         status = 500
 
         async def send_status(message: Message) -> None:
@@ -56,29 +57,30 @@ class HttpMetrics:
         finally:
             elapsed = time.perf_counter() - started
             if series is not None:
-                series.in_progress.dec()
+                series.in_progress(-1)
             else:
                 series = self.route(scope, key)
-            series.duration.observe(elapsed)
+            series.duration(elapsed)
             if series.in_percentiles:
-                HTTP_DURATION_ALL.observe(elapsed)
-            series.requests(status).inc()
+                self._all(elapsed)
+            series.requests(status)(1)
 
 
 class _RouteSeries:
-    """The series of one route and method, looked up once."""
+    """The series of one route and method, looked up once, each as the one
+    call that updates it (services/metrics.py: tally, Observe)."""
 
     __slots__ = ("handler", "method", "in_progress", "duration", "in_percentiles", "_requests")
 
     def __init__(self, handler: str, method: str):
         self.handler, self.method = handler, method
-        self.in_progress = HTTP_IN_PROGRESS.labels(handler, method)
-        self.duration = HTTP_DURATION.labels(handler, method)
+        self.in_progress = tally(HTTP_IN_PROGRESS.labels(handler, method))
+        self.duration = Observe(HTTP_DURATION.labels(handler, method))
         self.in_percentiles = handler not in NOT_IN_PERCENTILES
         self._requests: dict[int, object] = {}
 
     def requests(self, status: int):
         counter = self._requests.get(status)
         if counter is None:
-            counter = self._requests[status] = HTTP_REQUESTS.labels(self.handler, self.method, str(status))
+            counter = self._requests[status] = tally(HTTP_REQUESTS.labels(self.handler, self.method, str(status)))
         return counter

@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from services.api.errors import QueueUnavailable, raw_header
-from services.metrics import ENQUEUE_ERRORS, ENQUEUE_SECONDS, ENQUEUED
+from services.metrics import ENQUEUE_ERRORS, ENQUEUE_SECONDS, ENQUEUED, Observe, tally
 from services.protocol import DEFAULT_RUN, ENDPOINTS, RUN_PATTERN, Kind, Queue, TaskMessage, Variant
 
 router = APIRouter()
@@ -92,19 +92,19 @@ async def enqueue(lab, msg: TaskMessage, background: BackgroundTasks) -> None:
         ENQUEUE_ERRORS.labels(queue=msg.queue, reason=reason).inc()
         raise QueueUnavailable(msg.queue, reason, f"{type(exc).__name__}: {exc}"[:300]) from None
     seconds, enqueued = _series(msg)
-    seconds.observe(time.perf_counter() - started)
-    enqueued.inc()
+    seconds(time.perf_counter() - started)
+    enqueued(1)
 
 
 _SERIES: dict[tuple, tuple] = {}
 
 
 def _series(msg: TaskMessage) -> tuple:
-    """The enqueue series of a task's queue/kind/variant, looked up once."""
+    """The enqueue series of a task's queue/kind/variant, looked up once (services/metrics.py: Observe, tally)."""
     key = (msg.queue, msg.kind, msg.variant)
     series = _SERIES.get(key)
     if series is None:
-        series = _SERIES[key] = (ENQUEUE_SECONDS.labels(msg.queue), ENQUEUED.labels(*key))
+        series = _SERIES[key] = (Observe(ENQUEUE_SECONDS.labels(msg.queue)), tally(ENQUEUED.labels(*key)))
     return series
 
 
