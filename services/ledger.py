@@ -318,12 +318,14 @@ class Ledger:
     def __init__(self, redis: aioredis.Redis):
         self.redis = redis
         self._executions = redis.register_script(_EXECUTIONS)
+        # Each batcher sends one call at a time, so each keeps a connection of
+        # its own: the executions' one here, the enqueue counts' (write_now) in
+        # EnqueueCounts.
+        self._executions_link, enqueues_link = Link(redis), Link(redis)
         self.enqueues = EnqueueCounts(redis.register_script(_ENQUEUE_COUNTS),
-                                      redis.register_script(_UNDO_ENQUEUE_COUNTS), Link(redis))
+                                      redis.register_script(_UNDO_ENQUEUE_COUNTS), enqueues_link)
         self._execution_batch = Batcher(self._record_executions)
         self._enqueue_batch = Batcher(self._count_now)
-        # Each batcher sends one call at a time: it can keep a connection of its own.
-        self._executions_link = Link(redis)
         # Starts not counted yet, and the one timer that writes those that are due.
         self._starts: dict[Start, bool] = {}
         self._starts_timer: asyncio.TimerHandle | None = None

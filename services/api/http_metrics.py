@@ -10,6 +10,7 @@ counted but kept out of the latency percentiles, which describe the work routes.
 """
 
 import time
+from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -77,7 +78,7 @@ class _RouteSeries:
         self.in_progress = tally(HTTP_IN_PROGRESS.labels(handler, method))
         self.duration = Observe(HTTP_DURATION.labels(handler, method))
         self.in_percentiles = handler not in NOT_IN_PERCENTILES
-        self._requests: dict[int, object] = {}
+        self._requests: dict[int, Callable[[float], None]] = {}
 
     def requests(self, status: int):
         counter = self._requests.get(status)
