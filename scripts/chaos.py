@@ -2,7 +2,7 @@
 through the engine while it runs, then restored; the run's record gains a
 `chaos` section: lost, duplicated, failed, time to recover.
 
-    make chaos worker=arq fault=kill-worker [at=3] [hold=5] [iterations=1500 users=10 endpoint=io/simple]
+    make chaos worker=arq fault=kill-worker [at=3] [hold=5] [duration=18s users=10 endpoint=io/simple]
 
 For `background` the worker is the API itself: its faults hit the API container.
 
@@ -41,6 +41,9 @@ WORKERS = L.R.QUEUES
 # dead API, and what waited for Redis settles seconds after it is back. A
 # drain that sees nothing settle for this long is over.
 BACKGROUND_DRAIN_STALL_S = 15
+# How long the load goes on after the fault is undone (its default length is
+# at + hold + this): long enough for a restarted worker to take tasks again.
+AFTER_FAULT_S = 10
 OOM_MARGIN = 16 * 2**20
 
 # Run as root inside the worker container (root may raise another process's
@@ -192,21 +195,26 @@ class CompletionWatch(threading.Thread):
         return None
 
 
+def set_load_length(args: argparse.Namespace) -> None:
+    """The load is timed, not counted, unless told otherwise, so that it
+    outlasts the fault whatever rate the API reaches (1200 requests from 10
+    users took 2.7 s at 0.2 CPU: a fault 3 s in came after them). It goes on
+    AFTER_FAULT_S once the fault is undone, for the worker to take tasks again;
+    for background (the worker is the API, ready ~6 s after a restart at 0.2
+    CPU) 30 s."""
+    if not (args.iterations or args.duration):
+        args.duration = "30s" if args.worker == "background" else f"{args.at + args.hold + AFTER_FAULT_S:g}s"
+    args.iterations = args.iterations or ""
+
+
 def run_chaos(args: argparse.Namespace) -> int:
     compose = L.Compose()
     ui = L.Display()
     args.run = args.run or f"chaos-{args.worker}-{args.fault}-{secrets.token_hex(3)}"
     args.endpoint = args.endpoint or "io/simple"
-    # ~10 s of load at the default limits (~145 requests/s from 10 users): the
-    # fault lands mid-load, with tasks running and a backlog behind them.
     args.users = args.users or "10"
     background = args.worker == "background"
-    if background and not (args.iterations or args.duration):
-        # The API alone answers 1500 requests in ~4 s, and a restarted API is
-        # ready ~6 s after its start at 0.2 CPU: a fixed time keeps the load
-        # going well past the fault, to show the API taking tasks again.
-        args.duration = "30s"
-    args.iterations = args.iterations or ("" if args.duration else "1500")
+    set_load_length(args)
     if args.drain_stall is None:
         # A dead worker's tasks come back once their lease runs out: TASK_TIMEOUT_S
         # (+10 s for arq, +60 s sweep for SAQ; Celery's visibility timeout is twice
@@ -264,6 +272,10 @@ def run_chaos(args: argparse.Namespace) -> int:
         **fault.container_state(),
         "errors": fault.errors,
     }
+    ended = record.get("load_ended_at")
+    if injected and ended and injected > ended:
+        fault.errors.append(f"the fault came {injected - ended:.1f} s after the load had ended: nothing was in "
+                            "flight (a longer load: duration=, or an earlier at=)")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=2) + "\n")
     c = record["chaos"]

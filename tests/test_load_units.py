@@ -595,3 +595,20 @@ def test_bench_table_judges_the_ratio_it_shows():
     assert cells["faststream"][5] == "0.89 ✗"      # 0.8994: under budget, shown as such
     assert cells["faststream"][12] == "0.9"        # 398.9 / 443.0 = 0.9005: meets it
     assert cells["saq"][5] == "0.9" and cells["saq"][12] == "1.2"
+
+
+def test_make_chaos_times_its_load_to_outlast_the_fault():
+    """By default the chaos load runs until 10 s after the fault is undone, however
+    fast the API answers; a count or a duration given is kept as given."""
+    from scripts import chaos
+
+    def length(*argv):
+        args = chaos.parser().parse_args(["--fault", "oom", *argv])
+        chaos.set_load_length(args)
+        return args.iterations, args.duration
+
+    assert length("--worker", "saq") == ("", "18s")
+    assert length("--worker", "saq", "--at", "5", "--hold", "12.5") == ("", "27.5s")
+    assert length("--worker", "background") == ("", "30s")
+    assert length("--worker", "arq", "--iterations", "800") == ("800", "")
+    assert length("--worker", "arq", "--duration", "1m") == ("", "1m")
