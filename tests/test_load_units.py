@@ -612,3 +612,14 @@ def test_make_chaos_times_its_load_to_outlast_the_fault():
     assert length("--worker", "background") == ("", "30s")
     assert length("--worker", "arq", "--iterations", "800") == ("800", "")
     assert length("--worker", "arq", "--duration", "1m") == ("", "1m")
+
+
+def test_make_chaos_calls_a_fault_after_the_load_with_no_recovery_an_error():
+    """The failed compose run's figures: the load ended at 14.6, the fault came at
+    15.4, and no task settled once it was undone."""
+    from scripts import chaos
+
+    assert "0.8 s after the load had ended" in chaos.late_fault(15.4, 14.6, None)
+    assert chaos.late_fault(15.4, 14.6, 2.5) is None   # a backlog still there: work resumed
+    assert chaos.late_fault(13.0, 14.6, None) is None  # inside the load
+    assert chaos.late_fault(None, 14.6, None) is None  # never injected (its own error)
