@@ -266,11 +266,13 @@ def run_chaos(args: argparse.Namespace) -> int:
     totals = report.get("totals", {})
     injected, restored = fault.events.get("injected_at"), fault.events.get("restored_at")
     last = report.get("last_settled_at")
+    recovered = watch.resumed(injected, fault.events.get("restarted_at", restored)) if injected and restored else None
+    if problem := late_fault(injected, record.get("load_ended_at"), recovered):
+        fault.errors.append(problem)
     record["chaos"] = {
         "fault": args.fault, "service": fault.service, "at_s": args.at, "hold_s": args.hold,
         **fault.events,
-        "recovered_s": (watch.resumed(injected, fault.events.get("restarted_at", restored))
-                        if injected and restored else None),
+        "recovered_s": recovered,
         # The last task settled this long after the fault: a dead worker's
         # tasks come back only when their lease runs out (TASK_TIMEOUT_S).
         "last_settled_after_fault_s": round(last - injected, 1) if injected and last else None,
@@ -282,8 +284,6 @@ def run_chaos(args: argparse.Namespace) -> int:
         **fault.container_state(),
         "errors": fault.errors,
     }
-    if problem := late_fault(injected, record.get("load_ended_at"), record["chaos"]["recovered_s"]):
-        fault.errors.append(problem)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=2) + "\n")
     c = record["chaos"]
