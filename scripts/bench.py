@@ -6,12 +6,13 @@
 For each queue, under the limits `make up` applied (read from the running
 containers, never changed):
 1. stops the lab's worker of that queue, so both APIs' tasks wait in their queues;
-2. drives the bare API (compose service `bench-api`, services/bare/api.py),
-   then the lab's API, with the same requests (services/bare/loadgen.py in the
+2. drives the bare API (compose service `bench-api`, services/bare/api.py)
+   and the lab's API, bare first in odd rounds and lab first in even ones
+   (`sides`), with the same requests (services/bare/loadgen.py in the
    `bench-client` container), and samples each API's working-set memory from
    its cgroup meanwhile;
-3. drains what each API enqueued, in as many alternated rounds: the bare
-   worker (services/bare/worker.py) under the lab worker's limits, then the
+3. drains what each API enqueued, in as many rounds, in the same order: the
+   bare worker (services/bare/worker.py) under the lab worker's limits, and the
    lab's own worker, each measured for up to --drain-max-s; then the lab's
    worker empties its queue; for arq also once more at ARQ_POLL_DELAY=0.01 s;
 4. prints the table, writes results/bench-<time>.json (shown by `make results`)
@@ -155,12 +156,13 @@ class Bench:
         c("up", "-d", "--wait", "--no-deps", "bench-api", extra_env=self.env, timeout=300)
         run = f"bench-{self.stamp}-{queue}"
         rounds: dict[str, list[dict]] = {"bare": [], "lab": []}
-        for i in range(self.args.rounds):  # alternated, so a drift of the machine hits both alike
-            say(f"[{queue}] round {i + 1}/{self.args.rounds}: bare API, {self.args.requests} requests "
-                f"at concurrency {self.args.users} ...")
-            rounds["bare"].append(self.drive("bench-api", queue, ""))
-            say(f"[{queue}] round {i + 1}/{self.args.rounds}: lab API (run {run}) ...")
-            rounds["lab"].append(self.drive("api", queue, run))
+        apis = {"bare": (f"bare API, {self.args.requests} requests at concurrency {self.args.users}", "bench-api", ""),
+                "lab": (f"lab API (run {run})", "api", run)}
+        for i in range(self.args.rounds):
+            for side in sides(i):
+                label, service, side_run = apis[side]
+                say(f"[{queue}] round {i + 1}/{self.args.rounds}: {label} ...")
+                rounds[side].append(self.drive(service, queue, side_run))
         row["bare"], row["lab"] = combine(rounds["bare"]), combine(rounds["lab"])
         row["run"] = run
         c("rm", "--stop", "--force", "bench-api", check=False, timeout=120)
@@ -174,14 +176,18 @@ class Bench:
         removed = lambda: c("rm", "--stop", "--force", bench_svc, check=False, timeout=120)
         lab_started, lab_stopped = lambda: c("start", queue), lambda: c("stop", queue, timeout=120)
         drains: dict[str, list[dict]] = {"bare": [], "lab": []}
-        # Alternated as the APIs' rounds are, and each worker measured for the
-        # same time (--drain-max-s) on the same backlog size: a drift of the
-        # machine, or a worker slowing down as its queue empties, hits both alike.
+        # In the APIs' order, and each worker measured for the same time
+        # (--drain-max-s) on the same backlog size: a drift of the machine, or
+        # a worker slowing down as its queue empties, hits both alike.
+        workers = {"bare": ("the bare worker", lambda: self.drain(started(), removed, bare_target,
+                                                                  counter=done_key(queue)), bare_target),
+                   "lab": ("the lab's worker", lambda: self.drain(lab_started, lab_stopped, lab_target, run=run),
+                           lab_target)}
         for i in range(self.args.rounds):
-            say(f"[{queue}] drain round {i + 1}/{self.args.rounds}: the bare worker ({bare_target} tasks in all) ...")
-            drains["bare"].append(self.drain(started(), removed, bare_target, counter=done_key(queue)))
-            say(f"[{queue}] drain round {i + 1}/{self.args.rounds}: the lab's worker ({lab_target} tasks in all) ...")
-            drains["lab"].append(self.drain(lab_started, lab_stopped, lab_target, run=run))
+            for side in sides(i):
+                label, drain, target = workers[side]
+                say(f"[{queue}] drain round {i + 1}/{self.args.rounds}: {label} ({target} tasks in all) ...")
+                drains[side].append(drain())
         row["bare_drain"], row["lab_drain"] = combine_drains(drains["bare"]), combine_drains(drains["lab"])
         if queue == "arq":
             say(f"[arq] again at ARQ_POLL_DELAY={FAST_ARQ_POLL} (what is left in both queues)")
@@ -218,6 +224,14 @@ class Bench:
             "knobs": {q: R.knobs_of(cs, q) for q, cs in self.workers.items()},
             "rows": rows,
         }
+
+
+def sides(i: int) -> tuple[str, str]:
+    """Who goes first in round i: bare, lab, then lab, bare, and so on. A
+    machine that drifts steadily over a bench (the same bare worker's drain
+    fell here from 141 to 98 tasks/s in ten minutes) then costs both sides
+    alike; bare first in every round charged the whole drift to the lab."""
+    return ("bare", "lab") if i % 2 == 0 else ("lab", "bare")
 
 
 def combine(rounds: list[dict]) -> dict:
@@ -310,7 +324,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--requests", type=int, default=3000, help="requests per API and queue (default 3000)")
     p.add_argument("--users", type=int, default=50, help="concurrent connections (default 50)")
     p.add_argument("--warmup", type=int, default=200, help="requests sent first, not measured (default 200)")
-    p.add_argument("--rounds", type=int, default=2, help="bare and lab API runs and drains, alternated (default 2)")
+    p.add_argument("--rounds", type=int, default=2, help="bare and lab API runs and drains, in the order of sides() (default 2)")
     p.add_argument("--drain-max-s", type=float, default=15,
                    help="longest a drain round is measured (default 15 s); the lab's queue is emptied regardless")
     p.add_argument("--results-dir", default="results")

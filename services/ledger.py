@@ -25,10 +25,11 @@ import uuid
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 
+import redis
 import redis.asyncio as aioredis
 
 from services.protocol import TaskMessage
-from services.redis_clients import REDIS_DOWN, Link
+from services.redis_clients import REDIS_DOWN, BlockingLink, Link
 
 log = logging.getLogger("lab.ledger")
 STATS = ("enqueued", "started", "completed", "failed", "duplicates")
@@ -298,6 +299,14 @@ class EnqueueCounts:
             log.warning("enqueue counts written after %d failed attempt(s)", failures)
 
 
+def _executions_call(run: str, items: list[tuple[str, TaskMessage, bool, bool]]) -> tuple[list, list]:
+    """KEYS and ARGV of _EXECUTIONS for items (op, msg, write, started) of one run."""
+    args = [repr(time.time()), run_key(run, "work:")]
+    for op, m, write, started in items:
+        args += [op, m.task_id, m.fields, m.value if write else 0, 1 if started else 0]
+    return [run_key(run, "settled"), run_key(run, "ledger")], args
+
+
 def _by_run(items: list, run_of) -> dict[str, list[int]]:
     groups: dict[str, list[int]] = defaultdict(list)
     for i, item in enumerate(items):
@@ -372,11 +381,7 @@ class Ledger:
 
     async def _record_executions(self, items: list[tuple[str, TaskMessage, bool, bool]]) -> list[int]:
         def call(run, idx, pipe):
-            args = [repr(time.time()), run_key(run, "work:")]
-            for i in idx:
-                op, m, write, started = items[i]
-                args += [op, m.task_id, m.fields, m.value if write else 0, 1 if started else 0]
-            keys = [run_key(run, "settled"), run_key(run, "ledger")]
+            keys, args = _executions_call(run, [items[i] for i in idx])
             if pipe is None:
                 return self._executions_link.script(self._executions, keys, args)
             return self._executions(keys=keys, args=args, client=pipe)
@@ -493,6 +498,45 @@ class Ledger:
         else:
             deleted += await self.redis.delete("lab:runs")
         return deleted
+
+
+class BlockingSettle:
+    """Ledger.settle for a process that runs one task at a time with no event
+    loop between tasks (Celery's prefork and solo children): the same script,
+    sent at once on a connection of its own (BlockingLink), as the bare worker
+    sends its INCRBY.
+    There is never a batch to share, and handing each settle to an event loop
+    cost such a child more than the task itself (TaskRunner.run_blocking).
+
+    The start is always counted in the settle's own write: no loop runs while
+    such a task does, to write it on its own. A settle that cannot reach Redis
+    is retried as Ledger.settle's is."""
+
+    def __init__(self, redis_sync: redis.Redis):
+        self.redis = redis_sync
+        self._executions = redis_sync.register_script(_EXECUTIONS)
+        self._link = BlockingLink(redis_sync)
+
+    def _send(self, outcome: str, msg: TaskMessage, write: bool) -> bool:
+        keys, args = _executions_call(msg.run, [(outcome, msg, write, True)])
+        return self._link.script(self._executions, keys, args)[0] == 1
+
+    def settle(self, msg: TaskMessage, outcome: str, write: bool = False, retry_s: float = 0) -> bool:
+        deadline = time.monotonic() + retry_s
+        try:
+            return self._send(outcome, msg, write)
+        except REDIS_DOWN:
+            if not retry_s:
+                raise
+        while True:
+            time.sleep(1)
+            try:
+                if self.redis.sismember(run_key(msg.run, "settled"), msg.task_id):
+                    return True  # its lost attempt reached Redis
+                return self._send(outcome, msg, write)
+            except REDIS_DOWN:
+                if time.monotonic() > deadline:
+                    raise
 
 
 def main(argv: list[str] | None = None) -> None:

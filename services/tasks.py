@@ -57,6 +57,11 @@ class TaskWork:
             (Kind.cpu, Variant.simple): (self.cpu_inline, True),
             (Kind.cpu, Variant.process): (self.cpu_process, True),
         }
+        # The shapes whose body never awaits: a process that runs one task at a
+        # time can run them with no event loop (TaskRunner.run_blocking).
+        self.loop_free = {(Kind.io, Variant.sync), (Kind.cpu, Variant.simple)}
+        if not self.latency_s:
+            self.loop_free.add((Kind.io, Variant.simple))
 
     @property
     def process_pool(self) -> ProcessPoolExecutor:

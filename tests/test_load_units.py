@@ -597,6 +597,17 @@ def test_bench_table_judges_the_ratio_it_shows():
     assert cells["saq"][5] == "0.9" and cells["saq"][12] == "1.2"
 
 
+def test_bench_rounds_take_turns_going_first():
+    """Bare first, then lab first: over two rounds each side has the same
+    mean position, so a machine that slows down steadily costs both alike."""
+    from scripts import bench
+
+    order = [side for i in range(4) for side in bench.sides(i)]
+    assert order == ["bare", "lab", "lab", "bare", "bare", "lab", "lab", "bare"]
+    positions = {side: sum(i for i, s in enumerate(order[:4]) if s == side) for side in ("bare", "lab")}
+    assert positions["bare"] == positions["lab"]
+
+
 def test_make_chaos_times_its_load_to_outlast_the_fault():
     """By default the chaos load runs until 10 s after the fault is undone, however
     fast the API answers; a count or a duration given is kept as given."""

@@ -234,6 +234,98 @@ def test_a_settle_waits_for_redis_to_come_back_and_counts_once():
     assert (row["enqueued"], row["completed"], row["duplicates"], row["pending"]) == (2, 2, 0, 0)
 
 
+def test_a_blocking_settle_counts_once_and_waits_for_redis_to_come_back():
+    """BlockingSettle (Celery's prefork and solo children) keeps the async
+    settle's rules: one first settle per task, every later one a duplicate,
+    its start counted in its own write, and a settle that finds Redis away
+    waits for it."""
+    import threading
+
+    from services.ledger import BlockingSettle
+    from services.redis_clients import sync_client
+
+    server = RedisServer(persist=True).start()
+    settings = Settings(redis_url=server.url, redis_timeout_s=0.5)
+    blocking = BlockingSettle(sync_client(settings))
+    a, b, c = (msg("unit-blocking") for _ in range(3))
+
+    async def enqueue():
+        redis = aioredis.Redis.from_url(server.url)
+        for m in (a, b, c):
+            await Ledger(redis).record_enqueued(m)
+        await redis.aclose()
+
+    async def report():
+        redis = aioredis.Redis.from_url(server.url)
+        out = await Ledger(redis).report("unit-blocking")
+        await redis.aclose()
+        return out
+
+    try:
+        asyncio.run(enqueue())
+        assert blocking.settle(a, "completed", write=True) is True
+        assert blocking.settle(a, "completed", write=True) is False  # ran twice
+        assert blocking.settle(b, "failed") is True
+        assert blocking.settle(b, "completed") is False  # a retry after a failure
+        server.stop()
+        with pytest.raises(REDIS_DOWN):
+            blocking.settle(c, "completed")  # without retry_s
+        result = {}
+        waiting = threading.Thread(target=lambda: result.update(first=blocking.settle(c, "completed", retry_s=30)))
+        waiting.start()
+        waiting.join(2)
+        assert waiting.is_alive()
+        server.start()
+        waiting.join(10)
+        assert result == {"first": True}
+        report = asyncio.run(report())
+    finally:
+        server.stop()
+    row = report["queues"]["arq"]["io/simple"]
+    assert {k: row[k] for k in ("enqueued", "started", "completed", "failed", "duplicates", "pending",
+                                "unfinished", "work")} == \
+        {"enqueued": 3, "started": 5, "completed": 2, "failed": 1, "duplicates": 2, "pending": 0,
+         "unfinished": 0, "work": 4}  # a's value twice: once per execution that wrote it
+
+
+def test_run_blocking_runs_loop_free_bodies_without_the_loop_and_the_rest_on_it(redis_server):
+    """Celery's prefork and solo children call TaskRunner.run_blocking: every
+    task shape completes once and writes its value, and only the shapes that
+    await (io/thread, cpu/process) start the event loop."""
+    from services.protocol import ENDPOINTS
+    from services.runner import TaskRunner
+
+    class CountingLoop(asyncio.SelectorEventLoop):
+        runs = 0
+
+        def run_until_complete(self, future):
+            self.runs += 1
+            return super().run_until_complete(future)
+
+    settings = Settings(redis_url=redis_server.url, cpu_work=1000, process_pool_size=1)
+    runner, loop = TaskRunner(settings), CountingLoop()
+    msgs = [TaskMessage.new("unit-run-blocking", Queue.celery, kind, variant, 3) for kind, variant in ENDPOINTS]
+
+    async def enqueue():
+        for m in msgs:
+            await runner.ledger.record_enqueued(m)
+
+    try:
+        loop.run_until_complete(enqueue())
+        loop.runs = 0
+        for m in msgs:
+            runner.run_blocking(m.payload(), loop)
+        assert loop.runs == 2
+        report = loop.run_until_complete(runner.ledger.report("unit-run-blocking"))
+        loop.run_until_complete(runner.close())
+    finally:
+        loop.close()
+    for endpoint, row in report["queues"]["celery"].items():
+        assert {k: row[k] for k in ("enqueued", "started", "completed", "duplicates", "pending", "work")} == \
+            {"enqueued": 1, "started": 1, "completed": 1, "duplicates": 0, "pending": 0, "work": 3}, endpoint
+    assert len(report["queues"]["celery"]) == len(ENDPOINTS)
+
+
 def test_a_link_keeps_its_connection_in_step_through_a_restart_and_a_frozen_redis():
     """The ledger's kept connection (Link): a script runs by its SHA; after a
     Redis restart (connection closed, script cache empty) the next call opens a

@@ -2,10 +2,12 @@
 worker (prefork by default, CELERY_POOL) consumes it.
 
 The task bodies are async. Celery 5 cannot await them, so each worker process
-(each prefork child, or the one process of the threads/solo pools) starts one
-long-lived event loop in a daemon thread the first time it runs a task, and
-every task is submitted to that loop. It is created after the fork, never
-before, and never per task.
+(each prefork child, or the one process of the threads/solo pools) makes one
+long-lived event loop the first time it runs a task: after the fork, never
+before, and never per task. A prefork or solo process runs each task that
+awaits on it, and the others (io/simple without IO_LATENCY_MS, io/sync,
+cpu/simple) without it, settled with a blocking call; the threads pool runs
+the loop in a thread of its own and submits every task to it (_ProcessLoop).
 
 Delivery: `acks_late` with `reject_on_worker_lost`: a task is acknowledged only
 when it finished, and goes back to the queue if its process dies. If the whole
@@ -124,7 +126,8 @@ async def depth(redis) -> int:
 class _ProcessLoop:
     """Under the prefork and solo pools a process runs one task at a time, in
     its main thread: the loop runs there, for the length of each task
-    (run_until_complete). A loop in a thread of its own, with every task handed
+    (run_until_complete), and only for a body that awaits; the others run and
+    settle without it (TaskRunner.run_blocking). A loop in a thread of its own, with every task handed
     over to it, cost a third of the worker's throughput under a CPU limit. The
     threads pool runs several tasks at once, in threads: there the loop runs in
     a daemon thread and each task submits its coroutine to it, and only there
@@ -159,8 +162,11 @@ class _ProcessLoop:
         return self.loop.run_until_complete(coro)
 
     def run(self, message: dict) -> None:
-        _, runner = self.get()
-        self._call(runner.run(message))
+        loop, runner = self.get()
+        if self.threaded:
+            self._call(runner.run(message))
+        else:  # one task at a time: a body that needs no loop runs without it
+            runner.run_blocking(message, loop)
 
     def stop(self) -> None:
         if self.loop is not None and self._pid == os.getpid():

@@ -153,6 +153,10 @@ class Celery:
             task_reject_on_worker_lost=True, worker_prefetch_multiplier=settings.celery_prefetch_multiplier,
             worker_send_task_events=settings.celery_task_events,  # as the lab's worker: Flower's events
             worker_hijack_root_logger=False,
+            # The lab worker's limits, as the other bare workers take theirs: the
+            # pool's parent sets and cancels a timer per task for the time limit.
+            task_time_limit=settings.task_timeout_s,
+            broker_transport_options={"visibility_timeout": 2 * settings.task_timeout_s},
         )
         client = redis.Redis.from_url(settings.redis_url)
 
