@@ -179,13 +179,13 @@ class Bench:
         # In the APIs' order, and each worker measured for the same time
         # (--drain-max-s) on the same backlog size: a drift of the machine, or
         # a worker slowing down as its queue empties, hits both alike.
-        workers = {"bare": ("the bare worker", lambda: self.drain(started(), removed, bare_target,
+        drainers = {"bare": ("the bare worker", lambda: self.drain(started(), removed, bare_target,
                                                                   counter=done_key(queue)), bare_target),
                    "lab": ("the lab's worker", lambda: self.drain(lab_started, lab_stopped, lab_target, run=run),
                            lab_target)}
         for i in range(self.args.rounds):
             for side in sides(i):
-                label, drain, target = workers[side]
+                label, drain, target = drainers[side]
                 say(f"[{queue}] drain round {i + 1}/{self.args.rounds}: {label} ({target} tasks in all) ...")
                 drains[side].append(drain())
         row["bare_drain"], row["lab_drain"] = combine_drains(drains["bare"]), combine_drains(drains["lab"])

@@ -127,11 +127,12 @@ class _ProcessLoop:
     """Under the prefork and solo pools a process runs one task at a time, in
     its main thread: the loop runs there, for the length of each task
     (run_until_complete), and only for a body that awaits; the others run and
-    settle without it (TaskRunner.run_blocking). A loop in a thread of its own, with every task handed
-    over to it, cost a third of the worker's throughput under a CPU limit. The
-    threads pool runs several tasks at once, in threads: there the loop runs in
-    a daemon thread and each task submits its coroutine to it, and only there
-    is the loop's lag watched (a loop that runs only during tasks has none to show)."""
+    settle without it (TaskRunner.run_blocking). A loop in a thread of its
+    own, with every task handed over to it, cost a third of the worker's
+    throughput under a CPU limit. The threads pool runs several tasks at once,
+    in threads: there the loop runs in a daemon thread and each task submits
+    its coroutine to it, and only there is the loop's lag watched (a loop that
+    runs only during tasks has none to show)."""
 
     def __init__(self):
         self._lock = threading.Lock()
