@@ -53,8 +53,15 @@ class Producer:
     then counted a task completed that it never counted enqueued). So coredis
     gets a long timeout, and an enqueue still waiting after half of
     REDIS_TIMEOUT_S asks whether Redis answers at all: one redis-py PING at a
-    time, shared by every waiting enqueue. If it does not, the request gets
-    its 503 within the API's 2 s."""
+    time, shared by every waiting enqueue. If it does not, the request's task
+    is cancelled out of its enqueue and gets its 503 within the API's 2 s (the
+    enqueue may still have landed; coredis drops that connection).
+
+    The enqueue runs in the request's own task, watched by a timer. A task of
+    its own per enqueue, raced against the timeout by asyncio.wait, kept so
+    many more objects alive per request in flight that the API's garbage
+    collector ran 34 times as often, its full collections included: about
+    100 µs per request, a third of the enqueue."""
 
     def __init__(self, settings: Settings):
         self.timeout = settings.redis_timeout_s
@@ -65,21 +72,42 @@ class Producer:
         self.redis = async_client(settings)
         self._context = None
         self._probe: asyncio.Future | None = None
+        # Request tasks whose enqueue is late -> the error that cancelled them (None until the probe fails).
+        self._late: dict[asyncio.Task, BaseException | None] = {}
 
     async def start(self) -> None:
         self._context = self.worker.__asynccontextmanager__()
         await self._context.__aenter__()  # connects and loads streaq's Lua functions
 
     async def enqueue(self, msg: TaskMessage) -> None:
-        sent = asyncio.ensure_future(self._enqueue(msg))
-        done, _ = await asyncio.wait({sent}, timeout=self.timeout / 2)
-        if not done:
-            try:
-                await self._redis_answers()
-            except BaseException:
-                sent.add_done_callback(_ignore_outcome)  # the 503 goes out; the enqueue may still land
+        task = asyncio.current_task()
+        timer = asyncio.get_running_loop().call_later(self.timeout / 2, self._is_late, task)
+        try:
+            await self._enqueue(msg)
+        except asyncio.CancelledError:
+            error = self._late.pop(task, None)
+            if error is None:
                 raise
-        await sent
+            task.uncancel()  # cancelled by _probe_answered, not by the server
+            raise error from None
+        finally:
+            timer.cancel()
+            self._late.pop(task, None)
+
+    def _is_late(self, task: asyncio.Task) -> None:
+        self._late[task] = None
+        if self._probe is None or self._probe.done():
+            self._probe = asyncio.ensure_future(self.redis.ping())
+            self._probe.add_done_callback(self._probe_answered)
+
+    def _probe_answered(self, probe: asyncio.Future) -> None:
+        error = ConnectionError("Redis PING cancelled") if probe.cancelled() else probe.exception()
+        if error is None:
+            return  # Redis answers: the late enqueues wait on (coredis' own long timeout)
+        for task, cancelled_by in self._late.items():
+            if cancelled_by is None and not task.done():
+                self._late[task] = error
+                task.cancel()
 
     async def _enqueue(self, msg: TaskMessage) -> None:
         try:
@@ -91,21 +119,10 @@ class Producer:
             await self.worker.redis.function_load(LUA.read_text(), replace=True)
             await self.worker.enqueue_unsafe(TASK_NAME, msg.payload())
 
-    async def _redis_answers(self) -> None:
-        if self._probe is None or self._probe.done():
-            self._probe = asyncio.ensure_future(self.redis.ping())
-            self._probe.add_done_callback(_ignore_outcome)
-        await asyncio.shield(self._probe)
-
     async def close(self) -> None:
         await self.redis.aclose()
         if self._context is not None:
             await self._context.__aexit__(None, None, None)
-
-
-def _ignore_outcome(future: asyncio.Future) -> None:
-    if not future.cancelled():
-        future.exception()  # retrieved: no "exception was never retrieved" warning
 
 
 async def depth(redis) -> int:
