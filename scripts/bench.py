@@ -180,9 +180,9 @@ class Bench:
         # (--drain-max-s) on the same backlog size: a drift of the machine, or
         # a worker slowing down as its queue empties, hits both alike.
         drainers = {"bare": ("the bare worker", lambda: self.drain(started(), removed, bare_target,
-                                                                  counter=done_key(queue)), bare_target),
-                   "lab": ("the lab's worker", lambda: self.drain(lab_started, lab_stopped, lab_target, run=run),
-                           lab_target)}
+                                                                   counter=done_key(queue)), bare_target),
+                    "lab": ("the lab's worker", lambda: self.drain(lab_started, lab_stopped, lab_target, run=run),
+                            lab_target)}
         for i in range(self.args.rounds):
             for side in sides(i):
                 label, drain, target = drainers[side]

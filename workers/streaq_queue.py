@@ -85,7 +85,7 @@ class Producer:
         try:
             await self._enqueue(msg)
         except asyncio.CancelledError:
-            error = self._late.pop(task, None)
+            error = self._late.get(task)  # removed below, whatever the outcome
             if error is None:
                 raise
             task.uncancel()  # cancelled by _probe_answered, not by the server
