@@ -5,7 +5,9 @@
 
 For each queue, under the limits `make up` applied (read from the running
 containers, never changed):
-1. stops the lab's worker of that queue, so both APIs' tasks wait in their queues;
+1. waits for the lab's queue to be empty (tasks left by earlier runs would be
+   drained first, and spoil its drain), then stops the lab's worker of that
+   queue, so both APIs' tasks wait in their queues;
 2. drives the bare API (compose service `bench-api`, services/bare/api.py)
    and the lab's API, bare first in odd rounds and lab first in even ones
    (`sides`), with the same requests (services/bare/loadgen.py in the
@@ -141,6 +143,23 @@ class Bench:
         stop()
         return out
 
+    def wait_for_empty(self, queue: str) -> None:
+        """The lab's queue must start empty: its worker would drain what an
+        earlier run left there before this run's tasks, and its drain figure
+        would be wrong without a word. The worker, still running, gets
+        --backlog-wait-s to empty it."""
+        deadline = time.monotonic() + self.args.backlog_wait_s
+        while True:
+            depth = self.client("python", "-m", "services.bare.drain", "--backlog", queue)["depth"]
+            if depth == 0:
+                return
+            if time.monotonic() >= deadline:
+                raise LoadError(f"the lab's {queue} queue still holds {depth} tasks from before the bench, and its "
+                                f"drain would count them first: let its worker empty it (lab_queue_depth), "
+                                f"then run make bench again")
+            self.say(f"[{queue}] the lab's queue holds {depth} tasks from before the bench: waiting for its worker")
+            time.sleep(5)
+
     def redis(self, *command: str) -> str:
         return self.compose("exec", "-T", "redis", "redis-cli", *command, timeout=60).stdout.strip()
 
@@ -149,6 +168,7 @@ class Bench:
         row: dict = {"queue": queue}
         if queue != "background":
             row["worker_limits"] = self.worker_limits(queue)
+            self.wait_for_empty(queue)
             say(f"[{queue}] stopping the lab's {queue} worker: the tasks wait in the queue")
             c("stop", queue, timeout=120)
         self.redis("DEL", done_key(queue), *KEYS)
@@ -327,6 +347,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, default=2, help="bare and lab API runs and drains, in the order of sides() (default 2)")
     p.add_argument("--drain-max-s", type=float, default=15,
                    help="longest a drain round is measured (default 15 s); the lab's queue is emptied regardless")
+    p.add_argument("--backlog-wait-s", type=float, default=120,
+                   help="how long a lab queue's earlier backlog may take to empty before the bench gives up (default 120 s)")
     p.add_argument("--results-dir", default="results")
     return p
 

@@ -1,6 +1,7 @@
 """The drain clock of `make bench`: how fast a worker empties a pre-filled queue.
 
     python -m services.bare.drain --target N (--counter KEY | --ledger-run RUN) [--max-s 30]
+    python -m services.bare.drain --backlog QUEUE     the lab's QUEUE: tasks waiting in it now
 
 Polls Redis every POLL_S from the moment it starts (before the worker does)
 and measures from the first task seen done to the last one, so a worker's
@@ -10,12 +11,14 @@ after STALL_S without progress. Prints one JSON line.
 """
 
 import argparse
+import asyncio
 import json
 import time
 
 import redis
 
 from services.ledger import run_key
+from services.redis_clients import async_client
 from services.settings import get_settings
 
 POLL_S = 0.1
@@ -57,13 +60,30 @@ def measure(client: redis.Redis, target: int, max_s: float, counter: str | None 
     }
 
 
+async def backlog(queue: str) -> int | float:
+    """Tasks waiting in the lab's queue, as lab_queue_depth reads them."""
+    from workers.registry import adapter  # the adapters' imports, only for this question
+
+    client = async_client(get_settings())
+    try:
+        return await adapter(queue).depth(client)
+    finally:
+        await client.aclose()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m services.bare.drain", description=__doc__.splitlines()[0])
-    parser.add_argument("--target", type=int, required=True)
+    parser.add_argument("--target", type=int)
     parser.add_argument("--counter")
     parser.add_argument("--ledger-run")
     parser.add_argument("--max-s", type=float, default=30)
+    parser.add_argument("--backlog", metavar="QUEUE")
     args = parser.parse_args(argv)
+    if args.backlog:
+        print(json.dumps({"queue": args.backlog, "depth": asyncio.run(backlog(args.backlog))}), flush=True)
+        return
+    if args.target is None:
+        parser.error("--target is required")
     client = redis.Redis.from_url(get_settings().redis_url)
     print(json.dumps(measure(client, args.target, args.max_s, args.counter, args.ledger_run)), flush=True)
 

@@ -3,8 +3,11 @@ table and its record, and leaves the lab as it found it. No speed is checked
 here (speeds are measured with `make bench` on a quiet machine)."""
 
 import json
+import secrets
 
 import pytest
+
+from tests.compose.helpers import post_tasks, wait_settled
 
 pytestmark = pytest.mark.compose
 
@@ -39,3 +42,25 @@ def test_make_bench_records_bare_beside_lab_and_restores_the_lab(stack, tmp_path
 
     table = stack.make("results", f"results_dir={tmp_path}").stdout
     assert "What the lab costs (make bench)" in table and record["run"] in table
+
+
+def test_make_bench_refuses_a_lab_queue_that_holds_earlier_tasks(stack, tmp_path):
+    """Tasks an earlier run left in the lab's queue would be drained before the
+    bench's own, and its lab drain would read wrong: the bench waits for the
+    worker to empty the queue, then gives up, records nothing, and says why."""
+    run = f"compose-backlog-{secrets.token_hex(4)}"
+    # Running, as make bench requires, but taking nothing. arq, because its
+    # jobs stay in its queue until done: SAQ's or Celery's blocked fetches
+    # would be handed some by Redis while the worker is paused.
+    stack.compose("pause", "arq")
+    try:
+        post_tasks(stack.api_url, run, {"arq": 5})
+        proc = stack.make("bench", "worker=arq", "backlog_wait_s=3", f"results_dir={tmp_path}", check=False,
+                          timeout=300)
+    finally:
+        stack.compose("unpause", "arq")
+    assert proc.returncode != 0, proc.stdout
+    assert "the lab's arq queue still holds 5 tasks from before the bench" in proc.stderr, (proc.stdout, proc.stderr)
+    assert list(tmp_path.glob("bench-*.json")) == []
+    assert stack.compose("ps", "--status", "running", "-q", "arq").stdout.split()
+    assert wait_settled(stack.api_url, run, 5, 60)["totals"]["completed"] == 5
