@@ -59,6 +59,18 @@ def working_set(container_id: str) -> float | None:
     return None
 
 
+def cpu_seconds(container_id: str) -> float | None:
+    """CPU the container has used since it started, user and system."""
+    v1 = CGROUP / "cpuacct" / "docker" / container_id / "cpuacct.usage"  # nanoseconds
+    if v1.exists():
+        return int(v1.read_text()) / 1e9
+    for cpu_dir in (CGROUP / "system.slice" / f"docker-{container_id}.scope", CGROUP / "docker" / container_id):
+        if (stat := cpu_dir / "cpu.stat").exists():
+            return next(int(line.split()[1]) for line in stat.read_text().splitlines()
+                        if line.startswith("usage_usec ")) / 1e6
+    return None
+
+
 class PeakMemory(threading.Thread):
     def __init__(self, container_id: str, interval: float = 0.1):
         super().__init__(daemon=True)
@@ -118,6 +130,7 @@ class Bench:
         memory = PeakMemory(container) if container else None
         if memory:
             memory.start()
+        cpu_before = cpu_seconds(container) if container else None
         url = f"http://{service}:8000/api/v1/incr/io/simple/{queue}"
         a = self.args
         began = time.time()
@@ -125,6 +138,11 @@ class Bench:
                              "--users", str(a.users), "--warmup", str(a.warmup), *(["--run", run] if run else []))
         if memory:
             result["api_peak_mb"] = memory.stop()
+        # The API's own CPU over the whole drive, warm-up included: what the
+        # lab costs per request, read directly, where RPS also carries the
+        # quota's scheduling and the machine's other work.
+        if cpu_before is not None and (cpu_after := cpu_seconds(container)) is not None:
+            result["api_cpu_s"] = round(cpu_after - cpu_before, 4)
         result["window"] = [round(began, 1), round(time.time(), 1)]  # for Prometheus: the event-loop lag meanwhile
         return result
 
@@ -260,6 +278,8 @@ def combine(rounds: list[dict]) -> dict:
     ok, elapsed = sum(r["ok"] for r in rounds), sum(r["elapsed_s"] for r in rounds)
     mean = lambda key: round(sum(r[key] for r in rounds) / len(rounds), 1) if all(r.get(key) is not None for r in rounds) else None
     peaks = [r["api_peak_mb"] for r in rounds if r.get("api_peak_mb")]
+    sent = sum(r["requests"] + r.get("warmup", 0) for r in rounds)
+    cpu = sum(r["api_cpu_s"] for r in rounds) if all(r.get("api_cpu_s") is not None for r in rounds) else None
     return {
         "requests": sum(r["requests"] for r in rounds), "ok": ok, "errors": sum(r["errors"] for r in rounds),
         "statuses": {s: sum(r["statuses"].get(s, 0) for r in rounds) for s in {s for r in rounds for s in r["statuses"]}},
@@ -267,6 +287,7 @@ def combine(rounds: list[dict]) -> dict:
         "elapsed_s": round(elapsed, 3), "rps": round(ok / elapsed, 1) if elapsed else None,
         "rps_rounds": [r["rps"] for r in rounds], "windows": [r["window"] for r in rounds], "p50_ms": mean("p50_ms"), "p95_ms": mean("p95_ms"),
         "api_peak_mb": max(peaks) if peaks else None,
+        "api_cpu_us_per_request": round(cpu / sent * 1e6) if cpu is not None and sent else None,
         "generator_cpu": max(r["generator_cpu"] or 0 for r in rounds),
         "generator_bound": any(r["generator_bound"] for r in rounds),
     }
@@ -292,9 +313,10 @@ def _mark(value, ok) -> str:
 
 
 SCHEMA = "bench/1"
-HEADER = ("| queue | mode | API / worker limits | bare RPS | lab RPS | RPS ratio | bare p50/p95 ms | lab p50/p95 ms "
+HEADER = ("| queue | mode | API / worker limits | bare RPS | lab RPS | RPS ratio | API CPU µs/request bare / lab "
+          "| bare p50/p95 ms | lab p50/p95 ms "
           "| bare API peak MB | lab API peak MB | bare drain/s | lab drain/s | drain ratio | notes | run |\n"
-          "|---|---|---|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---|---|")
+          "|---|---|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---|---|")
 
 
 def table(records: list[dict]) -> str:
@@ -322,9 +344,10 @@ def rows(record: dict) -> list[str]:
             d_ratio = _ratio(l.get("rate"), b.get("rate"))
             cells = [q + label, record.get("mode", ""), limits,
                      *((f"{bare.get('rps', '-')}", f"{lab.get('rps', '-')}", _mark(rps_ratio, (rps_ratio or 0) >= BUDGET_RATIO),
+                        f"{bare.get('api_cpu_us_per_request') or '-'} / {lab.get('api_cpu_us_per_request') or '-'}",
                         f"{bare.get('p50_ms', '-')}/{bare.get('p95_ms', '-')}", f"{lab.get('p50_ms', '-')}/{lab.get('p95_ms', '-')}",
                         f"{bare.get('api_peak_mb', '-')}", _mark(lab_peak, (lab_peak or 0) <= BUDGET_PEAK_MB))
-                       if not label else ("", "", "", "", "", "", "")),
+                       if not label else ("", "", "", "", "", "", "", "")),
                      f"{b.get('rate', '-') if b else '-'}", f"{l.get('rate', '-') if l else '-'}",
                      _mark(d_ratio, (d_ratio or 0) >= BUDGET_RATIO) if b else "-",
                      "; ".join(extra_notes) or "", record.get("run", "")]

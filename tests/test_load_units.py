@@ -585,7 +585,8 @@ def test_bench_table_judges_the_ratio_it_shows():
     from scripts import bench
 
     def row(queue, bare_rps, lab_rps, bare_rate, lab_rate):
-        return {"queue": queue, "bare": {"rps": bare_rps}, "lab": {"rps": lab_rps, "api_peak_mb": 91.6},
+        return {"queue": queue, "bare": {"rps": bare_rps, "api_cpu_us_per_request": 480},
+                "lab": {"rps": lab_rps, "api_peak_mb": 91.6, "api_cpu_us_per_request": 531},
                 "bare_drain": {"rate": bare_rate}, "lab_drain": {"rate": lab_rate}}
 
     record = {"run": "bench-x", "mode": "await", "api_limits": {"cpus": 0.5, "memory": "500M"},
@@ -593,8 +594,9 @@ def test_bench_table_judges_the_ratio_it_shows():
     cells = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")]
              for line in bench.rows(record)}
     assert cells["faststream"][5] == "0.89 ✗"      # 0.8994: under budget, shown as such
-    assert cells["faststream"][12] == "0.9"        # 398.9 / 443.0 = 0.9005: meets it
-    assert cells["saq"][5] == "0.9" and cells["saq"][12] == "1.2"
+    assert cells["faststream"][6] == "480 / 531"   # the API's CPU per request, bare / lab
+    assert cells["faststream"][13] == "0.9"        # 398.9 / 443.0 = 0.9005: meets it
+    assert cells["saq"][5] == "0.9" and cells["saq"][13] == "1.2"
 
 
 def test_bench_rounds_take_turns_going_first():

@@ -27,6 +27,7 @@ def test_make_bench_records_bare_beside_lab_and_restores_the_lab(stack, tmp_path
         assert row[side]["ok"] == 300 and row[side]["errors"] == 0, row[side]
         assert row[side]["rps"] > 0 and row[side]["p50_ms"] <= row[side]["p95_ms"]
         assert row[side]["api_peak_mb"] > 0  # read from the API container's cgroup
+        assert row[side]["api_cpu_us_per_request"] > 0  # likewise
         drain = row[f"{side}_drain"]
         assert drain["complete"] and drain["done"] >= 320 and drain["rate"] > 0, drain
     # Every task the lab's API accepted was run by the lab's worker, once.
