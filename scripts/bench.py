@@ -38,7 +38,7 @@ from pathlib import Path
 from scripts import lab_results as R
 from scripts.load import Compose, Grafana, LoadError
 from services.bare.queues import BARE, KEYS, done_key
-from services.cgroup import memory_of
+from services.cgroup import cpu_seconds_of, memory_of
 from workers.registry import BROKERS
 
 QUEUES = ("background", *BARE)
@@ -49,11 +49,16 @@ FAST_ARQ_POLL = "0.01"
 CGROUP = Path("/sys/fs/cgroup")
 
 
-# -- Memory, read on the host from the container's cgroup (costs the container nothing) --
+# -- Memory and CPU, read on the host from the container's cgroup (costs the container nothing) --
+def _cgroup_dirs(container_id: str, v1_controller: str) -> tuple[Path, ...]:
+    """Where a container's cgroup is: cgroup v1 (one tree per controller), then v2 (systemd or cgroupfs driver)."""
+    return (CGROUP / v1_controller / "docker" / container_id,
+            CGROUP / "system.slice" / f"docker-{container_id}.scope", CGROUP / "docker" / container_id)
+
+
 def working_set(container_id: str) -> float | None:
     """Bytes in use minus inactive page cache, as `docker stats` counts them."""
-    for memory_dir in (CGROUP / "memory" / "docker" / container_id,  # v1
-                       CGROUP / "system.slice" / f"docker-{container_id}.scope", CGROUP / "docker" / container_id):
+    for memory_dir in _cgroup_dirs(container_id, "memory"):
         if (memory := memory_of(memory_dir)) is not None:
             return memory[1]
     return None
@@ -61,13 +66,9 @@ def working_set(container_id: str) -> float | None:
 
 def cpu_seconds(container_id: str) -> float | None:
     """CPU the container has used since it started, user and system."""
-    v1 = CGROUP / "cpuacct" / "docker" / container_id / "cpuacct.usage"  # nanoseconds
-    if v1.exists():
-        return int(v1.read_text()) / 1e9
-    for cpu_dir in (CGROUP / "system.slice" / f"docker-{container_id}.scope", CGROUP / "docker" / container_id):
-        if (stat := cpu_dir / "cpu.stat").exists():
-            return next(int(line.split()[1]) for line in stat.read_text().splitlines()
-                        if line.startswith("usage_usec ")) / 1e6
+    for cpu_dir in _cgroup_dirs(container_id, "cpuacct"):
+        if (seconds := cpu_seconds_of(cpu_dir)) is not None:
+            return seconds
     return None
 
 

@@ -83,12 +83,23 @@ def memory_of(mem_dir: Path) -> tuple[float, float] | None:
     return None
 
 
+def cpu_seconds_of(cpu_dir: Path) -> float | None:
+    """CPU a cgroup has used, user and system: from a v2 directory's cpu.stat
+    or a v1 cpuacct directory's cpuacct.usage; None if it has neither.
+    scripts/bench.py reads containers' cgroups from the host with it."""
+    if (usage := _stat(cpu_dir / "cpu.stat").get("usage_usec")) is not None:
+        return usage / 1e6
+    if (acct := _read(cpu_dir / "cpuacct.usage")) is not None:
+        return int(acct) / 1e9
+    return None
+
+
 def read_cgroup(root: Path = ROOT) -> CgroupSample:
     own = _own_paths(root)
     sample = CgroupSample()
     if (root / "cgroup.controllers").exists():  # v2: one unified tree
         d = _dir(root, "", own)
-        cpu = _stat(d / "cpu.stat")
+        cpu = _stat(d / "cpu.stat")  # read once here for both figures, where cpu_seconds_of would read it again
         if "usage_usec" in cpu:
             sample.cpu_seconds = cpu["usage_usec"] / 1e6
         if "throttled_usec" in cpu:
@@ -106,9 +117,7 @@ def read_cgroup(root: Path = ROOT) -> CgroupSample:
             sample.oom_kills = events["oom_kill"]
     else:  # v1: one tree per controller
         cpu_dir = _dir(root, "cpu", own)
-        acct = _read(_dir(root, "cpuacct", own) / "cpuacct.usage")
-        if acct is not None:
-            sample.cpu_seconds = int(acct) / 1e9
+        sample.cpu_seconds = cpu_seconds_of(_dir(root, "cpuacct", own))
         throttled = _stat(cpu_dir / "cpu.stat")
         if "throttled_time" in throttled:
             sample.throttled_seconds = throttled["throttled_time"] / 1e9

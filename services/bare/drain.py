@@ -73,17 +73,16 @@ async def backlog(queue: str) -> int | float:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m services.bare.drain", description=__doc__.splitlines()[0])
-    parser.add_argument("--target", type=int)
+    question = parser.add_mutually_exclusive_group(required=True)
+    question.add_argument("--target", type=int)
+    question.add_argument("--backlog", metavar="QUEUE")
     parser.add_argument("--counter")
     parser.add_argument("--ledger-run")
     parser.add_argument("--max-s", type=float, default=30)
-    parser.add_argument("--backlog", metavar="QUEUE")
     args = parser.parse_args(argv)
     if args.backlog:
         print(json.dumps({"queue": args.backlog, "depth": asyncio.run(backlog(args.backlog))}), flush=True)
         return
-    if args.target is None:
-        parser.error("--target is required")
     client = redis.Redis.from_url(get_settings().redis_url)
     print(json.dumps(measure(client, args.target, args.max_s, args.counter, args.ledger_run)), flush=True)
 
