@@ -84,13 +84,15 @@ def memory_of(mem_dir: Path) -> tuple[float, float] | None:
 
 
 def cpu_seconds_of(cpu_dir: Path) -> float | None:
-    """CPU a cgroup has used, user and system: from a v2 directory's cpu.stat
-    or a v1 cpuacct directory's cpuacct.usage; None if it has neither.
-    scripts/bench.py reads containers' cgroups from the host with it."""
-    if (usage := _stat(cpu_dir / "cpu.stat").get("usage_usec")) is not None:
-        return usage / 1e6
+    """CPU a cgroup has used, user and system: from a v1 cpuacct directory's
+    cpuacct.usage or a v2 directory's cpu.stat; None if it has neither.
+    scripts/bench.py reads containers' cgroups from the host with it.
+    cpuacct.usage first: read_cgroup's v1 branch calls this on every scrape and
+    reads cpu.stat itself for throttling; a v2 directory has no cpuacct.usage."""
     if (acct := _read(cpu_dir / "cpuacct.usage")) is not None:
         return int(acct) / 1e9
+    if (usage := _stat(cpu_dir / "cpu.stat").get("usage_usec")) is not None:
+        return usage / 1e6
     return None
 
 
