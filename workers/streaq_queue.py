@@ -70,14 +70,38 @@ class Producer:
             "connect_timeout": settings.redis_timeout_s, "stream_timeout": 10 * settings.redis_timeout_s,
             "retry_policy": NoRetryPolicy()})
         self.redis = async_client(settings)
-        self._context = None
+        self._holder: asyncio.Task | None = None
+        self._closing = asyncio.Event()
         self._probe: asyncio.Future | None = None
         # Request tasks whose enqueue is late -> the error that cancelled them (None until the probe fails).
         self._late: dict[asyncio.Task, BaseException | None] = {}
 
     async def start(self) -> None:
-        self._context = self.worker.__asynccontextmanager__()
-        await self._context.__aenter__()  # connects and loads streaq's Lua functions
+        """Connects and loads streaq's Lua functions. coredis' connection pool
+        must be left by the task that entered it (a context variable of that
+        task's), and runs its connections' readers in a task group that task
+        hosts: a task of the producer's own, for its whole life, not the request
+        that happened to come first."""
+        entered = asyncio.get_running_loop().create_future()
+        self._holder = asyncio.create_task(self._hold(entered), name="streaq-producer")
+        try:
+            await asyncio.shield(entered)
+        except BaseException:
+            self._closing.set()  # a connected pool whose starter gave up is left again
+            raise
+
+    async def _hold(self, entered: asyncio.Future) -> None:
+        try:
+            async with self.worker:
+                entered.set_result(None)
+                await self._closing.wait()
+        except BaseException as exc:
+            if entered.done():
+                raise
+            if isinstance(exc, asyncio.CancelledError):
+                entered.cancel()
+            else:
+                entered.set_exception(exc)
 
     async def enqueue(self, msg: TaskMessage) -> None:
         task = asyncio.current_task()
@@ -121,8 +145,9 @@ class Producer:
 
     async def close(self) -> None:
         await self.redis.aclose()
-        if self._context is not None:
-            await self._context.__aexit__(None, None, None)
+        if self._holder is not None:
+            self._closing.set()
+            await self._holder
 
 
 async def depth(redis) -> int:
