@@ -393,3 +393,16 @@ def test_the_runners_metric_calls_expose_what_prometheus_clients_own_calls_do():
 
     assert exposition(fast=True) == exposition(fast=False)
     assert b'h_bucket{le="0.001",q="a"} 3.0' in exposition(fast=True)  # a bound is inclusive
+
+
+def test_the_enqueue_route_documents_and_accepts_exactly_the_enums_values():
+    """The route types its path as Literals of the enums' values (services/api/routes.py):
+    its schema still lists each enum, and what it hands on are the enums' members."""
+    from services.api.app import create_app
+    from services.api.routes import _KINDS, _QUEUES, _VARIANTS
+
+    params = create_app().openapi()["paths"]["/api/v1/incr/{kind}/{variant}/{queue}"]["post"]["parameters"]
+    schemas = {p["name"]: p["schema"] for p in params if p["in"] == "path"}
+    for name, enum, members in (("kind", Kind, _KINDS), ("variant", Variant, _VARIANTS), ("queue", Queue, _QUEUES)):
+        assert schemas[name]["enum"] == [m.value for m in enum]
+        assert all(members[m.value] is m for m in enum)
