@@ -309,6 +309,16 @@ def _ratio(lab, bare) -> float | None:
     return math.floor(lab / bare * 100 + 1e-9) / 100 if lab and bare else None
 
 
+def _by_round(what: str, bare_rounds, lab_rounds) -> list[str]:
+    """Each round's lab / bare ratio (round i of one side ran next to round i of
+    the other): on this machine one round moves a ratio by up to 0.25, so a ✗
+    inside that spread says less than one outside it."""
+    if not bare_rounds or not lab_rounds or len(bare_rounds) != len(lab_rounds) or len(bare_rounds) < 2:
+        return []
+    ratios = [_ratio(lab, bare) for bare, lab in zip(bare_rounds, lab_rounds)]
+    return [f"{what} ratio by round {', '.join('-' if r is None else f'{r:g}' for r in ratios)}"]
+
+
 def _mark(value, ok) -> str:
     return "-" if value is None else f"{value:g}{'' if ok else ' ✗'}"
 
@@ -338,6 +348,7 @@ def rows(record: dict) -> list[str]:
         if bare.get("errors") or lab.get("errors"):
             notes.append(f"errors bare {bare.get('errors', 0)} / lab {lab.get('errors', 0)}")
         rps_ratio = _ratio(lab.get("rps"), bare.get("rps"))
+        notes += _by_round("RPS", bare.get("rps_rounds"), lab.get("rps_rounds"))
         lab_peak = lab.get("api_peak_mb")
 
         def drains(suffix: str, label: str, extra_notes: list[str]) -> str:
@@ -351,11 +362,12 @@ def rows(record: dict) -> list[str]:
                        if not label else ("", "", "", "", "", "", "", "")),
                      f"{b.get('rate', '-') if b else '-'}", f"{l.get('rate', '-') if l else '-'}",
                      _mark(d_ratio, (d_ratio or 0) >= BUDGET_RATIO) if b else "-",
-                     "; ".join(extra_notes) or "", record.get("run", "")]
+                     "; ".join(extra_notes + _by_round("drain", b.get("rate_rounds"), l.get("rate_rounds")))
+                     or "", record.get("run", "")]
             return "| " + " | ".join(str(x) for x in cells) + " |"
 
         arq_note = [R.arq_cap(record.get("knobs") or {})] if q == "arq" else []
-        lines.append(drains("", "", notes + arq_note))
+        lines.append(drains("", "", arq_note + notes))
         if "bare_drain_fast" in row:
             lines.append(drains("_fast", f" (ARQ_POLL_DELAY={FAST_ARQ_POLL})", []))
     return lines

@@ -597,6 +597,21 @@ def test_bench_table_judges_the_ratio_it_shows():
     assert cells["faststream"][6] == "480 / 531"   # the API's CPU per request, bare / lab
     assert cells["faststream"][13] == "0.9"        # 398.9 / 443.0 = 0.9005: meets it
     assert cells["saq"][5] == "0.9" and cells["saq"][13] == "1.2"
+    assert cells["faststream"][14] == ""  # no rounds recorded: nothing to show
+
+
+def test_bench_table_shows_each_rounds_ratio():
+    """Beside a ratio, each round's: bare round i against lab round i, for the
+    API and the drain, so that a reader sees how far one round moves it."""
+    from scripts import bench
+
+    row = {"queue": "taskiq", "bare": {"rps": 400.0, "rps_rounds": [380.0, 420.0]},
+           "lab": {"rps": 360.0, "rps_rounds": [376.2, 344.4]},
+           "bare_drain": {"rate": 100.0, "rate_rounds": [90.0, 110.0]},
+           "lab_drain": {"rate": 95.0, "rate_rounds": [None, 99.0]}}
+    [line] = bench.rows({"run": "bench-y", "mode": "await", "api_limits": {}, "rows": [row]})
+    notes = [c.strip() for c in line.strip("|").split("|")][14]
+    assert notes == "RPS ratio by round 0.99, 0.82; drain ratio by round -, 0.9"
 
 
 def test_bench_rounds_take_turns_going_first():
