@@ -21,8 +21,8 @@ from services.metrics import (
     TASK_STARTED,
     TASK_WAIT,
     TASKS_IN_PROGRESS,
+    Count,
     Observe,
-    tally,
 )
 from services.protocol import TaskMessage
 from services.redis_clients import async_client, sync_client
@@ -33,34 +33,33 @@ log = logging.getLogger("lab.runner")
 
 
 class _TaskMetrics:
-    """The task series of one queue/kind/variant, looked up once, each as the
-    one call that updates it (tally, Observe)."""
+    """The task series of one queue/kind/variant, looked up once (Count, Observe)."""
 
     def __init__(self, labels: dict):
-        self.started, self.completed = tally(TASK_STARTED.labels(**labels)), tally(TASK_COMPLETED.labels(**labels))
-        self.failed = tally(TASK_FAILED.labels(**labels))
-        self.duplicates = tally(TASK_DUPLICATES.labels(**labels))
-        self.in_progress = tally(TASKS_IN_PROGRESS.labels(**labels))
+        self.started, self.completed = Count(TASK_STARTED.labels(**labels)), Count(TASK_COMPLETED.labels(**labels))
+        self.failed = Count(TASK_FAILED.labels(**labels))
+        self.duplicates = Count(TASK_DUPLICATES.labels(**labels))
+        self.in_progress = Count(TASKS_IN_PROGRESS.labels(**labels))
         self.wait, self.duration = Observe(TASK_WAIT.labels(**labels)), Observe(TASK_DURATION.labels(**labels))
         self.latency = Observe(TASK_LATENCY.labels(**labels))
 
     def begin(self, msg: TaskMessage) -> float:
         started = time.time()
-        self.started(1)
+        self.started.n += 1
         self.wait(max(0.0, started - msg.enqueued_at))
-        self.in_progress(1)
+        self.in_progress.n += 1
         return started
 
     def failed_once(self, first: bool) -> None:
-        (self.failed if first else self.duplicates)(1)
+        (self.failed if first else self.duplicates).n += 1
 
     def completed_once(self, msg: TaskMessage, started: float, finished: float, first: bool) -> None:
         self.duration(finished - started)
         if first:
-            self.completed(1)
+            self.completed.n += 1
             self.latency(finished - msg.enqueued_at)
         else:
-            self.duplicates(1)
+            self.duplicates.n += 1
 
 
 def _run_without_loop(coro: Coroutine) -> None:
@@ -111,7 +110,7 @@ class TaskRunner:
             m.completed_once(msg, started, finished, await self.ledger.settle(
                 msg, "completed", write=write_after, start=start, retry_s=self.retry_s))
         finally:
-            m.in_progress(-1)
+            m.in_progress.n -= 1
 
     def run_blocking(self, msg: TaskMessage | dict, loop: asyncio.AbstractEventLoop) -> None:
         """`run`, for a process that runs one task at a time and no event loop
@@ -140,7 +139,7 @@ class TaskRunner:
             m.completed_once(msg, started, finished, self.blocking_ledger.settle(
                 msg, "completed", write=write_after, retry_s=self.retry_s))
         finally:
-            m.in_progress(-1)
+            m.in_progress.n -= 1
 
     async def close(self) -> None:
         self.work.close()

@@ -366,13 +366,14 @@ def test_a_link_keeps_its_connection_in_step_through_a_restart_and_a_frozen_redi
     assert first == [2, b"2"] and after_restart == [5, 6] and late == b"106" and kept
 
 
-def test_the_runners_metric_calls_expose_what_prometheus_clients_own_calls_do():
-    """tally and Observe update prometheus_client's children through their
-    private parts (services/metrics.py): the same updates through the public
-    calls give the same exposition, bucket by bucket."""
+def test_the_hot_paths_metric_updates_expose_what_prometheus_clients_own_calls_do():
+    """Count and Observe add up in plain Python and flush() hands the totals to
+    prometheus_client's children through their private parts
+    (services/metrics.py): the same updates through the public calls give the
+    same exposition, bucket by bucket, however many flushes come between."""
     from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-    from services.metrics import LATENCY_BUCKETS, Observe, tally
+    from services.metrics import LATENCY_BUCKETS, Count, Observe, flush
 
     def exposition(fast: bool) -> bytes:
         registry = CollectorRegistry()
@@ -381,10 +382,15 @@ def test_the_runners_metric_calls_expose_what_prometheus_clients_own_calls_do():
         amounts = [0.0, 0.0005, 0.001, 0.0011, 0.05, 0.7, 2.5, 599.0, 600.0, 1200.0, 5000.0, float("inf")]
         c, g, h = counter.labels(q="a"), gauge.labels(q="a"), histogram.labels(q="a")
         if fast:
-            inc, up, observe = tally(c), tally(g), Observe(h)
-            for amount in amounts:
-                inc(1), up(1), observe(amount)
-            up(-1)
+            inc, up, observe = Count(c), Count(g), Observe(h)
+            for i, amount in enumerate(amounts):
+                inc.n += 1
+                up.n += 1
+                observe(amount)
+                if i % 5 == 4:
+                    flush()
+            up.n -= 1
+            flush()
         else:
             for amount in amounts:
                 c.inc(), g.inc(), h.observe(amount)
@@ -393,6 +399,22 @@ def test_the_runners_metric_calls_expose_what_prometheus_clients_own_calls_do():
 
     assert exposition(fast=True) == exposition(fast=False)
     assert b'h_bucket{le="0.001",q="a"} 3.0' in exposition(fast=True)  # a bound is inclusive
+
+
+def test_a_scrape_of_the_registry_sees_every_update_made_before_it():
+    """No update waits for the flusher thread: collecting REGISTRY flushes first."""
+    from prometheus_client import REGISTRY, generate_latest
+
+    from services.metrics import ENQUEUE_SECONDS, ENQUEUED, Count, Observe
+
+    labels = {"queue": "arq", "kind": "cpu", "variant": "process"}
+    count, seconds = Count(ENQUEUED.labels(**labels)), Observe(ENQUEUE_SECONDS.labels("arq"))
+    before = ENQUEUED.labels(**labels)._value.get()
+    count.n += 3
+    seconds(0.0042)
+    text = generate_latest(REGISTRY).decode()
+    assert f'lab_enqueued_total{{kind="cpu",queue="arq",variant="process"}} {before + 3}' in text
+    assert ENQUEUE_SECONDS.labels("arq")._sum.get() >= 0.0042
 
 
 def test_the_enqueue_route_documents_and_accepts_exactly_the_enums_values():

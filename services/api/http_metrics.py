@@ -10,11 +10,9 @@ counted but kept out of the latency percentiles, which describe the work routes.
 """
 
 import time
-from collections.abc import Callable
-
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.metrics import HTTP_DURATION, HTTP_DURATION_ALL, HTTP_IN_PROGRESS, HTTP_REQUESTS, Observe, tally
+from services.metrics import HTTP_DURATION, HTTP_DURATION_ALL, HTTP_IN_PROGRESS, HTTP_REQUESTS, Count, Observe
 
 NOT_COUNTED = frozenset({"/metrics"})
 NOT_IN_PERCENTILES = frozenset({"/healthz", "/readyz"})
@@ -44,7 +42,7 @@ class HttpMetrics:
         key = (scope["method"], scope["path"])
         series = self._routes.get(key)
         if series is not None:
-            series.in_progress(1)
+            series.in_progress.n += 1
         status = 500
 
         async def send_status(message: Message) -> None:
@@ -58,30 +56,29 @@ class HttpMetrics:
         finally:
             elapsed = time.perf_counter() - started
             if series is not None:
-                series.in_progress(-1)
+                series.in_progress.n -= 1
             else:
                 series = self.route(scope, key)
             series.duration(elapsed)
             if series.in_percentiles:
                 self._all(elapsed)
-            series.requests(status)(1)
+            series.requests(status).n += 1
 
 
 class _RouteSeries:
-    """The series of one route and method, looked up once, each as the one
-    call that updates it (services/metrics.py: tally, Observe)."""
+    """The series of one route and method, looked up once (services/metrics.py: Count, Observe)."""
 
     __slots__ = ("handler", "method", "in_progress", "duration", "in_percentiles", "_requests")
 
     def __init__(self, handler: str, method: str):
         self.handler, self.method = handler, method
-        self.in_progress = tally(HTTP_IN_PROGRESS.labels(handler, method))
+        self.in_progress = Count(HTTP_IN_PROGRESS.labels(handler, method))
         self.duration = Observe(HTTP_DURATION.labels(handler, method))
         self.in_percentiles = handler not in NOT_IN_PERCENTILES
-        self._requests: dict[int, Callable[[float], None]] = {}
+        self._requests: dict[int, Count] = {}
 
     def requests(self, status: int):
         counter = self._requests.get(status)
         if counter is None:
-            counter = self._requests[status] = tally(HTTP_REQUESTS.labels(self.handler, self.method, str(status)))
+            counter = self._requests[status] = Count(HTTP_REQUESTS.labels(self.handler, self.method, str(status)))
         return counter

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 # A module name, not Queue.background: a member looked up on its Enum class takes the same slow way.
 from services.api.background import QUEUE as BACKGROUND
 from services.api.errors import QueueUnavailable, raw_header
-from services.metrics import ENQUEUE_ERRORS, ENQUEUE_SECONDS, ENQUEUED, Observe, tally
+from services.metrics import ENQUEUE_ERRORS, ENQUEUE_SECONDS, ENQUEUED, Count, Observe
 from services.protocol import DEFAULT_RUN, ENDPOINTS, RUN_PATTERN, Kind, Queue, TaskMessage, Variant
 
 router = APIRouter()
@@ -107,18 +107,18 @@ async def enqueue(lab, msg: TaskMessage, background: BackgroundTasks) -> None:
         raise QueueUnavailable(msg.queue, reason, f"{type(exc).__name__}: {exc}"[:300]) from None
     seconds, enqueued = _series(msg)
     seconds(time.perf_counter() - started)
-    enqueued(1)
+    enqueued.n += 1
 
 
 _SERIES: dict[tuple, tuple] = {}
 
 
 def _series(msg: TaskMessage) -> tuple:
-    """The enqueue series of a task's queue/kind/variant, looked up once (services/metrics.py: Observe, tally)."""
+    """The enqueue series of a task's queue/kind/variant, looked up once (services/metrics.py: Observe, Count)."""
     key = (msg.queue, msg.kind, msg.variant)
     series = _SERIES.get(key)
     if series is None:
-        series = _SERIES[key] = (Observe(ENQUEUE_SECONDS.labels(msg.queue)), tally(ENQUEUED.labels(*key)))
+        series = _SERIES[key] = (Observe(ENQUEUE_SECONDS.labels(msg.queue)), Count(ENQUEUED.labels(*key)))
     return series
 
 
