@@ -38,6 +38,9 @@ _registry = None if MULTIPROCESS else REGISTRY
 # thread of each process, so that a process nobody scrapes (Celery's prefork
 # children, API_WORKERS > 1) still writes its multi-process files. Each
 # series is updated by one thread only: the event loop's, or a Celery child's.
+# Both reach into prometheus_client's children (`_value`, `_sum`, `_buckets`,
+# `_upper_bounds`), so tests/test_units.py checks that they expose exactly
+# what its public calls do.
 FLUSH_S = 1.0
 _pending: list = []  # every Count and Observe of this process
 _flush_lock = threading.Lock()
@@ -57,13 +60,17 @@ def _flush_every() -> None:
         flush()
 
 
-def _track(series) -> None:
+def _start_flusher() -> None:
     global _flusher_pid
+    _flusher_pid = os.getpid()
+    threading.Thread(target=_flush_every, name="metrics-flush", daemon=True).start()
+
+
+def _track(series) -> None:
     with _flush_lock:
         _pending.append(series)
         if _flusher_pid != os.getpid():
-            _flusher_pid = os.getpid()
-            threading.Thread(target=_flush_every, name="metrics-flush", daemon=True).start()
+            _start_flusher()
 
 
 def _after_fork_in_child() -> None:
@@ -75,8 +82,7 @@ def _after_fork_in_child() -> None:
     for series in _pending:
         series.forked()
     if _pending:
-        _flusher_pid = os.getpid()
-        threading.Thread(target=_flush_every, name="metrics-flush", daemon=True).start()
+        _start_flusher()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

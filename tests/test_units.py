@@ -1,6 +1,7 @@
 """Small pieces on their own: cgroup reading, settings, the ledger's rules."""
 
 import asyncio
+import os
 from pathlib import Path
 
 import pytest
@@ -415,6 +416,35 @@ def test_a_scrape_of_the_registry_sees_every_update_made_before_it():
     text = generate_latest(REGISTRY).decode()
     assert f'lab_enqueued_total{{kind="cpu",queue="arq",variant="process"}} {before + 3}' in text
     assert ENQUEUE_SECONDS.labels("arq")._sum.get() >= 0.0042
+
+
+def test_a_forked_child_flushes_its_own_updates_and_not_its_parents():
+    """Celery's prefork children are forked: each flushes (within FLUSH_S, by a
+    thread of its own) what it added, never what its parent had not flushed yet."""
+    import time
+
+    from services.metrics import ENQUEUED, FLUSH_S, Count, flush
+
+    child_value = ENQUEUED.labels(queue="saq", kind="cpu", variant="process")._value
+    count = Count(ENQUEUED.labels(queue="saq", kind="cpu", variant="process"))
+    before = child_value.get()
+    count.n += 5  # not flushed yet: the parent's
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            count.n += 2
+            time.sleep(FLUSH_S * 1.5)
+            os.write(write, repr(child_value.get()).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    seen_by_child = float(os.read(read, 100))
+    os.close(read)
+    flush()
+    assert seen_by_child == before + 2
+    assert child_value.get() == before + 5
 
 
 def test_the_enqueue_route_documents_and_accepts_exactly_the_enums_values():
