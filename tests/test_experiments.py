@@ -104,10 +104,11 @@ def test_several_api_processes_report_every_request(redis_server):
         responses = post_tasks(url, run, "background", "io/simple", 40)
         assert [r.status_code for r in responses] == [202] * 40
         labels = {"queue": "background", "kind": "io", "variant": "simple"}
-        # Whichever process answers /metrics, the sum covers both.
-        for _ in range(6):
-            m = proc.metrics()
-            assert m.value("lab_enqueued_total", **labels) == 40
+        # Whichever process answers /metrics, the sum covers both: each
+        # process hands its updates to its files every FLUSH_S (1 s), and the
+        # one that answers, before it answers.
+        wait_until(lambda: all(proc.metrics().value("lab_enqueued_total", **labels) == 40 for _ in range(6)), 5,
+                   "six scrapes in a row to count both processes' enqueues")
         wait_until(lambda: proc.metrics().value("lab_task_completed_total", **labels) == 40, 10,
                    "both processes' completions in /metrics")
         pids = {httpx.get(f"{url}/metrics", timeout=5).text.count("lab_cpu_limit_cores{") for _ in range(4)}
