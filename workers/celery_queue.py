@@ -42,7 +42,7 @@ from celery.signals import worker_process_init, worker_process_shutdown, worker_
 
 from services.cgroup import register_cgroup_metrics
 from services.loop_lag import start_loop_lag_watch
-from services.metrics import touch_task_series
+from services.metrics import flush, touch_task_series
 from services.protocol import Queue, TaskMessage
 from services.runner import TaskRunner
 from services.settings import Settings, get_settings
@@ -194,6 +194,7 @@ def _allow_process_pool(**_) -> None:
 @worker_process_shutdown.connect
 def _child_exit(pid=None, **_) -> None:
     process_loop.stop()
+    flush()  # this child's last updates into its files, which outlive it
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         from prometheus_client import multiprocess
 

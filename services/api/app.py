@@ -20,7 +20,7 @@ from services.api.routes import publish_after_response, router
 from services.cgroup import register_cgroup_metrics
 from services.loop_lag import start_loop_lag_watch
 from services.ledger import Ledger
-from services.metrics import ENQUEUED, MULTIPROCESS, touch_task_series
+from services.metrics import ENQUEUED, MULTIPROCESS, flush, touch_task_series
 from services.protocol import ENDPOINTS, Queue
 from services.redis_clients import async_client
 from services.runner import TaskRunner
@@ -71,6 +71,7 @@ class Lab:
             except Exception:
                 log.exception("closing a producer")
         await self.background.runner.close()
+        flush()  # with API_WORKERS > 1, this process's last updates into its files, which outlive it
         await self.upstream_async.aclose()
         self.upstream_sync.close()
         await self.redis.aclose()
