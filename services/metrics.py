@@ -76,7 +76,8 @@ def _track(series) -> None:
 def _after_fork_in_child() -> None:
     """A forked child (Celery's prefork pool) flushes its own updates: what
     the parent had not flushed yet is the parent's, and the parent's flusher
-    thread (and maybe its lock) did not come along."""
+    thread did not come along. The fork waited for any flush in progress
+    (register_at_fork below), so no prometheus_client lock was held by it."""
     global _flush_lock, _flusher_pid
     _flush_lock, _flusher_pid = threading.Lock(), None
     for series in _pending:
@@ -85,7 +86,10 @@ def _after_fork_in_child() -> None:
         _start_flusher()
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
+# A fork waits for a flush in progress: a child that inherited a lock taken by
+# the parent's flusher (this one, or a value's) would block on its first flush.
+os.register_at_fork(before=lambda: _flush_lock.acquire(), after_in_parent=lambda: _flush_lock.release(),
+                    after_in_child=_after_fork_in_child)
 
 
 class _FlushFirst:
