@@ -8,6 +8,7 @@ import logging
 from prometheus_async.aio.web import start_http_server
 
 from services.cgroup import register_cgroup_metrics
+from services.heap import freeze_startup_heap
 from services.loop_lag import start_loop_lag_watch
 from services.metrics import touch_task_series
 from services.protocol import BROKER_QUEUES
@@ -48,6 +49,7 @@ class WorkerRuntime:
         register_cgroup_metrics(self.service)
         self._lag = start_loop_lag_watch(self.service, self.settings.loop_lag_interval_s)
         self._server = await start_http_server(addr="0.0.0.0", port=self.settings.metrics_port)
+        freeze_startup_heap()  # last: the library's and the lab's start-up stay out of every full collection
 
     async def stop(self) -> None:
         if self._lag:

@@ -38,9 +38,10 @@ import threading
 from functools import partial
 
 from celery import Celery
-from celery.signals import worker_process_init, worker_process_shutdown, worker_ready, worker_shutdown
+from celery.signals import worker_init, worker_process_init, worker_process_shutdown, worker_ready, worker_shutdown
 
 from services.cgroup import register_cgroup_metrics
+from services.heap import freeze_startup_heap
 from services.loop_lag import start_loop_lag_watch
 from services.metrics import flush, touch_task_series
 from services.protocol import Queue, TaskMessage
@@ -182,6 +183,13 @@ def lab_task(message: dict) -> None:
     process_loop.run(message)
 
 
+@worker_init.connect
+def _freeze_before_fork(**_) -> None:
+    # In the parent, before the prefork pool forks: its children inherit the
+    # frozen start-up objects and no collection of theirs walks them.
+    freeze_startup_heap()
+
+
 @worker_process_init.connect
 def _allow_process_pool(**_) -> None:
     # Prefork children are daemonic processes, and multiprocessing refuses to
@@ -189,6 +197,7 @@ def _allow_process_pool(**_) -> None:
     # to have children"), which is what cpu/process needs. This child is a pool
     # worker that Celery itself supervises, so it may own a process pool.
     multiprocessing.current_process()._config.pop("daemon", None)
+    freeze_startup_heap(collect=False)  # what the child made as it started
 
 
 @worker_process_shutdown.connect

@@ -7,7 +7,7 @@ from functools import partial
 
 import anyio.to_thread
 from fastapi import FastAPI, Response
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from services.api import errors
 from services.api.background import BackgroundQueue
@@ -18,9 +18,10 @@ from services.api.metrics_server import serve_metrics_in_thread
 from services.api.outbox import Outbox
 from services.api.routes import publish_after_response, router
 from services.cgroup import register_cgroup_metrics
+from services.heap import freeze_startup_heap
 from services.loop_lag import start_loop_lag_watch
 from services.ledger import Ledger
-from services.metrics import ENQUEUED, MULTIPROCESS, flush, touch_task_series
+from services.metrics import ENQUEUED, flush, touch_task_series
 from services.protocol import ENDPOINTS, Queue
 from services.redis_clients import async_client
 from services.runner import TaskRunner
@@ -93,6 +94,7 @@ async def lifespan(app: FastAPI):
             ENQUEUED.labels(queue=queue, kind=kind, variant=variant)
     lag = start_loop_lag_watch(service, settings.loop_lag_interval_s)
     metrics_server = serve_metrics_in_thread(settings.metrics_port)
+    freeze_startup_heap()  # last: what start-up made stays out of every full collection
     try:
         yield
     finally:
