@@ -1,7 +1,7 @@
 """`make bench`: what the lab costs next to each library on its own.
 
     uv run python -m scripts.bench [--worker arq|...|all] [--requests 3000] [--users 50] [--warmup 200]
-                                   [--drain-max-s 20]
+                                   [--rounds 2] [--drain-s 15] [--drain-window-s 1]
 
 For each queue, under the limits `make up` applied (read from the running
 containers, never changed):
@@ -13,10 +13,11 @@ containers, never changed):
    (`sides`), with the same requests (services/bare/loadgen.py in the
    `bench-client` container), and samples each API's working-set memory from
    its cgroup meanwhile;
-3. drains what each API enqueued, in as many rounds, in the same order: the
-   bare worker (services/bare/worker.py) under the lab worker's limits, and the
-   lab's own worker, each measured for up to --drain-max-s; then the lab's
-   worker empties its queue; for arq also once more at ARQ_POLL_DELAY=0.01 s;
+3. drains what each API enqueued: the bare worker (services/bare/worker.py)
+   under the lab worker's limits and the lab's own worker, both started, run
+   in turns of short windows while the other is paused, for --drain-s each
+   (scripts/bench_drain.py); then the lab's worker empties its queue; for arq
+   all this once more at ARQ_POLL_DELAY=0.01 s;
 4. prints the table, writes results/bench-<time>.json (shown by `make results`)
    and starts the lab's worker again.
 The budget (README, "What the lab costs"): lab/bare >= 0.9 for RPS and drain,
@@ -36,6 +37,7 @@ from datetime import datetime
 from pathlib import Path
 
 from scripts import lab_results as R
+from scripts.bench_drain import Counter, PairedDrain, Side, container_id, pair_ratios, spread
 from scripts.load import Compose, Grafana, LoadError
 from services.bare.queues import BARE, KEYS, done_key
 from services.cgroup import cpu_seconds_of, memory_of
@@ -147,21 +149,6 @@ class Bench:
         result["window"] = [round(began, 1), round(time.time(), 1)]  # for Prometheus: the event-loop lag meanwhile
         return result
 
-    def drain(self, start, stop, target: int, counter: str | None = None, run: str | None = None,
-              max_s: float | None = None) -> dict:
-        """Start the drain clock, then the worker; the clock stops at `target`."""
-        out: dict = {}
-        args = ["python", "-m", "services.bare.drain", "--target", str(target),
-                "--max-s", str(max_s or self.args.drain_max_s),
-                *(["--counter", counter] if counter else ["--ledger-run", run])]
-        clock = threading.Thread(target=lambda: out.update(self.client(*args)))
-        clock.start()
-        time.sleep(1.5)  # the clock's container reads its baseline first
-        start()
-        clock.join()
-        stop()
-        return out
-
     def wait_for_empty(self, queue: str) -> None:
         """The lab's queue must start empty: its worker would drain what an
         earlier run left there before this run's tasks, and its drain figure
@@ -209,39 +196,55 @@ class Bench:
         lab_target = row["lab"]["enqueued"]
         if queue == "background":  # ran inside the APIs; nothing to drain
             return row
-        bench_svc = f"bench-{queue}"
-        started = lambda *extra: lambda: c("up", "-d", "--no-deps", "--force-recreate", bench_svc,
-                                           extra_env={**self.env, **dict(extra)}, timeout=300)
-        removed = lambda: c("rm", "--stop", "--force", bench_svc, check=False, timeout=120)
-        lab_started, lab_stopped = lambda: c("start", queue), lambda: c("stop", queue, timeout=120)
-        drains: dict[str, list[dict]] = {"bare": [], "lab": []}
-        # In the APIs' order, and each worker measured for the same time
-        # (--drain-max-s) on the same backlog size: a drift of the machine, or
-        # a worker slowing down as its queue empties, hits both alike.
-        drainers = {"bare": ("the bare worker", lambda: self.drain(started(), removed, bare_target,
-                                                                   counter=done_key(queue)), bare_target),
-                    "lab": ("the lab's worker", lambda: self.drain(lab_started, lab_stopped, lab_target, run=run),
-                            lab_target)}
-        for i in range(self.args.rounds):
-            for side in sides(i):
-                label, drain, target = drainers[side]
-                say(f"[{queue}] drain round {i + 1}/{self.args.rounds}: {label} ({target} tasks in all) ...")
-                drains[side].append(drain())
-        row["bare_drain"], row["lab_drain"] = combine_drains(drains["bare"]), combine_drains(drains["lab"])
-        if queue == "arq":
-            say(f"[arq] again at ARQ_POLL_DELAY={FAST_ARQ_POLL} (what is left in both queues)")
-            row["bare_drain_fast"] = self.drain(started(("ARQ_POLL_DELAY", FAST_ARQ_POLL)), removed, bare_target,
-                                                counter=done_key(queue), max_s=600)
-            name = f"bench-lab-arq-{self.stamp}"
-            one_off = lambda: c("run", "-d", "--rm", "--no-deps", "--name", name,
-                                "-e", f"ARQ_POLL_DELAY={FAST_ARQ_POLL}", "arq", extra_env=self.env)
-            stop_one_off = lambda: subprocess.run(["docker", "rm", "--force", name], capture_output=True,
-                                                  check=False, timeout=120)
-            row["lab_drain_fast"] = self.drain(one_off, stop_one_off, lab_target, run=run, max_s=600)
-        else:
-            say(f"[{queue}] the lab's worker empties its queue (not measured) ...")
-            self.drain(lab_started, lambda: None, lab_target, run=run, max_s=600)
+        counter = Counter(self.compose, self.env, done_key(queue), run)
+        try:
+            self.drain_queue(queue, row, counter, bare_target, lab_target)
+        finally:
+            counter.close()
         return row
+
+    def paired(self, counter: Counter, bare: Side, lab: Side) -> PairedDrain:
+        a = self.args
+        return PairedDrain(counter, bare, lab, cpu_seconds, sides, a.drain_window_s, a.drain_s, self.say)
+
+    def drain_queue(self, queue: str, row: dict, counter: Counter, bare_target: int, lab_target: int) -> None:
+        """The bare worker and the lab's drain in turns (scripts/bench_drain.py); then the lab's empties its queue."""
+        c, bench_svc = self.compose, f"bench-{queue}"
+        bare_start = lambda *extra: lambda: c("up", "-d", "--no-deps", "--force-recreate", bench_svc,
+                                              extra_env={**self.env, **dict(extra)}, timeout=300)
+        bare = lambda *extra: Side("bare", bare_target, bare_start(*extra), lambda: c.ids(bench_svc))
+        lab = Side("lab", lab_target, lambda: c("start", queue, timeout=120), lambda: c.ids(queue))
+        self.say(f"[{queue}] drains: the bare worker and the lab's, in turns ({bare_target} and {lab_target} tasks)")
+        drain = self.paired(counter, bare(), lab)
+        try:
+            result = drain.run()
+        finally:
+            c("rm", "--stop", "--force", bench_svc, check=False, timeout=120)
+        row["drain_window_s"], row["bare_drain"], row["lab_drain"] = result["window_s"], result["bare"], result["lab"]
+        if queue != "arq":
+            self.say(f"[{queue}] the lab's worker empties its queue (not measured) ...")
+            drain.wait_until_done(lab)
+            return
+        # arq once more at ARQ_POLL_DELAY=0.01, on what is left of both queues;
+        # the lab's at that setting is a one-off container beside the stopped service.
+        c("stop", queue, timeout=120)
+        say_fast = f"[arq] again at ARQ_POLL_DELAY={FAST_ARQ_POLL}"
+        self.say(say_fast)
+        name = f"bench-lab-arq-{self.stamp}"
+        one_off = lambda: c("run", "-d", "--rm", "--no-deps", "--name", name,
+                            "-e", f"ARQ_POLL_DELAY={FAST_ARQ_POLL}", "arq", extra_env=self.env)
+        fast_lab = Side("lab", lab_target, one_off, lambda: container_id(name))
+        fast = self.paired(counter, bare(("ARQ_POLL_DELAY", FAST_ARQ_POLL)), fast_lab)
+        try:
+            result = fast.run()
+            row["drain_window_s_fast"], row["bare_drain_fast"], row["lab_drain_fast"] = (
+                result["window_s"], result["bare"], result["lab"])
+            self.say(f"{say_fast}: the lab's one-off worker empties its queue (not measured) ...")
+            fast.wait_until_done(fast_lab)
+        finally:
+            c("rm", "--stop", "--force", bench_svc, check=False, timeout=120)
+            subprocess.run(["docker", "rm", "--force", name], capture_output=True, check=False, timeout=120)
+            c("start", queue, check=False, timeout=120)
 
     def run(self, queues: list[str]) -> dict:
         rows = []
@@ -294,14 +297,6 @@ def combine(rounds: list[dict]) -> dict:
     }
 
 
-def combine_drains(rounds: list[dict]) -> dict:
-    """Several drain windows of one worker as one: tasks over seconds, all measured windows together."""
-    tasks, seconds = sum(r.get("measured_tasks") or 0 for r in rounds), sum(r.get("measured_s") or 0 for r in rounds)
-    return {"target": rounds[-1]["target"], "done": rounds[-1]["done"], "complete": rounds[-1]["complete"],
-            "measured_tasks": tasks, "measured_s": round(seconds, 2),
-            "rate": round(tasks / seconds, 1) if seconds > 0 else None, "rate_rounds": [r.get("rate") for r in rounds]}
-
-
 # -- The table -----------------------------------------------------------------------------
 def _ratio(lab, bare) -> float | None:
     """lab / bare to two places, rounded down: the ✗ is judged on the figure
@@ -319,6 +314,18 @@ def _by_round(what: str, bare_rounds, lab_rounds) -> list[str]:
     return [f"{what} ratio by round {', '.join('-' if r is None else f'{r:g}' for r in ratios)}"]
 
 
+def _drain_pairs(bare_rounds, lab_rounds) -> list[str]:
+    """Drains in windows taken in turns (scripts/bench_drain.py): the median and
+    range of the pairs' ratios; records of two rounds list each round's."""
+    if bare_rounds and lab_rounds and len(bare_rounds) == len(lab_rounds) > 4:
+        return [f"drain pairs {spread(pair_ratios(bare_rounds, lab_rounds))}"]
+    return _by_round("drain", bare_rounds, lab_rounds)
+
+
+def _or_dash(value) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
 def _mark(value, ok) -> str:
     return "-" if value is None else f"{value:g}{'' if ok else ' ✗'}"
 
@@ -326,8 +333,9 @@ def _mark(value, ok) -> str:
 SCHEMA = "bench/1"
 HEADER = ("| queue | mode | API / worker limits | bare RPS | lab RPS | RPS ratio | API CPU µs/request bare / lab "
           "| bare p50/p95 ms | lab p50/p95 ms "
-          "| bare API peak MB | lab API peak MB | bare drain/s | lab drain/s | drain ratio | notes | run |\n"
-          "|---|---|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---|---|")
+          "| bare API peak MB | lab API peak MB | bare drain/s | lab drain/s | drain ratio | worker CPU µs/task bare / lab "
+          "| notes | run |\n"
+          "|---|---|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---|---|")
 
 
 def table(records: list[dict]) -> str:
@@ -360,9 +368,10 @@ def rows(record: dict) -> list[str]:
                         f"{bare.get('p50_ms', '-')}/{bare.get('p95_ms', '-')}", f"{lab.get('p50_ms', '-')}/{lab.get('p95_ms', '-')}",
                         f"{bare.get('api_peak_mb', '-')}", _mark(lab_peak, (lab_peak or 0) <= BUDGET_PEAK_MB))
                        if not label else ("", "", "", "", "", "", "", "")),
-                     f"{b.get('rate', '-') if b else '-'}", f"{l.get('rate', '-') if l else '-'}",
+                     _or_dash(b.get("rate")), _or_dash(l.get("rate")),
                      _mark(d_ratio, (d_ratio or 0) >= BUDGET_RATIO) if b else "-",
-                     "; ".join(extra_notes + _by_round("drain", b.get("rate_rounds"), l.get("rate_rounds")))
+                     f"{b.get('cpu_us_per_task') or '-'} / {l.get('cpu_us_per_task') or '-'}" if b else "-",
+                     "; ".join(extra_notes + _drain_pairs(b.get("rate_rounds"), l.get("rate_rounds")))
                      or "", record.get("run", "")]
             return "| " + " | ".join(str(x) for x in cells) + " |"
 
@@ -381,8 +390,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--users", type=int, default=50, help="concurrent connections (default 50)")
     p.add_argument("--warmup", type=int, default=200, help="requests sent first, not measured (default 200)")
     p.add_argument("--rounds", type=int, default=2, help="bare and lab API runs and drains, in the order of sides() (default 2)")
-    p.add_argument("--drain-max-s", type=float, default=15,
-                   help="longest a drain round is measured (default 15 s); the lab's queue is emptied regardless")
+    p.add_argument("--drain-s", type=float, default=15,
+                   help="how long each worker's drain is measured, in windows taken in turns (default 15 s); "
+                        "the lab's queue is emptied regardless")
+    p.add_argument("--drain-window-s", type=float, default=1.0,
+                   help="the shortest drain window (default 1 s; longer if it would hold under 40 tasks)")
     p.add_argument("--backlog-wait-s", type=float, default=120,
                    help="how long a lab queue's earlier backlog may take to empty before the bench gives up (default 120 s)")
     p.add_argument("--results-dir", default="results")

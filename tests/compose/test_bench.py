@@ -13,27 +13,32 @@ pytestmark = pytest.mark.compose
 
 
 def test_make_bench_records_bare_beside_lab_and_restores_the_lab(stack, tmp_path):
-    proc = stack.make("bench", "worker=saq", "requests=300", "users=20", "warmup=20", "rounds=1",
+    # Enough tasks for the drain's windows: it measures only while both backlogs last.
+    proc = stack.make("bench", "worker=saq", "requests=1500", "users=20", "warmup=20", "rounds=1",
                       f"results_dir={tmp_path}", timeout=900)
     out = proc.stdout
     assert "| queue | mode | API / worker limits | bare RPS | lab RPS | RPS ratio" in out, out
     [path] = list(tmp_path.glob("bench-*.json"))
     record = json.loads(path.read_text())
-    assert record["schema"] == "bench/1" and record["mode"] == "await" and record["requests"] == 300
+    assert record["schema"] == "bench/1" and record["mode"] == "await" and record["requests"] == 1500
     assert record["api_limits"]["cpus"] == 0.2 and record["worker_limits"]["saq"]["cpus"] == 0.2
     [row] = record["rows"]
     assert row["queue"] == "saq" and f"| saq | await | 0.2cpu/200M / 0.2cpu/200M |" in out
     for side in ("bare", "lab"):
-        assert row[side]["ok"] == 300 and row[side]["errors"] == 0, row[side]
+        assert row[side]["ok"] == 1500 and row[side]["errors"] == 0, row[side]
         assert row[side]["rps"] > 0 and row[side]["p50_ms"] <= row[side]["p95_ms"]
         assert row[side]["api_peak_mb"] > 0  # read from the API container's cgroup
         assert row[side]["api_cpu_us_per_request"] > 0  # likewise
+        # Windows taken in turns, each worker's tasks and CPU counted in each.
         drain = row[f"{side}_drain"]
-        assert drain["complete"] and drain["done"] >= 320 and drain["rate"] > 0, drain
+        assert drain["target"] == 1520 and len(drain["windows"]) >= 2 and drain["rate"] > 0, drain
+        assert all(w["tasks"] > 0 and w["cpu_s"] > 0 for w in drain["windows"]), drain
+        assert drain["cpu_us_per_task"] > 0, drain
     # Every task the lab's API accepted was run by the lab's worker, once.
     report = stack.compose("exec", "-T", "api", "python", "-m", "services.ledger", "show", row["run"]).stdout
     totals = json.loads(report)["totals"]
-    assert (totals["enqueued"], totals["completed"], totals["pending"]) == (320, 320, 0), totals
+    assert (totals["enqueued"], totals["completed"], totals["pending"]) == (1520, 1520, 0), totals
+    assert totals["duplicates"] == 0, totals  # paused and thawed, no task ran twice
 
     # The bench services are gone, the lab's saq worker runs again, under its limits.
     left = stack.compose("--profile", "bench", "ps", "-a", "-q", "bench-api", "bench-saq", "bench-client").stdout

@@ -1,0 +1,200 @@
+"""The drain half of `make bench`: the bare worker and the lab's, in turns of short windows.
+
+Both workers are started on their own backlog, but only one runs at a time:
+the other sits in `docker pause` (its cgroup frozen: no CPU, its connections,
+read-ahead and half-done tasks kept as they were). A window thaws one side for
+`window_s`, freezes it again, and counts what it did meanwhile: the tasks it
+finished (read from Redis while both sides are frozen, so the count cannot
+move under the reading) and the CPU its containers used (their cgroup).
+
+Sides take turns, bare-lab then lab-bare (bench.sides), so the two windows of a
+pair run seconds apart. Drains measured one after the other, minutes apart,
+moved the same bare worker's rate by up to 30 % between two benches, three
+times the budget; a drift that slow moves both windows of a pair alike.
+
+A window holds at least MIN_TASKS_PER_WINDOW tasks (arq at its default polling
+gets longer windows), and the drain stops before a window would find its
+backlog empty, so every window measures a worker that had work throughout.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from scripts.load import ROOT, Compose, LoadError
+
+WARM_S = 1.0  # a side runs this long after its first task before it is measured: imports, connections, caches
+MIN_TASKS_PER_WINDOW = 40
+START_TIMEOUT_S = 120  # a worker's container start and imports, at 0.2 CPU
+EMPTY_TIMEOUT_S = 600
+STALL_S = 30
+
+
+@dataclass
+class Side:
+    """One worker under the drain clock: how to start it, where its containers are, what it must do."""
+
+    name: str  # "bare" or "lab": its key in the counter's answers
+    target: int  # tasks waiting for it in all
+    start: Callable[[], object]
+    containers: Callable[[], list[str]]
+    ids: list[str] = field(default_factory=list)
+    done: int = 0
+    rate: float = 0.0  # its last rate, for the next window's length and whether its backlog lasts
+    windows: list[dict] = field(default_factory=list)
+
+
+class Counter:
+    """services/bare/drain.py --watch in the bench-client container, kept up for the whole drain."""
+
+    def __init__(self, compose: Compose, env: dict[str, str], counter: str, run: str):
+        cmd = [*compose.cmd, "--profile", compose.profile, "run", "--rm", "--no-deps", "-T", "bench-client",
+               "python", "-m", "services.bare.drain", "--watch", "--counter", counter, "--ledger-run", run]
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env={**compose.env, **env}, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def __call__(self) -> dict[str, int]:
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise LoadError(f"the drain counter exited: {self.proc.stderr.read()[-2000:]}")
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def container_id(name: str) -> list[str]:
+    """The full id of a container started by name: its cgroup is named by it."""
+    proc = subprocess.run(["docker", "inspect", "-f", "{{.Id}}", name], capture_output=True, text=True, timeout=60,
+                          check=False)
+    return proc.stdout.split() if proc.returncode == 0 else []
+
+
+def docker(*args: str) -> None:
+    proc = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=60, check=False)
+    if proc.returncode != 0 and "is not paused" not in proc.stderr and "is already paused" not in proc.stderr:
+        raise LoadError(f"docker {' '.join(args)}: {proc.stderr.strip()}")
+
+
+class PairedDrain:
+    def __init__(self, counter: Counter, bare: Side, lab: Side, cpu_seconds: Callable[[str], float | None],
+                 sides: Callable[[int], tuple[str, str]], window_s: float = 1.0, measure_s: float = 15.0, say=print):
+        self.counter, self.sides, self.cpu_seconds, self.order = counter, {"bare": bare, "lab": lab}, cpu_seconds, sides
+        self.window_s, self.measure_s, self.say = window_s, measure_s, say
+
+    def cpu(self, side: Side) -> float | None:
+        values = [self.cpu_seconds(i) for i in side.ids]
+        return None if any(v is None for v in values) else sum(values)
+
+    def warm(self, side: Side) -> None:
+        """Start a side, let it run WARM_S past its first task, freeze it."""
+        base = self.counter()[side.name]
+        side.start()
+        side.ids = side.containers()
+        if not side.ids:
+            raise LoadError(f"the {side.name} worker did not start")
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while (first := self.counter()[side.name]) == base:
+            if time.monotonic() > deadline:
+                raise LoadError(f"the {side.name} worker finished no task within {START_TIMEOUT_S} s of its start")
+            time.sleep(0.1)
+        began = time.monotonic()
+        time.sleep(WARM_S)
+        self.freeze(side)
+        side.done = self.counter()[side.name]
+        side.rate = (side.done - first) / (time.monotonic() - began)
+
+    def freeze(self, side: Side) -> None:
+        docker("pause", *side.ids)
+
+    def thaw(self, side: Side) -> None:
+        docker("unpause", *side.ids)
+
+    def window(self, side: Side, length: float) -> None:
+        cpu_before, done_before = self.cpu(side), side.done
+        a = time.perf_counter()
+        self.thaw(side)
+        b = time.perf_counter()
+        time.sleep(length)
+        c = time.perf_counter()
+        self.freeze(side)
+        d = time.perf_counter()
+        side.done = self.counter()[side.name]
+        cpu_after = self.cpu(side)
+        seconds = (c + d) / 2 - (a + b) / 2  # from half-way through the thaw to half-way through the freeze
+        tasks = side.done - done_before
+        side.rate = tasks / seconds
+        side.windows.append({"tasks": tasks, "s": round(seconds, 3),
+                             "cpu_s": None if cpu_before is None or cpu_after is None
+                             else round(cpu_after - cpu_before, 4)})
+
+    def lasts(self, side: Side, length: float) -> bool:
+        """Its backlog holds another window's work with room to spare."""
+        return side.target - side.done > 1.5 * max(side.rate, 1.0) * length
+
+    def run(self) -> dict:
+        bare, lab = self.sides["bare"], self.sides["lab"]
+        try:
+            for side in (bare, lab):
+                self.say(f"  starting the {side.name} worker ({side.target - side.done} tasks wait for it) ...")
+                self.warm(side)
+            slowest = max(min(bare.rate, lab.rate), 0.1)
+            length = max(self.window_s, MIN_TASKS_PER_WINDOW / slowest)
+            pairs = max(2, round(self.measure_s / length))
+            self.say(f"  {pairs} pairs of {length:.1f} s windows at most, in turns ...")
+            for i in range(pairs):
+                if not (self.lasts(bare, length) and self.lasts(lab, length)):
+                    break
+                for name in self.order(i):
+                    self.window(self.sides[name], length)
+        finally:
+            for side in (bare, lab):
+                if side.ids:
+                    docker("unpause", *side.ids)
+        return {"window_s": round(length, 2), "bare": summary(bare), "lab": summary(lab)}
+
+    def wait_until_done(self, side: Side, timeout: float = EMPTY_TIMEOUT_S) -> int:
+        """A thawed side works until its whole backlog is done (not measured)."""
+        deadline, last, last_at = time.monotonic() + timeout, -1, time.monotonic()
+        while (done := self.counter()[side.name]) < side.target:
+            now = time.monotonic()
+            if done != last:
+                last, last_at = done, now
+            if now > deadline or now - last_at > STALL_S:
+                raise LoadError(f"the {side.name} worker stopped at {done} of {side.target} tasks")
+            time.sleep(0.2)
+        return done
+
+
+def summary(side: Side) -> dict:
+    tasks = sum(w["tasks"] for w in side.windows)
+    seconds = sum(w["s"] for w in side.windows)
+    cpu = [w["cpu_s"] for w in side.windows]
+    return {"target": side.target, "done": side.done, "windows": side.windows, "measured_tasks": tasks, "measured_s": round(seconds, 2),
+            "rate": round(tasks / seconds, 1) if seconds > 0 else None,
+            "rate_rounds": [round(w["tasks"] / w["s"], 1) for w in side.windows],
+            "cpu_us_per_task": round(sum(cpu) / tasks * 1e6) if tasks and None not in cpu else None}
+
+
+def pair_ratios(bare_rates: list, lab_rates: list) -> list[float]:
+    return [lab / bare for bare, lab in zip(bare_rates, lab_rates) if bare and lab is not None]
+
+
+def spread(ratios: list[float]) -> str:
+    """`median 0.95, 0.88-1.02 over 12 pairs`: how far one pair of windows moves the ratio."""
+    if not ratios:
+        return ""
+    return (f"median {statistics.median(ratios):.2f}, {min(ratios):.2f}-{max(ratios):.2f} "
+            f"over {len(ratios)} pairs")
