@@ -1,7 +1,7 @@
 """`make bench`: what the lab costs next to each library on its own.
 
     uv run python -m scripts.bench [--worker arq|...|all] [--requests 3000] [--users 50] [--warmup 200]
-                                   [--rounds 2] [--drain-s 15] [--drain-window-s 1]
+                                   [--rounds 4] [--drain-s 15] [--drain-window-s 1]
 
 For each queue, under the limits `make up` applied (read from the running
 containers, never changed):
@@ -123,9 +123,25 @@ class Bench:
                 self.env[knob] = R.env_of(containers[0])[knob]
         return limits
 
+    def client_up(self) -> None:
+        """One load-generator container for the whole bench, each drive a `docker
+        exec` in it: drives follow each other within a second, where a container
+        start apiece put seconds, and the machine's drift, between them."""
+        self.client_name = f"bench-client-{self.stamp}"
+        self.compose("run", "-d", "--rm", "--no-deps", "--name", self.client_name, "--entrypoint", "sleep",
+                     "bench-client", "infinity", extra_env=self.env, timeout=300)
+
+    def client_down(self) -> None:
+        subprocess.run(["docker", "rm", "--force", self.client_name], capture_output=True, check=False, timeout=120)
+
     def client(self, *args: str, timeout: float = 600) -> dict:
-        proc = self.compose("run", "--rm", "--no-deps", "-T", "bench-client", *args, extra_env=self.env,
-                            timeout=timeout)
+        try:
+            proc = subprocess.run(["docker", "exec", self.client_name, *args], capture_output=True, text=True,
+                                  timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            raise LoadError(f"`{' '.join(args)}` in the bench client did not finish within {timeout:.0f} s") from None
+        if proc.returncode != 0:
+            raise LoadError(f"`{' '.join(args)}` in the bench client exited {proc.returncode}:\n{proc.stderr[-3000:]}")
         return json.loads(proc.stdout.strip().splitlines()[-1])
 
     def drive(self, service: str, queue: str, run: str) -> dict:
@@ -196,7 +212,7 @@ class Bench:
         lab_target = row["lab"]["enqueued"]
         if queue == "background":  # ran inside the APIs; nothing to drain
             return row
-        counter = Counter(self.compose, self.env, done_key(queue), run)
+        counter = Counter(self.client_name, done_key(queue), run)
         try:
             self.drain_queue(queue, row, counter, bare_target, lab_target)
         finally:
@@ -248,10 +264,12 @@ class Bench:
 
     def run(self, queues: list[str]) -> dict:
         rows = []
+        self.client_up()
         try:
             for queue in queues:
                 rows.append(self.bench_queue(queue))
         finally:
+            self.client_down()
             self.compose("rm", "--stop", "--force", "bench-api", *(f"bench-{q}" for q in LIMIT_KNOBS),
                          check=False, timeout=120)
             for queue in queues:
@@ -389,7 +407,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--requests", type=int, default=3000, help="requests per API and queue (default 3000)")
     p.add_argument("--users", type=int, default=50, help="concurrent connections (default 50)")
     p.add_argument("--warmup", type=int, default=200, help="requests sent first, not measured (default 200)")
-    p.add_argument("--rounds", type=int, default=2, help="bare and lab API runs and drains, in the order of sides() (default 2)")
+    p.add_argument("--rounds", type=int, default=4, help="bare and lab API runs, in the order of sides() (default 4)")
     p.add_argument("--drain-s", type=float, default=15,
                    help="how long each worker's drain is measured, in windows taken in turns (default 15 s); "
                         "the lab's queue is emptied regardless")

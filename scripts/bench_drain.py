@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from scripts.load import ROOT, Compose, LoadError
+from scripts.load import LoadError
 
 WARM_S = 1.0  # a side runs this long after its first task before it is measured: imports, connections, caches
 MIN_TASKS_PER_WINDOW = 40
@@ -50,13 +50,13 @@ class Side:
 
 
 class Counter:
-    """services/bare/drain.py --watch in the bench-client container, kept up for the whole drain."""
+    """services/bare/drain.py --watch in the bench's client container, kept up for the whole drain."""
 
-    def __init__(self, compose: Compose, env: dict[str, str], counter: str, run: str):
-        cmd = [*compose.cmd, "--profile", compose.profile, "run", "--rm", "--no-deps", "-T", "bench-client",
-               "python", "-m", "services.bare.drain", "--watch", "--counter", counter, "--ledger-run", run]
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env={**compose.env, **env}, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    def __init__(self, client: str, counter: str, run: str):
+        cmd = ["docker", "exec", "-i", client, "python", "-m", "services.bare.drain", "--watch",
+               "--counter", counter, "--ledger-run", run]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
 
     def __call__(self) -> dict[str, int]:
         self.proc.stdin.write("\n")
