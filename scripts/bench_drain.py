@@ -30,6 +30,7 @@ from scripts.load import LoadError
 
 WARM_S = 1.0  # a side runs this long after its first task before it is measured: imports, connections, caches
 MIN_TASKS_PER_WINDOW = 40
+MIN_PAIRS = 4  # arq at its default polling: windows of 6 s, and a ratio that needs several of them
 START_TIMEOUT_S = 120  # a worker's container start and imports, at 0.2 CPU
 EMPTY_TIMEOUT_S = 600
 STALL_S = 30
@@ -152,7 +153,7 @@ class PairedDrain:
                 self.warm(side)
             slowest = max(min(bare.rate, lab.rate), 0.1)
             length = max(self.window_s, MIN_TASKS_PER_WINDOW / slowest)
-            pairs = max(2, round(self.measure_s / length))
+            pairs = max(MIN_PAIRS, round(self.measure_s / length))
             self.say(f"  {pairs} pairs of {length:.1f} s windows at most, in turns ...")
             for i in range(pairs):
                 if not (self.lasts(bare, length) and self.lasts(lab, length)):
