@@ -132,7 +132,7 @@ class Bench:
                      "bench-client", "infinity", extra_env=self.env, timeout=300)
 
     def client_down(self) -> None:
-        subprocess.run(["docker", "rm", "--force", self.client_name], capture_output=True, check=False, timeout=120)
+        remove_container(self.client_name)
 
     def client(self, *args: str, timeout: float = 600) -> dict:
         try:
@@ -259,7 +259,7 @@ class Bench:
             fast.wait_until_done(fast_lab)
         finally:
             c("rm", "--stop", "--force", bench_svc, check=False, timeout=120)
-            subprocess.run(["docker", "rm", "--force", name], capture_output=True, check=False, timeout=120)
+            remove_container(name)
             c("start", queue, check=False, timeout=120)
 
     def run(self, queues: list[str]) -> dict:
@@ -284,6 +284,11 @@ class Bench:
             "knobs": {q: R.knobs_of(cs, q) for q, cs in self.workers.items()},
             "rows": rows,
         }
+
+
+def remove_container(name: str) -> None:
+    """A container started by name (`run --name`): gone, running or not, and no error if it never was."""
+    subprocess.run(["docker", "rm", "--force", name], capture_output=True, check=False, timeout=120)
 
 
 def sides(i: int) -> tuple[str, str]:
@@ -345,7 +350,7 @@ def _or_dash(value) -> str:
 
 
 def _mark(value, ok) -> str:
-    return "-" if value is None else f"{value:g}{'' if ok else ' ✗'}"
+    return _or_dash(value) + ("" if ok or value is None else " ✗")
 
 
 SCHEMA = "bench/1"

@@ -163,7 +163,7 @@ class PairedDrain:
         finally:
             for side in (bare, lab):
                 if side.ids:
-                    docker("unpause", *side.ids)
+                    self.thaw(side)
         return {"window_s": round(length, 2), "bare": summary(bare), "lab": summary(lab)}
 
     def wait_until_done(self, side: Side, timeout: float = EMPTY_TIMEOUT_S) -> int:
