@@ -84,12 +84,12 @@ def test_bad_knob_is_refused(monkeypatch):
         Settings(_env_file=None)
 
 
-
 @pytest.mark.parametrize(("reclaim_s", "poll_ms"), [(60, 5000), (24, 2000), (5, 1000), (0.5, 1000), (600, 5000)])
 def test_faststream_reclaimer_looks_every_twelfth_of_the_reclaim_delay_within_1_to_5_s(reclaim_s, poll_ms):
     from workers.faststream_queue import reclaim_poll_ms
 
     assert reclaim_poll_ms(Settings(_env_file=None, faststream_reclaim_s=reclaim_s)) == poll_ms
+
 
 @pytest.fixture
 def ledger_redis(redis_server):
