@@ -384,6 +384,10 @@ class Ledger:
         return out
 
     async def _record_executions(self, items: list[tuple[str, TaskMessage, bool, bool]]) -> list[int]:
+        if len(items) == 1:  # a task settling alone, as nearly every one in a worker: no grouping by run
+            keys, args = _executions_call(items[0][1].run, items)
+            return await self._executions_link.script(self._executions, keys, args)
+
         def call(run, idx, pipe):
             keys, args = _executions_call(run, [items[i] for i in idx])
             if pipe is None:

@@ -5,11 +5,12 @@ import os
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 import redis.asyncio as aioredis
 
 from services.cgroup import read_cgroup
 from services.ledger import Ledger
-from services.protocol import Kind, Queue, TaskMessage, Variant
+from services.protocol import _VALIDATOR, Kind, Queue, TaskMessage, Variant
 from services.redis_clients import REDIS_DOWN
 from services.settings import Settings
 from tests.lab import RedisServer
@@ -98,6 +99,39 @@ def ledger_redis(redis_server):
 
 def msg(run: str, queue=Queue.arq, value=2) -> TaskMessage:
     return TaskMessage.new(run, queue, Kind.io, Variant.simple, value)
+
+
+def _validated(payload):
+    """What the validator of TaskMessage makes of a payload: the message, or the names of the fields it rejects."""
+    try:
+        return TaskMessage.validate(payload)
+    except ValidationError as exc:
+        return sorted(str(e["loc"]) for e in exc.errors())
+
+
+def test_a_message_is_checked_by_the_few_lines_exactly_as_pydantic_checks_it():
+    ok = TaskMessage.new("run-1", Queue.saq, Kind.cpu, Variant.process, 7)
+    wrong = [
+        {}, {"run": "x y"}, {"run": "a\n"}, {"run": "-a"}, {"run": "r" * 65}, {"run": 5}, {"task_id": 1},
+        {"queue": "nope"}, {"queue": ["saq"]}, {"kind": "IO"}, {"variant": None}, {"value": "3"}, {"value": 2.0},
+        {"value": 2.5}, {"value": True}, {"value": None}, {"enqueued_at": 3}, {"enqueued_at": "3.5"},
+        {"enqueued_at": None}, {"extra": 1},
+    ]
+    assert TaskMessage.validate(ok.payload()) == ok
+    assert TaskMessage.validate({**ok.payload(), "extra": 1}) == ok  # unknown keys are ignored
+    for change in wrong:
+        payload = {**ok.payload(), **change}
+        assert _validated(payload) == _validated_by_pydantic(payload), change
+    for payload in ({k: v for k, v in ok.payload().items() if k != "value"}, None, [1], "text"):
+        assert _validated(payload) == _validated_by_pydantic(payload), payload
+    assert isinstance(_validated({**ok.payload(), "value": "x"}), list)  # rejected, naming the field
+
+
+def _validated_by_pydantic(payload):
+    try:
+        return _VALIDATOR.validate_python(payload)
+    except ValidationError as exc:
+        return sorted(str(e["loc"]) for e in exc.errors())
 
 
 def test_ledger_settles_once_and_counts_duplicates(ledger_redis):
