@@ -180,13 +180,17 @@ class Link:
         self._conn: aioredis.Connection | None = None
 
     async def execute(self, *args):
+        return await self.execute_packed(_pack(args))
+
+    async def execute_packed(self, command: bytes):
+        """A command packed in RESP already (as `_pack` packs it)."""
         conn = self._conn
         if conn is None:  # taken from the pool for good: the client's aclose() closes it too
             conn = self._conn = await self.client.connection_pool.get_connection()
         elif conn.is_connected and conn._reader.at_eof():
             await conn.disconnect()
         try:
-            await conn.send_packed_command(_pack(args))
+            await conn.send_packed_command(command)
             return await conn.read_response()
         except redis.exceptions.ResponseError:
             raise  # Redis answered: the connection is in step

@@ -9,9 +9,9 @@ from pydantic import ValidationError
 import redis.asyncio as aioredis
 
 from services.cgroup import read_cgroup
-from services.ledger import Ledger
+from services.ledger import Ledger, _executions_call, _SettleCommands
 from services.protocol import _VALIDATOR, Kind, Queue, TaskMessage, Variant
-from services.redis_clients import REDIS_DOWN
+from services.redis_clients import REDIS_DOWN, _pack
 from services.settings import Settings
 from tests.lab import RedisServer
 
@@ -132,6 +132,16 @@ def _validated_by_pydantic(payload):
         return _VALIDATOR.validate_python(payload)
     except ValidationError as exc:
         return sorted(str(e["loc"]) for e in exc.errors())
+
+
+def test_a_lone_settle_is_packed_byte_for_byte_as_the_generic_packer_packs_it():
+    commands = _SettleCommands("f" * 40)
+    for run, value, write, started in (("run-1", 3, True, False), ("r.2_x", 7, False, True), ("run-1", 2**40, True, True)):
+        task = TaskMessage.new(run, Queue.saq, Kind.cpu, Variant.process, value)
+        for op in ("completed", "failed"):
+            item = (op, task, write, started)
+            keys, args = _executions_call(run, [item], now=1795600000.123456)
+            assert commands(1795600000.123456, *item) == _pack(("EVALSHA", "f" * 40, len(keys), *keys, *args))
 
 
 def test_ledger_settles_once_and_counts_duplicates(ledger_redis):
