@@ -101,12 +101,20 @@ def msg(run: str, queue=Queue.arq, value=2) -> TaskMessage:
     return TaskMessage.new(run, queue, Kind.io, Variant.simple, value)
 
 
-def _validated(payload):
-    """What the validator of TaskMessage makes of a payload: the message, or the names of the fields it rejects."""
+def _outcome(validate, payload):
+    """What a validator makes of a payload: the message, or where the fields it rejects are."""
     try:
-        return TaskMessage.validate(payload)
+        return validate(payload)
     except ValidationError as exc:
         return sorted(str(e["loc"]) for e in exc.errors())
+
+
+def _validated(payload):
+    return _outcome(TaskMessage.validate, payload)
+
+
+def _validated_by_pydantic(payload):
+    return _outcome(_VALIDATOR.validate_python, payload)
 
 
 def test_a_message_is_checked_by_the_few_lines_exactly_as_pydantic_checks_it():
@@ -125,13 +133,6 @@ def test_a_message_is_checked_by_the_few_lines_exactly_as_pydantic_checks_it():
     for payload in ({k: v for k, v in ok.payload().items() if k != "value"}, None, [1], "text"):
         assert _validated(payload) == _validated_by_pydantic(payload), payload
     assert isinstance(_validated({**ok.payload(), "value": "x"}), list)  # rejected, naming the field
-
-
-def _validated_by_pydantic(payload):
-    try:
-        return _VALIDATOR.validate_python(payload)
-    except ValidationError as exc:
-        return sorted(str(e["loc"]) for e in exc.errors())
 
 
 def test_a_lone_settle_is_packed_byte_for_byte_as_the_generic_packer_packs_it():
