@@ -29,7 +29,7 @@ import redis
 import redis.asyncio as aioredis
 
 from services.protocol import TaskMessage
-from services.redis_clients import REDIS_DOWN, BlockingLink, Link, _pack
+from services.redis_clients import REDIS_DOWN, BlockingLink, Link, _bulk
 
 log = logging.getLogger("lab.ledger")
 STATS = ("enqueued", "started", "completed", "failed", "duplicates")
@@ -331,17 +331,14 @@ class _SettleCommands:
         if parts is None:
             if len(self._runs) >= self.MAX_RUNS:
                 self._runs.clear()
-            keys = (run_key(msg.run, "settled"), run_key(msg.run, "ledger"))
-            head = _pack(("EVALSHA", self.sha, len(keys), *keys)).split(b"\r\n", 1)[1]
-            parts = self._runs[msg.run] = (b"*12\r\n" + head, _bulk(run_key(msg.run, "work:").encode()))
+            # EVALSHA, the script, 2 KEYS (settled, ledger) and 7 ARGV: time, work prefix, op, id, fields, value, started
+            head = b"*12\r\n" + b"".join(_bulk(part.encode()) for part in (
+                "EVALSHA", self.sha, "2", run_key(msg.run, "settled"), run_key(msg.run, "ledger")))
+            parts = self._runs[msg.run] = (head, _bulk(run_key(msg.run, "work:").encode()))
         head, work = parts
         return b"".join((head, _bulk(repr(now).encode()), work, _bulk(op.encode()), _bulk(msg.task_id.encode()),
                          _bulk(msg.fields.encode()), _bulk(b"%d" % (msg.value if write else 0)),
                          b"$1\r\n1\r\n" if started else b"$1\r\n0\r\n"))
-
-
-def _bulk(data: bytes) -> bytes:
-    return b"$%d\r\n%s\r\n" % (len(data), data)
 
 
 def _by_run(items: list, run_of) -> dict[str, list[int]]:

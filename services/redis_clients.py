@@ -147,6 +147,11 @@ class _ReadWatch:
         self.timer = self.loop.call_later(self.PERIOD_S, self.tick) if self.pending else None
 
 
+def _bulk(data: bytes) -> bytes:
+    """One RESP bulk string, as `_pack` writes each argument (inline there: a call per argument costs)."""
+    return b"$%d\r\n%s\r\n" % (len(data), data)
+
+
 def _pack(args) -> bytes:
     """A command in RESP, for arguments that are bytes, str, int or float (as
     redis-py's Encoder writes them: str() of a number is its repr())."""
