@@ -79,3 +79,30 @@ def test_a_redis_that_never_answers_still_times_out():
         assert TIMEOUT_S * 0.9 <= elapsed < TIMEOUT_S + 1.0
     finally:
         server.stop()
+
+
+def test_a_send_that_redis_does_not_take_times_out():
+    """A command larger than the sockets' buffers, to a frozen Redis: what the
+    socket does not take waits for room under socket_timeout, and the send
+    fails in about that long; the client then works again on a new connection."""
+    server = RedisServer().start()
+    try:
+        async def go():
+            r = client(server.url, TimelyConnection)
+            await r.ping()
+            server.freeze()
+            try:
+                started = time.monotonic()
+                with pytest.raises(redis.exceptions.TimeoutError, match="writing"):
+                    await r.set("big", b"x" * (64 << 20))
+                elapsed = time.monotonic() - started
+            finally:
+                server.thaw()
+            assert await r.ping()
+            assert await r.exists("big") == 0  # half a command never ran
+            await r.aclose()
+            return elapsed
+        elapsed = asyncio.run(go())
+        assert TIMEOUT_S * 0.9 <= elapsed < TIMEOUT_S + 1.0
+    finally:
+        server.stop()
