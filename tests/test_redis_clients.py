@@ -55,7 +55,12 @@ def test_redis_pys_own_connection_takes_a_late_loop_turn_for_a_timeout(redis_ser
         asyncio.run(incr_with_a_late_loop(redis_server.url, aioredis.Connection))
 
 
-def test_a_redis_that_never_answers_still_times_out():
+def time_out_on_a_frozen_redis(call, message: str, while_frozen=None, after=None) -> float:
+    """`call(client)` to a Redis frozen after the client's first PING must
+    raise redis-py's TimeoutError (matching `message`); returns how long that
+    took. `while_frozen(client)` runs next, before Redis is thawed; then the
+    same client must answer again (no cancellation left over), and
+    `after(client)` runs."""
     server = RedisServer().start()
     try:
         async def go():
@@ -64,45 +69,39 @@ def test_a_redis_that_never_answers_still_times_out():
             server.freeze()
             try:
                 started = time.monotonic()
-                with pytest.raises(redis.exceptions.TimeoutError):
-                    await r.get("k")
+                with pytest.raises(redis.exceptions.TimeoutError, match=message):
+                    await call(r)
                 elapsed = time.monotonic() - started
-                # a caller's own cancellation still reaches the caller as one
-                with pytest.raises(TimeoutError):
-                    await asyncio.wait_for(r.get("k"), TIMEOUT_S / 3)
+                if while_frozen is not None:
+                    await while_frozen(r)
             finally:
                 server.thaw()
-            assert await r.ping()  # same task, same client: no cancellation left over
+            assert await r.ping()
+            if after is not None:
+                await after(r)
             await r.aclose()
             return elapsed
-        elapsed = asyncio.run(go())
-        assert TIMEOUT_S * 0.9 <= elapsed < TIMEOUT_S + 1.0
+        return asyncio.run(go())
     finally:
         server.stop()
+
+
+def test_a_redis_that_never_answers_still_times_out():
+    async def a_callers_own_timeout(r):
+        with pytest.raises(TimeoutError):  # a caller's own cancellation still reaches the caller as one
+            await asyncio.wait_for(r.get("k"), TIMEOUT_S / 3)
+
+    elapsed = time_out_on_a_frozen_redis(lambda r: r.get("k"), "reading", while_frozen=a_callers_own_timeout)
+    assert TIMEOUT_S * 0.9 <= elapsed < TIMEOUT_S + 1.0
 
 
 def test_a_send_that_redis_does_not_take_times_out():
     """A command larger than the sockets' buffers, to a frozen Redis: what the
     socket does not take waits for room under socket_timeout, and the send
     fails in about that long; the client then works again on a new connection."""
-    server = RedisServer().start()
-    try:
-        async def go():
-            r = client(server.url, TimelyConnection)
-            await r.ping()
-            server.freeze()
-            try:
-                started = time.monotonic()
-                with pytest.raises(redis.exceptions.TimeoutError, match="writing"):
-                    await r.set("big", b"x" * (64 << 20))
-                elapsed = time.monotonic() - started
-            finally:
-                server.thaw()
-            assert await r.ping()
-            assert await r.exists("big") == 0  # half a command never ran
-            await r.aclose()
-            return elapsed
-        elapsed = asyncio.run(go())
-        assert TIMEOUT_S * 0.9 <= elapsed < TIMEOUT_S + 1.0
-    finally:
-        server.stop()
+    async def half_a_command_never_ran(r):
+        assert await r.exists("big") == 0
+
+    elapsed = time_out_on_a_frozen_redis(lambda r: r.set("big", b"x" * (64 << 20)), "writing",
+                                         after=half_a_command_never_ran)
+    assert TIMEOUT_S * 0.9 <= elapsed < TIMEOUT_S + 1.0
