@@ -35,7 +35,7 @@ class TimelyConnection(aioredis.Connection):
     a Redis that takes the command and never answers still fails in about
     socket_timeout (plus at most _ReadWatch.PERIOD_S). Pending reads are
     watched by one timer per event loop (_ReadWatch), not one per read: the
-    timers of an arq enqueue's four round trips stood out in the API's profile.
+    timers of an arq enqueue's six reads stood out in the API's profile.
 
     Both do redis-py's steps themselves (its health check, its errors, its
     disconnect on failure) rather than through super() with the timeout
@@ -69,14 +69,12 @@ class TimelyConnection(aioredis.Connection):
             if transport.get_write_buffer_size() or transport.is_closing():
                 async with asyncio.timeout(timeout):
                     await writer.drain()
-        except TimeoutError:
-            await self.disconnect(nowait=True)
-            raise redis.exceptions.TimeoutError("Timeout writing to socket") from None
-        except OSError as e:
-            await self.disconnect(nowait=True)
-            raise redis.exceptions.ConnectionError(f"Error while writing to socket. {e}.") from e
-        except BaseException:
+        except BaseException as exc:
             await self.disconnect(nowait=True)  # part of the command may have gone: never reuse the connection
+            if isinstance(exc, TimeoutError):  # before OSError, of which it is a subclass
+                raise redis.exceptions.TimeoutError("Timeout writing to socket") from None
+            if isinstance(exc, OSError):
+                raise redis.exceptions.ConnectionError(f"Error while writing to socket. {exc}.") from exc
             raise
 
     async def read_response(self, disable_decoding: bool = False, timeout: float | None = None, *,
@@ -98,19 +96,14 @@ class TimelyConnection(aioredis.Connection):
         watch.add(self)
         try:
             response = await self._parser.read_response(disable_decoding=disable_decoding)
-        except asyncio.CancelledError:
+        except BaseException as exc:
             if disconnect_on_error:
                 await self.disconnect(nowait=True)
-            if self._gave_up and task.uncancel() == 0:  # our cancel, not the caller's
+            if isinstance(exc, asyncio.CancelledError) and self._gave_up and task.uncancel() == 0:
+                # our cancel, not the caller's
                 raise redis.exceptions.TimeoutError(f"Timeout reading from {self._host_error()}") from None
-            raise
-        except OSError as e:
-            if disconnect_on_error:
-                await self.disconnect(nowait=True)
-            raise redis.exceptions.ConnectionError(f"Error while reading from {self._host_error()} : {e.args}")
-        except BaseException:
-            if disconnect_on_error:
-                await self.disconnect(nowait=True)
+            if isinstance(exc, OSError):
+                raise redis.exceptions.ConnectionError(f"Error while reading from {self._host_error()} : {exc.args}")
             raise
         finally:
             watch.pending.discard(self)
