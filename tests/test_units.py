@@ -454,6 +454,68 @@ def test_the_hot_paths_metric_updates_expose_what_prometheus_clients_own_calls_d
     assert b'h_bucket{le="0.001",q="a"} 3.0' in exposition(fast=True)  # a bound is inclusive
 
 
+def test_dramatiqs_metrics_counted_by_the_lab_read_as_dramatiqs_own_middleware_counts_them(monkeypatch):
+    """LabPrometheus (workers/dramatiq_queue.py) counts Dramatiq's series
+    through Count and Observe, each worker thread into series of its own:
+    the same hooks, called from three threads, give the samples Dramatiq's
+    own middleware gives from one, bucket by bucket."""
+    import threading
+
+    import dramatiq.middleware.prometheus as dramatiq_prometheus
+    from dramatiq import Message
+
+    import workers.dramatiq_queue as dq
+    from services.metrics import LibraryMetrics, flush, library_exporter
+
+    clock = threading.local()  # each thread's "now", in ms
+    for module in (dramatiq_prometheus, dq):
+        monkeypatch.setattr(module, "current_millis", lambda: clock.now)
+
+    def samples(middleware) -> list:
+        with library_exporter():
+            middleware.after_process_boot(None)
+
+        def messages(thread: int) -> None:
+            for i in range(40):
+                message = Message(queue_name="lab", actor_name="lab_task" if i % 3 else "other", args=(), kwargs={},
+                                  options={"retries": 1} if i % 11 == 0 else {}, message_id=f"{thread}-{i}")
+                clock.now = 1000 * i
+                if i % 7 == 0 or i % 19 == 18:
+                    middleware.before_delay_message(None, message)
+                if i % 19 == 18:
+                    continue  # delayed, not run yet
+                middleware.before_process_message(None, message)
+                if i % 13 == 0:
+                    continue  # still in progress
+                clock.now += 9 * i  # 0 to 351 ms: several buckets
+                middleware.after_process_message(None, message, exception=ValueError() if i % 5 == 0 else None)
+                if i % 5 == 0:
+                    middleware.after_nack(None, message)
+                middleware.after_enqueue(None, message, None)
+                middleware.after_skip_message(None, message)
+
+        if isinstance(middleware, dq.LabPrometheus):
+            threads = [threading.Thread(target=messages, args=(t,)) for t in range(3)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            flush()
+        else:
+            for t in range(3):
+                messages(t)
+        return sorted((s.name, sorted(s.labels.items()), s.value) for metric in LibraryMetrics(middleware).collect()
+                      for s in metric.samples if not s.name.endswith("_created"))
+
+    lab, dramatiqs = samples(dq.LabPrometheus()), samples(dramatiq_prometheus.Prometheus())
+    assert lab == dramatiqs
+    names = {name for name, _, value in lab if value}
+    assert {"dramatiq_messages_inprogress", "dramatiq_delayed_messages_inprogress", "dramatiq_message_errors_total",
+            "dramatiq_message_rejects_total", "dramatiq_message_retries_total"} <= names
+    buckets = {dict(labels)["le"] for name, labels, value in lab if name.endswith("_bucket") and value}
+    assert {"5.0", "100.0", "500.0"} <= buckets
+
+
 def test_a_scrape_of_the_registry_sees_every_update_made_before_it():
     """No update waits for the flusher thread: collecting REGISTRY flushes first."""
     from prometheus_client import REGISTRY, generate_latest

@@ -23,8 +23,9 @@ as Redis restarted) are requeued by the worker itself when its consumer
 starts again (LabConsumer, below). No retries (`max_retries=0`, as
 Celery's): a task that raised goes to the dead-letter set `dramatiq:lab.XQ`.
 
-Dramatiq's own Prometheus middleware runs too; the worker's /metrics serves
-its `dramatiq_*` metrics beside the lab's (services/metrics.py says how).
+Dramatiq's own Prometheus metrics are kept too (LabPrometheus, below); the
+worker's /metrics serves its `dramatiq_*` metrics beside the lab's
+(services/metrics.py says how).
 
 The API's publish is redis-py's blocking call, made as Celery's is: on the
 loop or in threads of its own (BLOCKING_PUBLISH), behind a breaker
@@ -42,6 +43,7 @@ from dramatiq import actor as dramatiq_actor
 from dramatiq.asyncio import get_event_loop_thread
 from dramatiq.errors import ConnectionClosed
 from dramatiq.brokers.redis import RedisBroker, _RedisConsumer
+from dramatiq.common import current_millis
 from dramatiq.middleware import AsyncIO
 from dramatiq.middleware.prometheus import Prometheus
 
@@ -49,7 +51,7 @@ from services.protocol import Queue, TaskMessage
 from services.redis_clients import sync_client
 from services.settings import Settings, get_settings
 from services.blocking_publish import BlockingPublisher
-from services.metrics import REGISTRY, LibraryMetrics, library_exporter
+from services.metrics import REGISTRY, Count, LibraryMetrics, Observe, library_exporter
 from services.worker_runtime import WorkerRuntime, setup_logging
 
 QUEUE = Queue.dramatiq
@@ -181,6 +183,77 @@ class LabRuntime(Middleware):
         get_event_loop_thread().run_coroutine(self.runtime.stop())
 
 
+
+class LabPrometheus(Prometheus):
+    """Dramatiq's Prometheus middleware: the same series, counted as its hooks
+    count them, but through the lab's Count and Observe (as taskiq's,
+    workers/taskiq_queue.py). Its own hooks look up four labelled children
+    and take a lock for each update, in every task.
+
+    Its hooks run in the worker threads, and a Count or Observe has one
+    writer: each thread counts into series of its own, and every thread's
+    flush adds to the same children."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._local = threading.local()
+
+    def series(self, message) -> "_MessageSeries":
+        mine = getattr(self._local, "series", None)
+        if mine is None:
+            mine = self._local.series = {}
+        labels = (message.queue_name, message.actor_name)
+        series = mine.get(labels)
+        if series is None:
+            series = mine[labels] = _MessageSeries(self, labels)
+        return series
+
+    def after_nack(self, broker, message):
+        self.series(message).rejected.n += 1
+
+    def after_enqueue(self, broker, message, delay):
+        if "retries" in message.options:
+            self.series(message).retried.n += 1
+
+    def before_delay_message(self, broker, message):
+        self.delayed_messages.add(message.message_id)
+        self.series(message).delayed.n += 1
+
+    def before_process_message(self, broker, message):
+        series = self.series(message)
+        if message.message_id in self.delayed_messages:
+            self.delayed_messages.remove(message.message_id)
+            series.delayed.n -= 1
+        series.in_progress.n += 1
+        self.message_start_times[message.message_id] = current_millis()
+
+    def after_process_message(self, broker, message, *, result=None, exception=None):
+        series = self.series(message)
+        now = current_millis()
+        series.duration(now - self.message_start_times.pop(message.message_id, now))
+        series.in_progress.n -= 1
+        series.total.n += 1
+        if exception is not None:
+            series.errors.n += 1
+
+    after_skip_message = after_process_message
+
+
+class _MessageSeries:
+    """The children of Dramatiq's metrics for one queue and actor, in one thread."""
+
+    __slots__ = ("total", "errors", "retried", "rejected", "in_progress", "delayed", "duration")
+
+    def __init__(self, middleware: Prometheus, labels: tuple[str, str]):
+        self.total = Count(middleware.total_messages.labels(*labels))
+        self.errors = Count(middleware.total_errored_messages.labels(*labels))
+        self.retried = Count(middleware.total_retried_messages.labels(*labels))
+        self.rejected = Count(middleware.total_rejected_messages.labels(*labels))
+        self.in_progress = Count(middleware.inprogress_messages.labels(*labels))
+        self.delayed = Count(middleware.inprogress_delayed_messages.labels(*labels))
+        self.duration = Observe(middleware.message_durations.labels(*labels))
+
+
 def main() -> None:
     setup_logging()
     settings = get_settings()
@@ -193,7 +266,7 @@ def main() -> None:
     broker = make_broker(settings, client)
     broker.add_middleware(AsyncIO())
     broker.add_middleware(LabRuntime(runtime))
-    prometheus = Prometheus()  # Dramatiq's own metrics (dramatiq_*), served on the lab's /metrics
+    prometheus = LabPrometheus()  # Dramatiq's own metrics (dramatiq_*), served on the lab's /metrics
     broker.add_middleware(prometheus)
 
     async def lab_task(message: dict) -> None:
