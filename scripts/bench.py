@@ -345,6 +345,32 @@ def _drain_pairs(bare_rounds, lab_rounds) -> list[str]:
     return _by_round("drain", bare_rounds, lab_rounds)
 
 
+# A window in which a worker used less than this share of its CPU quota was
+# not held back by its CPU: its rate there says how the library schedules
+# tasks, not what a task costs.
+CPU_BOUND_SHARE = 0.8
+
+
+def _idle_windows(drain: dict, cpus) -> int:
+    """How many of a side's windows its worker spent partly idle (see CPU_BOUND_SHARE)."""
+    if not cpus:
+        return 0
+    return sum(1 for w in drain.get("windows") or []
+               if w.get("cpu_s") is not None and w.get("s") and w["cpu_s"] / w["s"] / cpus < CPU_BOUND_SHARE)
+
+
+def _not_cpu_bound(bare: dict, lab: dict, cpus) -> list[str]:
+    """A note for a drain whose windows were not all CPU-bound. arq at
+    ARQ_POLL_DELAY=0.01 under 0.5 CPU runs at one of two rates: flat out, or,
+    sleeping between polls with its few jobs done, at about half of it and
+    half its quota; which one, from one window to the next, is the quota's
+    timing. Its ratio then compares two schedules, and the CPU per task is
+    what says what the lab costs."""
+    idle = [f"{name} {n} of {len(drain['windows'])}" for name, drain in (("bare", bare), ("lab", lab))
+            if (n := _idle_windows(drain, cpus))]
+    return [f"windows not CPU-bound (under {CPU_BOUND_SHARE:.0%} of the quota): {', '.join(idle)}"] if idle else []
+
+
 def _or_dash(value) -> str:
     return "-" if value is None else f"{value:g}"
 
@@ -394,7 +420,8 @@ def rows(record: dict) -> list[str]:
                      _or_dash(b.get("rate")), _or_dash(l.get("rate")),
                      _mark(d_ratio, (d_ratio or 0) >= BUDGET_RATIO) if b else "-",
                      f"{b.get('cpu_us_per_task') or '-'} / {l.get('cpu_us_per_task') or '-'}" if b else "-",
-                     "; ".join(extra_notes + _drain_pairs(b.get("rate_rounds"), l.get("rate_rounds")))
+                     "; ".join(extra_notes + _drain_pairs(b.get("rate_rounds"), l.get("rate_rounds"))
+                               + _not_cpu_bound(b, l, (row.get("worker_limits") or {}).get("cpus")))
                      or "", record.get("run", "")]
             return "| " + " | ".join(str(x) for x in cells) + " |"
 

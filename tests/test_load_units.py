@@ -621,6 +621,31 @@ def test_bench_table_shows_each_rounds_ratio():
     assert notes.endswith("; drain pairs median 0.95, 0.80-1.10 over 5 pairs"), notes
 
 
+
+def test_bench_table_says_which_drain_windows_were_not_cpu_bound():
+    """A window in which a worker used under 80 % of its CPU quota says how its
+    library schedules tasks (arq at ARQ_POLL_DELAY=0.01 under 0.5 CPU runs at
+    one of two rates), not what a task costs: the notes count those windows."""
+    from scripts import bench
+
+    def windows(*cpu_s):
+        return [{"tasks": 100, "s": 1.05, "cpu_s": c} for c in cpu_s]
+
+    row = {"queue": "saq", "worker_limits": {"cpus": 0.5},
+           "bare_drain": {"rate": 700.0, "windows": windows(0.52, 0.53, 0.5)},
+           "lab_drain": {"rate": 500.0, "windows": windows(0.27, 0.53, 0.41)}}
+    [line] = bench.rows({"run": "bench-z", "mode": "await", "api_limits": {}, "rows": [row]})
+    notes = [c.strip() for c in line.strip("|").split("|")][15]
+    assert notes == "windows not CPU-bound (under 80% of the quota): lab 2 of 3", notes  # 0.41 / 1.05 / 0.5 = 0.78
+    row["lab_drain"]["windows"] = windows(0.52, 0.53, 0.43)  # 0.82: every window CPU-bound
+    [line] = bench.rows({"run": "bench-z", "mode": "await", "api_limits": {}, "rows": [row]})
+    assert "CPU-bound" not in line
+    row["lab_drain"]["windows"] = windows(0.1, None, 0.5)  # a window without its CPU is not judged
+    row["worker_limits"] = {"cpus": 0.2}
+    [line] = bench.rows({"run": "bench-z", "mode": "await", "api_limits": {}, "rows": [row]})
+    assert "lab 1 of 3" in line and "bare" not in line.split("quota):")[1]
+
+
 def test_bench_rounds_take_turns_going_first():
     """Bare first, then lab first: over two rounds each side has the same
     mean position, so a machine that slows down steadily costs both alike."""
