@@ -183,7 +183,6 @@ class LabRuntime(Middleware):
         get_event_loop_thread().run_coroutine(self.runtime.stop())
 
 
-
 class LabPrometheus(Prometheus):
     """Dramatiq's Prometheus middleware: the same series, counted as its hooks
     count them, but through the lab's Count and Observe (as taskiq's,
