@@ -621,7 +621,6 @@ def test_bench_table_shows_each_rounds_ratio():
     assert notes.endswith("; drain pairs median 0.95, 0.80-1.10 over 5 pairs"), notes
 
 
-
 def test_bench_table_says_which_drain_windows_were_not_cpu_bound():
     """A window in which a worker used under 80 % of its CPU quota says how its
     library schedules tasks (arq at ARQ_POLL_DELAY=0.01 under 0.5 CPU runs at
