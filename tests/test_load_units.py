@@ -645,6 +645,40 @@ def test_bench_table_says_which_drain_windows_were_not_cpu_bound():
     assert "lab 1 of 3" in line and "bare" not in line.split("quota):")[1]
 
 
+def test_bench_judges_a_drain_that_was_not_cpu_bound_by_its_cpu_per_task():
+    """A worker that left its quota unused was held back by its library's
+    schedule, not its CPU: a rate under budget is then judged again on the
+    CPU per task (bare ÷ lab), shown beside it. The figures are arq's at
+    ARQ_POLL_DELAY=0.01 under 0.5 CPU: rate ratio 0.77, CPU per task 690 / 740."""
+    from scripts import bench
+
+    def windows(*cpu_s):
+        return [{"tasks": 400, "s": 1.0, "cpu_s": c} for c in cpu_s]
+
+    row = {"queue": "arq", "worker_limits": {"cpus": 0.5},
+           "bare_drain": {"rate": 746.0, "cpu_us_per_task": 690, "windows": windows(0.5, 0.49, 0.5)},
+           "lab_drain": {"rate": 577.0, "cpu_us_per_task": 740, "windows": windows(0.26, 0.5, 0.27)}}
+
+    def drain_cell():
+        [line] = bench.rows({"run": "bench-w", "mode": "after-response", "api_limits": {}, "rows": [row]})
+        return [c.strip() for c in line.strip("|").split("|")][13]
+
+    assert drain_cell() == "0.77 (CPU 0.93)"  # 690 / 740 = 0.932: within budget
+    row["lab_drain"]["cpu_us_per_task"] = 800
+    assert drain_cell() == "0.77 (CPU 0.86) ✗"
+    # Every window CPU-bound: the rate's ratio is the one judged.
+    row["lab_drain"]["windows"] = windows(0.5, 0.5, 0.49)
+    assert drain_cell() == "0.77 ✗"
+    # A rate within budget is not judged again (arq at its default polling:
+    # mostly idle, where the CPU per task is mostly the idle worker's).
+    row["lab_drain"] = {"rate": 700.0, "cpu_us_per_task": 2433, "windows": windows(0.01, 0.01, 0.01)}
+    row["bare_drain"]["cpu_us_per_task"] = 1717
+    assert drain_cell() == "0.93"
+    # Windows not CPU-bound but no CPU per task recorded: the rate, as before.
+    row["lab_drain"] = {"rate": 577.0, "windows": windows(0.26, 0.5, 0.27)}
+    assert drain_cell() == "0.77 ✗"
+
+
 def test_bench_rounds_take_turns_going_first():
     """Bare first, then lab first: over two rounds each side has the same
     mean position, so a machine that slows down steadily costs both alike."""
