@@ -383,7 +383,7 @@ def _drain_cell(b: dict, l: dict, cpus) -> str:
     its CPU idle, and its CPU per task says nothing about a task.)"""
     d_ratio = _ratio(l.get("rate"), b.get("rate"))
     cpu_ratio = _ratio(b.get("cpu_us_per_task"), l.get("cpu_us_per_task"))
-    if (d_ratio or 0) >= BUDGET_RATIO or cpu_ratio is None or not _not_cpu_bound(b, l, cpus):
+    if (d_ratio or 0) >= BUDGET_RATIO or cpu_ratio is None or not (_idle_windows(b, cpus) or _idle_windows(l, cpus)):
         return _mark(d_ratio, (d_ratio or 0) >= BUDGET_RATIO)
     return _or_dash(d_ratio) + f" (CPU {cpu_ratio:g})" + ("" if cpu_ratio >= BUDGET_RATIO else " ✗")
 
