@@ -9,10 +9,10 @@ containers, never changed):
    drained first, and spoil its drain), then stops the lab's worker of that
    queue, so both APIs' tasks wait in their queues;
 2. drives the bare API (compose service `bench-api`, services/bare/api.py)
-   and the lab's API, bare first in odd rounds and lab first in even ones
-   (`sides`), with the same requests (services/bare/loadgen.py in the
-   `bench-client` container), and samples each API's working-set memory from
-   its cgroup meanwhile;
+   and the lab's API at the same time, round after round, with the same
+   requests (two services/bare/loadgen.py processes in the `bench-client`
+   container), and samples each API's working-set memory and CPU from its
+   cgroup meanwhile;
 3. drains what each API enqueued: the bare worker (services/bare/worker.py)
    under the lab worker's limits and the lab's own worker, both started, run
    in turns of short windows while the other is paused, for --drain-s each
@@ -33,6 +33,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 
@@ -200,11 +201,19 @@ class Bench:
         rounds: dict[str, list[dict]] = {"bare": [], "lab": []}
         apis = {"bare": (f"bare API, {self.args.requests} requests at concurrency {self.args.users}", "bench-api", ""),
                 "lab": (f"lab API (run {run})", "api", run)}
-        for i in range(self.args.rounds):
-            for side in sides(i):
-                label, service, side_run = apis[side]
-                say(f"[{queue}] round {i + 1}/{self.args.rounds}: {label} ...")
-                rounds[side].append(self.drive(service, queue, side_run))
+        # Both APIs are driven at the same moment, each by its own client
+        # process: both then meet the same machine. Driven in turns, a round's
+        # ratio moved by 10 % (standard deviation) as the machine's speed moved
+        # from one drive to the next; together, by 2 % (README, "How far one
+        # bench can be trusted").
+        with ThreadPoolExecutor(2) as pool:
+            for i in range(self.args.rounds):
+                say(f"[{queue}] round {i + 1}/{self.args.rounds}: {apis['bare'][0]}, and the {apis['lab'][0]}"
+                    f" at the same time ...")
+                drives = {side: pool.submit(self.drive, service, queue, side_run)
+                          for side, (_, service, side_run) in apis.items()}
+                for side, drive in drives.items():
+                    rounds[side].append(drive.result())
         row["bare"], row["lab"] = combine(rounds["bare"]), combine(rounds["lab"])
         row["run"] = run
         c("rm", "--stop", "--force", "bench-api", check=False, timeout=120)
@@ -279,7 +288,7 @@ class Bench:
             "schema": SCHEMA, "run": f"bench-{self.stamp}", "time": datetime.now().isoformat(timespec="seconds"),
             "mode": self.mode, "blocking_publish": self.api_env.get("BLOCKING_PUBLISH", "inline"),
             "requests": self.args.requests, "users": self.args.users,
-            "warmup": self.args.warmup, "api_limits": self.api_limits,
+            "warmup": self.args.warmup, "api_drives": "together", "api_limits": self.api_limits,
             "worker_limits": {q: R.limits_of(cs, q) for q, cs in self.workers.items()},
             "knobs": {q: R.knobs_of(cs, q) for q, cs in self.workers.items()},
             "rows": rows,
@@ -292,10 +301,11 @@ def remove_container(name: str) -> None:
 
 
 def sides(i: int) -> tuple[str, str]:
-    """Who goes first in round i: bare, lab, then lab, bare, and so on. A
-    machine that drifts steadily over a bench (the same bare worker's drain
-    fell here from 141 to 98 tasks/s in ten minutes) then costs both sides
-    alike; bare first in every round charged the whole drift to the lab."""
+    """Which drain window goes first in pair i (scripts/bench_drain.py):
+    bare, lab, then lab, bare, and so on. A machine that drifts steadily over
+    a bench (the same bare worker's drain fell here from 141 to 98 tasks/s in
+    ten minutes) then costs both sides alike; bare first in every pair charged
+    the whole drift to the lab."""
     return ("bare", "lab") if i % 2 == 0 else ("lab", "bare")
 
 
@@ -456,7 +466,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--requests", type=int, default=3000, help="requests per API and queue (default 3000)")
     p.add_argument("--users", type=int, default=50, help="concurrent connections (default 50)")
     p.add_argument("--warmup", type=int, default=200, help="requests sent first, not measured (default 200)")
-    p.add_argument("--rounds", type=int, default=4, help="bare and lab API runs, in the order of sides() (default 4)")
+    p.add_argument("--rounds", type=int, default=4, help="rounds of the bare and the lab API driven at the same time (default 4)")
     p.add_argument("--drain-s", type=float, default=15,
                    help="how long each worker's drain is measured, in windows taken in turns (default 15 s); "
                         "the lab's queue is emptied regardless")

@@ -679,8 +679,8 @@ def test_bench_judges_a_drain_that_was_not_cpu_bound_by_its_cpu_per_task():
     assert drain_cell() == "0.77 ✗"
 
 
-def test_bench_rounds_take_turns_going_first():
-    """Bare first, then lab first: over two rounds each side has the same
+def test_bench_drain_windows_take_turns_going_first():
+    """Bare first, then lab first: over two pairs each side has the same
     mean position, so a machine that slows down steadily costs both alike."""
     from scripts import bench
 
