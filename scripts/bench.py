@@ -33,6 +33,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
@@ -151,6 +152,7 @@ class Bench:
         if memory:
             memory.start()
         cpu_before = cpu_seconds(container) if container else None
+        state_before = api_state(container)
         url = f"http://{service}:8000/api/v1/incr/io/simple/{queue}"
         a = self.args
         began = time.time()
@@ -158,10 +160,12 @@ class Bench:
                              "--users", str(a.users), "--warmup", str(a.warmup), *(["--run", run] if run else []))
         if memory:
             result["api_peak_mb"] = memory.stop()
+        if down := api_down(state_before, api_state(container)):
+            result["api_down"] = down  # its CPU counter went with it: no CPU figure
         # The API's own CPU over the whole drive, warm-up included: what the
         # lab costs per request, read directly, where RPS also carries the
         # quota's scheduling and the machine's other work.
-        if cpu_before is not None and (cpu_after := cpu_seconds(container)) is not None:
+        elif cpu_before is not None and (cpu_after := cpu_seconds(container)) is not None:
             result["api_cpu_s"] = round(cpu_after - cpu_before, 4)
         result["window"] = [round(began, 1), round(time.time(), 1)]  # for Prometheus: the event-loop lag meanwhile
         return result
@@ -221,6 +225,9 @@ class Bench:
         lab_target = row["lab"]["enqueued"]
         if queue == "background":  # ran inside the APIs; nothing to drain
             return row
+        if self.mode == "after-response":
+            read = lambda: self.client("python", "-m", "services.bare.drain", "--published", run)["enqueued"]
+            lab_target = row["lab"]["published"] = settled_count(read, lab_target)
         counter = Counter(self.client_name, done_key(queue), run)
         try:
             self.drain_queue(queue, row, counter, bare_target, lab_target)
@@ -295,6 +302,31 @@ class Bench:
         }
 
 
+def api_state(container_id: str | None) -> dict | None:
+    """The container's state as `docker inspect` has it, or None if it is gone."""
+    if container_id is None:
+        return None
+    proc = subprocess.run(["docker", "inspect", "--format", "{{json .State}}", container_id],
+                          capture_output=True, text=True, timeout=60, check=False)
+    return json.loads(proc.stdout) if proc.returncode == 0 else None
+
+
+def api_down(before: dict | None, after: dict | None) -> str | None:
+    """Why an API stopped answering during a drive, or None if it ran throughout.
+    The bare API's plain BackgroundTasks keep no bound on the tasks that wait
+    to run after their responses: under 0.2 CPU / 200M it has been killed at
+    its memory limit. The bench's API does not restart (docker-compose.yml),
+    so such a kill shows here and in the record; a container that did restart
+    (the lab's API) is a new process whose CPU counter started again at zero."""
+    if after is None:
+        return "not running"
+    if after.get("Running"):
+        return "restarted" if before and before.get("StartedAt") != after.get("StartedAt") else None
+    if after.get("OOMKilled"):
+        return "killed at its memory limit (OOM)"
+    return f"exited with code {after.get('ExitCode')}"
+
+
 def remove_container(name: str) -> None:
     """A container started by name (`run --name`): gone, running or not, and no error if it never was."""
     subprocess.run(["docker", "rm", "--force", name], capture_output=True, check=False, timeout=120)
@@ -307,6 +339,24 @@ def sides(i: int) -> tuple[str, str]:
     ten minutes) then costs both sides alike; bare first in every pair charged
     the whole drift to the lab."""
     return ("bare", "lab") if i % 2 == 0 else ("lab", "bare")
+
+
+def settled_count(read: Callable[[], int], accepted: int, stall_s: float = 5.0, every_s: float = 0.5) -> int:
+    """In `after-response` mode a 202 promises nothing (README, "The API"): a
+    publish that fails after its answer (a Redis timeout under the CPU quota)
+    is counted in lab_enqueue_errors_total, not in the ledger, and would leave
+    the lab's drain waiting for a task that never came. The lab's drain target
+    is therefore what its ledger says it published, read once all `accepted`
+    are in or once the count has not moved for `stall_s` (its outbox empty);
+    the notes show any difference."""
+    last, last_at = -1, time.monotonic()
+    while (count := read()) < accepted:
+        if count != last:
+            last, last_at = count, time.monotonic()
+        elif time.monotonic() - last_at >= stall_s:
+            break
+        time.sleep(every_s)
+    return count
 
 
 def combine(rounds: list[dict]) -> dict:
@@ -327,6 +377,7 @@ def combine(rounds: list[dict]) -> dict:
         "api_cpu_us_per_request": round(cpu / sent * 1e6) if cpu is not None and sent else None,
         "generator_cpu": max(r["generator_cpu"] or 0 for r in rounds),
         "generator_bound": any(r["generator_bound"] for r in rounds),
+        "api_down": [f"round {i}: {r['api_down']}" for i, r in enumerate(rounds, 1) if r.get("api_down")],
     }
 
 
@@ -339,8 +390,9 @@ def _ratio(lab, bare) -> float | None:
 
 def _by_round(what: str, bare_rounds, lab_rounds) -> list[str]:
     """Each round's lab / bare ratio (round i of one side ran next to round i of
-    the other): on this machine one round moves a ratio by up to 0.25, so a ✗
-    inside that spread says less than one outside it."""
+    the other). Driven together, one round's RPS ratio moves by about 0.02 about
+    its mean here, so rounds spread much wider say the machine was not quiet;
+    one drain window's ratio moves far more (_drain_pairs)."""
     if not bare_rounds or not lab_rounds or len(bare_rounds) != len(lab_rounds) or len(bare_rounds) < 2:
         return []
     ratios = [_ratio(lab, bare) for bare, lab in zip(bare_rounds, lab_rounds)]
@@ -431,6 +483,12 @@ def rows(record: dict) -> list[str]:
             notes.append("generator CPU-bound")
         if bare.get("errors") or lab.get("errors"):
             notes.append(f"errors bare {bare.get('errors', 0)} / lab {lab.get('errors', 0)}")
+        if lab.get("published") is not None and lab["published"] < lab.get("enqueued", 0):
+            notes.append(f"lab: {lab['enqueued'] - lab['published']} of {lab['enqueued']} accepted tasks "
+                         f"not published (lab_enqueue_errors_total)")
+        for side, result in (("bare", bare), ("lab", lab)):
+            if result.get("api_down"):  # the first round it was seen down says when and why
+                notes.append(f"{side} API down from {result['api_down'][0]}")
         rps_ratio = _ratio(lab.get("rps"), bare.get("rps"))
         notes += _by_round("RPS", bare.get("rps_rounds"), lab.get("rps_rounds"))
         lab_peak = lab.get("api_peak_mb")

@@ -679,6 +679,64 @@ def test_bench_judges_a_drain_that_was_not_cpu_bound_by_its_cpu_per_task():
     assert drain_cell() == "0.77 ✗"
 
 
+def test_bench_says_when_an_api_went_down_and_gives_it_no_cpu_figure():
+    """The bare API's plain BackgroundTasks have no bound: under 0.2 CPU /
+    200M it was killed at its memory limit in round 3 of a bench, and the
+    record then showed a negative CPU a request. A drive now says which API
+    went down, in which round and why, and such a round has no CPU figure."""
+    from scripts import bench
+
+    running = {"Running": True, "OOMKilled": False, "ExitCode": 0, "StartedAt": "2026-11-26T15:25:30Z"}
+    assert bench.api_down(running, running) is None
+    assert bench.api_down(running, {**running, "Running": False, "OOMKilled": True, "ExitCode": 137}) == \
+        "killed at its memory limit (OOM)"
+    assert bench.api_down(running, {**running, "Running": False, "ExitCode": 1}) == "exited with code 1"
+    assert bench.api_down(running, {**running, "StartedAt": "2026-11-26T15:26:01Z"}) == "restarted"
+    assert bench.api_down(None, None) == "not running"
+    assert bench.api_state("no-such-container-of-the-lab") is None  # docker inspect, for real
+
+    def drive(rps, down=None):
+        return {"requests": 3000, "ok": 3000 if rps else 0, "errors": 0 if rps else 3000,
+                "statuses": {"202": 3000} if rps else {"ClientConnectorError": 3000}, "elapsed_s": 10.0,
+                "rps": rps, "window": [0, 10], "p50_ms": 1.0, "p95_ms": 2.0, "api_peak_mb": 200.0,
+                "generator_cpu": 0.5, "generator_bound": False,
+                **({"api_down": down} if down else {"api_cpu_s": 3.0})}
+
+    bare = bench.combine([drive(280.0), drive(220.0, "killed at its memory limit (OOM)"), drive(0.0, "not running")])
+    assert bare["api_down"] == ["round 2: killed at its memory limit (OOM)", "round 3: not running"]
+    assert bare["api_cpu_us_per_request"] is None  # not a figure from a counter that restarted
+    lab = bench.combine([drive(330.0), drive(350.0), drive(290.0)])
+    assert lab["api_down"] == [] and lab["api_cpu_us_per_request"] == 1000
+    [line] = bench.rows({"run": "bench-v", "mode": "await", "api_limits": {},
+                         "rows": [{"queue": "background", "bare": bare, "lab": lab}]})
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[6] == "- / 1000"
+    assert "bare API down from round 2: killed at its memory limit (OOM)" in cells[15]
+    assert "lab API down" not in cells[15]
+
+
+def test_bench_drains_to_what_the_lab_published_after_response():
+    """`after-response`: one Celery publish of 12,800 timed out after its 202
+    (lab_enqueue_errors_total{reason="timeout"} 1), the ledger counted 12,799,
+    and the bench waited for the 12,800th task until it gave up, losing the
+    record. The drain's target is now what the ledger says was published,
+    once its count stops moving, and the notes say what was not."""
+    from scripts import bench
+
+    counts = iter([12000, 12500, 12799, 12799, 12799, 12799])
+    assert bench.settled_count(lambda: next(counts), 12800, stall_s=0.02, every_s=0.01) == 12799
+    counts = iter([12000, 12800])
+    assert bench.settled_count(lambda: next(counts), 12800, stall_s=5, every_s=0.01) == 12800  # all in: no wait
+    row = {"queue": "celery", "bare": {"rps": 300.0, "enqueued": 12800},
+           "lab": {"rps": 400.0, "enqueued": 12800, "published": 12799}}
+    [line] = bench.rows({"run": "bench-u", "mode": "after-response", "api_limits": {}, "rows": [row]})
+    notes = [c.strip() for c in line.strip("|").split("|")][15]
+    assert notes == "lab: 1 of 12800 accepted tasks not published (lab_enqueue_errors_total)"
+    row["lab"]["published"] = 12800
+    [line] = bench.rows({"run": "bench-u", "mode": "after-response", "api_limits": {}, "rows": [row]})
+    assert "not published" not in line
+
+
 def test_bench_drain_windows_take_turns_going_first():
     """Bare first, then lab first: over two pairs each side has the same
     mean position, so a machine that slows down steadily costs both alike."""

@@ -2,6 +2,7 @@
 
     python -m services.bare.drain --watch --counter KEY --ledger-run RUN
     python -m services.bare.drain --backlog QUEUE     the lab's QUEUE: tasks waiting in it now
+    python -m services.bare.drain --published RUN     tasks the lab's API has published for RUN
 
 With --watch it reads one line at a time on stdin and answers each with one
 JSON line, {"bare": the bare worker's tasks done (INCRBY counter KEY), "lab":
@@ -14,6 +15,7 @@ import argparse
 import asyncio
 import json
 import sys
+import urllib.request
 
 import redis
 
@@ -46,16 +48,27 @@ async def backlog(queue: str) -> int | float:
         await client.aclose()
 
 
+def published(run: str, api: str = "http://api:8000") -> int:
+    """Tasks the lab's API has enqueued for RUN, as its ledger counts them; the
+    API writes the counts it still holds in memory before answering."""
+    with urllib.request.urlopen(f"{api}/api/v1/runs/{run}", timeout=10) as response:
+        return json.load(response)["totals"]["enqueued"]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m services.bare.drain", description=__doc__.splitlines()[0])
     question = parser.add_mutually_exclusive_group(required=True)
     question.add_argument("--watch", action="store_true")
     question.add_argument("--backlog", metavar="QUEUE")
+    question.add_argument("--published", metavar="RUN")
     parser.add_argument("--counter")
     parser.add_argument("--ledger-run")
     args = parser.parse_args(argv)
     if args.backlog:
         print(json.dumps({"queue": args.backlog, "depth": asyncio.run(backlog(args.backlog))}), flush=True)
+        return
+    if args.published:
+        print(json.dumps({"run": args.published, "enqueued": published(args.published)}), flush=True)
         return
     if not (args.counter and args.ledger_run):
         parser.error("--watch needs --counter and --ledger-run")
