@@ -225,9 +225,12 @@ class Bench:
         lab_target = row["lab"]["enqueued"]
         if queue == "background":  # ran inside the APIs; nothing to drain
             return row
-        if self.mode == "after-response":
-            read = lambda: self.client("python", "-m", "services.bare.drain", "--published", run)["enqueued"]
-            lab_target = row["lab"]["published"] = settled_count(read, lab_target)
+        if self.mode == "after-response":  # a 202 came before its publish: count what was published
+            drain = lambda *question: self.client("python", "-m", "services.bare.drain", *question)
+            lab_target = row["lab"]["published"] = settled_count(lambda: drain("--published", run)["enqueued"],
+                                                                 lab_target)
+            bare_target = row["bare"]["published"] = settled_count(lambda: drain("--bare-backlog", queue)["depth"],
+                                                                   bare_target)
         counter = Counter(self.client_name, done_key(queue), run)
         try:
             self.drain_queue(queue, row, counter, bare_target, lab_target)
@@ -342,13 +345,15 @@ def sides(i: int) -> tuple[str, str]:
 
 
 def settled_count(read: Callable[[], int], accepted: int, stall_s: float = 5.0, every_s: float = 0.5) -> int:
-    """In `after-response` mode a 202 promises nothing (README, "The API"): a
-    publish that fails after its answer (a Redis timeout under the CPU quota)
-    is counted in lab_enqueue_errors_total, not in the ledger, and would leave
-    the lab's drain waiting for a task that never came. The lab's drain target
-    is therefore what its ledger says it published, read once all `accepted`
-    are in or once the count has not moved for `stall_s` (its outbox empty);
-    the notes show any difference."""
+    """In `after-response` mode a 202 promises nothing (README, "The API"). A
+    lab publish that fails after its answer (a Redis timeout under the CPU
+    quota) is counted in lab_enqueue_errors_total, not in the ledger, and left
+    the lab's drain waiting for a task that never came; a bare API killed at
+    its memory limit takes every publish still waiting in its BackgroundTasks
+    with it, and its worker's drain ran dry in windows counted as measured.
+    Each side's drain target is therefore what it really published (the lab's
+    ledger, the bare queue's length), read once all `accepted` are in or once
+    the count has not moved for `stall_s`; the notes show any difference."""
     last, last_at = -1, time.monotonic()
     while (count := read()) < accepted:
         if count != last:
@@ -483,9 +488,10 @@ def rows(record: dict) -> list[str]:
             notes.append("generator CPU-bound")
         if bare.get("errors") or lab.get("errors"):
             notes.append(f"errors bare {bare.get('errors', 0)} / lab {lab.get('errors', 0)}")
-        if lab.get("published") is not None and lab["published"] < lab.get("enqueued", 0):
-            notes.append(f"lab: {lab['enqueued'] - lab['published']} of {lab['enqueued']} accepted tasks "
-                         f"not published (lab_enqueue_errors_total)")
+        for side, result, where in (("bare", bare, "never in its queue"), ("lab", lab, "lab_enqueue_errors_total")):
+            if result.get("published") is not None and result["published"] < result.get("enqueued", 0):
+                notes.append(f"{side}: {result['enqueued'] - result['published']} of {result['enqueued']} "
+                             f"accepted tasks not published ({where})")
         for side, result in (("bare", bare), ("lab", lab)):
             if result.get("api_down"):  # the first round it was seen down says when and why
                 notes.append(f"{side} API down from {result['api_down'][0]}")

@@ -33,6 +33,35 @@ def test_enqueue_after_response_still_accounts_for_every_task(isolated_redis):
         api.stop()
 
 
+def test_each_bare_queue_counts_what_its_api_published(isolated_redis):
+    """`make bench` in `after-response` mode drains each bare worker's backlog
+    as its queue counts it (a bare API killed at its memory limit publishes
+    fewer than it answered): each library's plain publish, then the count."""
+    import asyncio
+
+    import redis
+
+    from services.bare.drain import bare_backlog
+    from services.bare.queues import BARE, KEYS
+
+    client = redis.Redis.from_url(isolated_redis.url)
+    client.delete(*KEYS)
+
+    async def publish(name: str, n: int) -> None:
+        queue = BARE[name]()
+        await queue.start(isolated_redis.url)
+        try:
+            for value in range(n):
+                await queue.publish(value)
+        finally:
+            await queue.close()
+
+    for n, name in enumerate(BARE, 3):
+        asyncio.run(publish(name, n))
+        assert bare_backlog(client, name) == n, name
+    client.delete(*KEYS)
+
+
 @pytest.mark.parametrize("pool", ["threads", "solo"])
 def test_celery_pools_run_every_task_shape(isolated_redis, pool):
     api = start_api(isolated_redis.url, name=f"api-celery-{pool}")

@@ -3,6 +3,7 @@
     python -m services.bare.drain --watch --counter KEY --ledger-run RUN
     python -m services.bare.drain --backlog QUEUE     the lab's QUEUE: tasks waiting in it now
     python -m services.bare.drain --published RUN     tasks the lab's API has published for RUN
+    python -m services.bare.drain --bare-backlog QUEUE  tasks waiting in the bare QUEUE
 
 With --watch it reads one line at a time on stdin and answers each with one
 JSON line, {"bare": the bare worker's tasks done (INCRBY counter KEY), "lab":
@@ -55,17 +56,29 @@ def published(run: str, api: str = "http://api:8000") -> int:
         return json.load(response)["totals"]["enqueued"]
 
 
+def bare_backlog(client: redis.Redis, queue: str) -> int:
+    """Tasks the bare API has published to QUEUE, read before its worker starts."""
+    from services.bare.queues import BARE
+
+    return int(client.execute_command(*BARE[queue].backlog))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m services.bare.drain", description=__doc__.splitlines()[0])
     question = parser.add_mutually_exclusive_group(required=True)
     question.add_argument("--watch", action="store_true")
     question.add_argument("--backlog", metavar="QUEUE")
     question.add_argument("--published", metavar="RUN")
+    question.add_argument("--bare-backlog", metavar="QUEUE")
     parser.add_argument("--counter")
     parser.add_argument("--ledger-run")
     args = parser.parse_args(argv)
     if args.backlog:
         print(json.dumps({"queue": args.backlog, "depth": asyncio.run(backlog(args.backlog))}), flush=True)
+        return
+    if args.bare_backlog:
+        depth = bare_backlog(redis.Redis.from_url(get_settings().redis_url), args.bare_backlog)
+        print(json.dumps({"queue": args.bare_backlog, "depth": depth}), flush=True)
         return
     if args.published:
         print(json.dumps({"run": args.published, "enqueued": published(args.published)}), flush=True)

@@ -3,7 +3,8 @@
 `publish` is the library's plain documented call (what the bare API does per
 request); `worker` runs the library's own worker with the settings the lab's
 worker uses (concurrency, acknowledgement, pool, ...) on a task that only does
-INCRBY on `bench:done:<queue>`. Nothing here touches the ledger or the lab's
+INCRBY on `bench:done:<queue>`; `backlog` is the Redis command that counts
+the tasks waiting in its queue before a worker has read any. Nothing here touches the ledger or the lab's
 metrics. The libraries are imported inside the methods, so the bare API and
 each bare worker load only what they use. Their queues live apart from the
 lab's (`bench...` names), so a bench never feeds the lab's workers.
@@ -30,6 +31,7 @@ def done_key(queue: str) -> str:
 class Arq:
     QUEUE = "bench:arq"  # a ZSET; the jobs at arq:job:<id>, as arq names them
     keys = (QUEUE,)
+    backlog = ("ZCARD", QUEUE)
 
     async def start(self, url: str) -> None:
         from arq import create_pool
@@ -58,6 +60,7 @@ class Arq:
 class Saq:
     NAME = "bench"  # keys saq:bench:*
     keys = tuple(f"saq:bench:{k}" for k in ("queued", "incomplete", "active", "schedule", "stats", "sweep"))
+    backlog = ("LLEN", "saq:bench:queued")
 
     async def start(self, url: str) -> None:
         from saq import Queue
@@ -95,6 +98,7 @@ class Saq:
 class FastStream:
     STREAM, GROUP = "bench:faststream", "bench"
     keys = (STREAM,)
+    backlog = ("XLEN", STREAM)
 
     async def start(self, url: str) -> None:
         from faststream.redis import RedisBroker
@@ -137,6 +141,7 @@ class FastStream:
 class Celery:
     QUEUE = "bench-celery"  # a kombu LIST
     keys = (QUEUE,)
+    backlog = ("LLEN", QUEUE)
 
     async def start(self, url: str) -> None:
         from celery import Celery as App
@@ -179,6 +184,7 @@ class Celery:
 class Taskiq:
     STREAM, GROUP = "bench:taskiq", "bench"
     keys = (STREAM,)
+    backlog = ("XLEN", STREAM)
 
     @classmethod
     def make_broker(cls, url: str, worker: bool):
@@ -240,6 +246,7 @@ class Taskiq:
 class Dramatiq:
     QUEUE = "bench-dramatiq"  # keys dramatiq:bench-dramatiq (LIST of ids), ...msgs (HASH)
     keys = (f"dramatiq:{QUEUE}", f"dramatiq:{QUEUE}.msgs")
+    backlog = ("LLEN", f"dramatiq:{QUEUE}")
 
     async def start(self, url: str) -> None:
         from dramatiq import actor
@@ -290,6 +297,7 @@ class Dramatiq:
 class Streaq:
     NAME = "bench"  # keys streaq:bench:*
     keys = ("streaq:bench:queues:normal",)
+    backlog = ("XLEN", "streaq:bench:queues:normal")
 
     @classmethod
     def worker_for(cls, settings: Settings):
@@ -306,7 +314,7 @@ class Streaq:
         return worker, bench_task
 
     async def start(self, url: str) -> None:
-        self.worker_, self.task = self.worker_for(get_settings())
+        self.worker_, self.task = self.worker_for(get_settings().model_copy(update={"redis_url": url}))
         await self.worker_.__aenter__()  # `async with worker:` around the app's life: connects, loads its functions
 
     async def publish(self, value: int) -> None:
