@@ -492,7 +492,6 @@ def rows(record: dict) -> list[str]:
             if result.get("published") is not None and result["published"] < result.get("enqueued", 0):
                 notes.append(f"{side}: {result['enqueued'] - result['published']} of {result['enqueued']} "
                              f"accepted tasks not published ({where})")
-        for side, result in (("bare", bare), ("lab", lab)):
             if result.get("api_down"):  # the first round it was seen down says when and why
                 notes.append(f"{side} API down from {result['api_down'][0]}")
         rps_ratio = _ratio(lab.get("rps"), bare.get("rps"))

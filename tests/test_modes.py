@@ -1,9 +1,13 @@
 """The other ways of running the same work: enqueue after the response (the
 published article's way), and Celery's threads and solo pools."""
 
-import pytest
+import asyncio
 
-from services.bare.drain import published
+import pytest
+import redis
+
+from services.bare.drain import bare_backlog, published
+from services.bare.queues import BARE, KEYS
 from services.protocol import ENDPOINTS
 from tests.lab import RedisServer, new_run, post_tasks, start_api, start_worker, wait_settled
 
@@ -37,13 +41,6 @@ def test_each_bare_queue_counts_what_its_api_published(isolated_redis):
     """`make bench` in `after-response` mode drains each bare worker's backlog
     as its queue counts it (a bare API killed at its memory limit publishes
     fewer than it answered): each library's plain publish, then the count."""
-    import asyncio
-
-    import redis
-
-    from services.bare.drain import bare_backlog
-    from services.bare.queues import BARE, KEYS
-
     client = redis.Redis.from_url(isolated_redis.url)
     client.delete(*KEYS)
 

@@ -4,10 +4,11 @@
 request); `worker` runs the library's own worker with the settings the lab's
 worker uses (concurrency, acknowledgement, pool, ...) on a task that only does
 INCRBY on `bench:done:<queue>`; `backlog` is the Redis command that counts
-the tasks waiting in its queue before a worker has read any. Nothing here touches the ledger or the lab's
-metrics. The libraries are imported inside the methods, so the bare API and
-each bare worker load only what they use. Their queues live apart from the
-lab's (`bench...` names), so a bench never feeds the lab's workers.
+the tasks waiting in its queue before a worker has read any. Nothing here
+touches the ledger or the lab's metrics. The libraries are imported inside
+the methods, so the bare API and each bare worker load only what they use.
+Their queues live apart from the lab's (`bench...` names), so a bench never
+feeds the lab's workers.
 """
 
 import asyncio
