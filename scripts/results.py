@@ -26,7 +26,7 @@ from scripts import bench
 from scripts import lab_results as R
 
 ROOT = Path(__file__).resolve().parents[1]
-RATE = "[15s]"  # three scrapes at the 5 s scrape interval
+RATE = "[10s]"  # five scrapes at the 2 s scrape interval
 
 
 def load_records(directory: Path, schema=R.SCHEMA) -> list[dict]:

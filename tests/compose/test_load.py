@@ -145,8 +145,8 @@ def test_throughput_panels_agree_with_the_record_during_a_steady_load(stack, res
     within 10 % of what Locust counted over the window those panels read,
     once their 15 s windows are full of load; and about the run's recorded
     RPS (within 20 %: a run's pace may drift, and its record is its mean)."""
-    panels = {"Load: requests per second": "sum(name_method:locust_requests:rate15s)",
-              "Queues: enqueue rate": 'sum(queue_kind_variant:lab_enqueued:rate15s{queue="background"})'}
+    panels = {"Load: requests per second": "sum(name_method:locust_requests:rate10s)",
+              "Queues: enqueue rate": 'sum(queue_kind_variant:lab_enqueued:rate10s{queue="background"})'}
     samples: list[tuple[float, dict]] = []
     outcome: dict = {}
 
