@@ -46,16 +46,27 @@ DEFAULT_SPAWN_RATE = 100.0
 DEFAULT_CLIENTS = 1000  # the API's default; the article's 40000 needs API_MEM=1G or so
 DEFAULT_PAYLOAD = 1024  # the API's default
 # Which parameters each scenario takes (besides users, spawn, iterations/duration, run).
-SCENARIO_KEYS = {"queue": {"worker", "endpoint"}, "upstream": {"variant"}, "clients": {"mode", "count"},
-                 "payload": {"size"}}
+SCENARIO_KEYS = {
+    "queue": {"worker", "endpoint"},
+    "upstream": {"variant"},
+    "clients": {"mode", "count"},
+    "payload": {"size"},
+}
 OPTIONAL_KEYS = {"worker", "endpoint", "variant", "mode", "count", "size"}
 # Parameter -> the environment variable the Locust containers read it from
 # (docker-compose.yml, x-locust-env; the locustfile's --lab-* options). Users and
 # spawn rate are Locust's own --users / --spawn-rate (LOAD_USERS, LOAD_SPAWN_RATE in compose).
 ENV_NAMES = {
-    "scenario": "LOAD_SCENARIO", "run": "LOAD_RUN", "worker": "LOAD_WORKER", "endpoint": "LOAD_ENDPOINT",
-    "iterations": "LOAD_ITERATIONS", "duration": "LOAD_DURATION", "variant": "LOAD_VARIANT",
-    "mode": "LOAD_MODE", "count": "LOAD_COUNT", "size": "LOAD_SIZE",
+    "scenario": "LOAD_SCENARIO",
+    "run": "LOAD_RUN",
+    "worker": "LOAD_WORKER",
+    "endpoint": "LOAD_ENDPOINT",
+    "iterations": "LOAD_ITERATIONS",
+    "duration": "LOAD_DURATION",
+    "variant": "LOAD_VARIANT",
+    "mode": "LOAD_MODE",
+    "count": "LOAD_COUNT",
+    "size": "LOAD_SIZE",
 }
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|m|s)")
@@ -173,9 +184,15 @@ def calls_for(params: LoadParams) -> tuple[Call, ...]:
     one of these at random for every request."""
     if params.scenario == "queue":
         return tuple(
-            Call("POST", f"/api/v1/incr/{endpoint}/{queue}", f"/api/v1/incr/{endpoint}/{queue}",
-                 body={"value": 1}, expect_status=202)
-            for queue in params.workers for endpoint in params.endpoints
+            Call(
+                "POST",
+                f"/api/v1/incr/{endpoint}/{queue}",
+                f"/api/v1/incr/{endpoint}/{queue}",
+                body={"value": 1},
+                expect_status=202,
+            )
+            for queue in params.workers
+            for endpoint in params.endpoints
         )
     if params.scenario == "upstream":
         path = f"/api/v1/upstream/{params.variant}"
@@ -199,8 +216,10 @@ def parse_params(raw: Mapping[str, object], now: float | None = None) -> LoadPar
         raise ParamError(f"scenario={scenario!r}: choose from {', '.join(SCENARIOS)}")
     stray = sorted(k for k in OPTIONAL_KEYS - SCENARIO_KEYS[scenario] if _given(raw, k) is not None)
     if stray:
-        raise ParamError(f"{', '.join(stray)}= do(es) not apply to scenario={scenario} "
-                         f"(it takes {', '.join(sorted(SCENARIO_KEYS[scenario]))})")
+        raise ParamError(
+            f"{', '.join(stray)}= do(es) not apply to scenario={scenario} "
+            f"(it takes {', '.join(sorted(SCENARIO_KEYS[scenario]))})"
+        )
 
     users = _int("users", _given(raw, "users") or str(DEFAULT_USERS), 1)
     spawn_text = _given(raw, "spawn_rate")
@@ -240,13 +259,21 @@ def parse_params(raw: Mapping[str, object], now: float | None = None) -> LoadPar
     else:
         fields["size"] = _int("size", _given(raw, "size") or str(DEFAULT_PAYLOAD), 0, MAX_PAYLOAD)
 
-    params = LoadParams(scenario=scenario, run="-", users=users, spawn_rate=spawn_rate, iterations=iterations,
-                        duration_s=duration_s, **fields)
+    params = LoadParams(
+        scenario=scenario,
+        run="-",
+        users=users,
+        spawn_rate=spawn_rate,
+        iterations=iterations,
+        duration_s=duration_s,
+        **fields,
+    )
     label = f"{params.worker_label}-{params.endpoint_label}" if scenario == "queue" else params.endpoint_label
     run = _given(raw, "run") or default_run_name(scenario, label, users, now)
     if not re.fullmatch(RUN_PATTERN, run):
-        raise ParamError(f"run={run!r}: 1-64 characters among letters, digits, '.', '_' and '-', "
-                         "starting with a letter or digit")
+        raise ParamError(
+            f"run={run!r}: 1-64 characters among letters, digits, '.', '_' and '-', starting with a letter or digit"
+        )
     params = replace(params, run=run)
     return replace(params, calls=calls_for(params))
 

@@ -40,11 +40,11 @@ import gevent  # noqa: E402
 import locust.runners  # noqa: E402
 from gevent.event import Event  # noqa: E402
 from gevent.pywsgi import WSGIServer  # noqa: E402
-from locust import FastHttpUser, constant, events, task  # noqa: E402
+from load_params import ENV_NAMES, USER_CLASSES, ParamError, TicketBook, parse_params, tickets_to_ask  # noqa: E402
 from locust.runners import MasterRunner, WorkerRunner  # noqa: E402
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, make_wsgi_app  # noqa: E402
 
-from load_params import ENV_NAMES, USER_CLASSES, ParamError, TicketBook, parse_params, tickets_to_ask  # noqa: E402
+from locust import FastHttpUser, constant, events, task  # noqa: E402
 from services.cgroup import read_cgroup, register_cgroup_metrics  # noqa: E402
 
 SCENARIO = os.environ.get("LOAD_SCENARIO") or "queue"
@@ -66,8 +66,12 @@ OPTIONS = ENV_NAMES
 
 REQUESTS = Counter("locust_requests", "Requests sent by Locust, failed ones included.", ["name", "method"])
 FAILURES = Counter("locust_failures", "Requests that failed, as Locust judged them.", ["name", "method"])
-RESPONSE_TIME = Histogram("locust_response_time_seconds", "Response time as Locust measured it.", ["name"],
-                          buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
+RESPONSE_TIME = Histogram(
+    "locust_response_time_seconds",
+    "Response time as Locust measured it.",
+    ["name"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
 
 
 def emit(kind: str, payload: dict) -> None:
@@ -176,8 +180,9 @@ def add_options(parser):
 def on_init(environment, runner=None, **_):
     if runner is None:
         return
-    STATE.role = ("master" if isinstance(runner, MasterRunner) else
-                  "worker" if isinstance(runner, WorkerRunner) else "local")
+    STATE.role = (
+        "master" if isinstance(runner, MasterRunner) else "worker" if isinstance(runner, WorkerRunner) else "local"
+    )
     guard = os.environ.get("LOAD_RESTART_GUARD")
     if guard:
         if Path(guard).exists():
@@ -197,8 +202,14 @@ def on_init(environment, runner=None, **_):
             emit("ERROR", {"role": STATE.role, "error": str(exc)})
             raise SystemExit(2) from None
         if STATE.params.scenario != SCENARIO:
-            emit("ERROR", {"role": STATE.role, "error": f"--lab-scenario={STATE.params.scenario} but "
-                                                         f"LOAD_SCENARIO={SCENARIO} chose the user class"})
+            emit(
+                "ERROR",
+                {
+                    "role": STATE.role,
+                    "error": f"--lab-scenario={STATE.params.scenario} but "
+                    f"LOAD_SCENARIO={SCENARIO} chose the user class",
+                },
+            )
             raise SystemExit(2)
 
     if STATE.role != "master":
@@ -211,7 +222,8 @@ def on_init(environment, runner=None, **_):
     register_cgroup_metrics(service)
     if STATE.role != "worker":  # the master counts every worker's users: exported once, here
         Gauge("locust_users", "Users running (on the master: every worker's users).").set_function(
-            lambda: runner.user_count)
+            lambda: runner.user_count
+        )
     if STATE.role != "master":
         environment.events.request.add_listener(on_request)
     port = os.environ.get("METRICS_PORT", "9000")
@@ -220,8 +232,9 @@ def on_init(environment, runner=None, **_):
 
     if STATE.role == "master":
         runner.register_message("lab_want", on_want)
-        runner.register_message("lab_closed", lambda environment, msg, **_: STATE.worker_reports.__setitem__(
-            msg.node_id, msg.data))
+        runner.register_message(
+            "lab_closed", lambda environment, msg, **_: STATE.worker_reports.__setitem__(msg.node_id, msg.data)
+        )
         environment.events.worker_report.add_listener(on_worker_report)
     elif STATE.role == "worker":
         runner.register_message("lab_grant", on_grant)
@@ -248,8 +261,7 @@ def wait_for_gate() -> None:
         gevent.sleep(0.2)
 
 
-def on_request(request_type, name, response_time, response_length, exception=None, start_time=None,
-               response=None, **_):
+def on_request(request_type, name, response_time, response_length, exception=None, start_time=None, response=None, **_):
     REQUESTS.labels(name=name, method=request_type).inc()
     if exception is not None:
         FAILURES.labels(name=name, method=request_type).inc()
@@ -332,9 +344,18 @@ def on_test_start(environment, **_):
         if STATE.role == "local":
             STATE.tickets = Tickets(lambda n: STATE.tickets.granted(*STATE.book.grant(n)))
     if STATE.controller is None:
-        emit("START", {"run": STATE.params.run, "scenario": STATE.params.scenario, "user_class": STATE.params.user_class,
-                       "iterations": STATE.params.iterations, "duration_s": STATE.params.duration_s,
-                       "users": STATE.params.users, "started_at": time.time()})
+        emit(
+            "START",
+            {
+                "run": STATE.params.run,
+                "scenario": STATE.params.scenario,
+                "user_class": STATE.params.user_class,
+                "iterations": STATE.params.iterations,
+                "duration_s": STATE.params.duration_s,
+                "users": STATE.params.users,
+                "started_at": time.time(),
+            },
+        )
         STATE.controller = gevent.spawn(control, environment)
 
 
@@ -345,10 +366,18 @@ def control(environment):
     while True:
         gevent.sleep(1)
         total = runner.stats.total
-        emit("PROGRESS", {"elapsed": round(time.time() - started, 2), "users": runner.user_count,
-                          "requests": total.num_requests, "failures": total.num_failures,
-                          "rps": round(total.current_rps, 1), "iterations": params.iterations,
-                          "granted": STATE.book.granted if STATE.book else None})
+        emit(
+            "PROGRESS",
+            {
+                "elapsed": round(time.time() - started, 2),
+                "users": runner.user_count,
+                "requests": total.num_requests,
+                "failures": total.num_failures,
+                "rps": round(total.current_rps, 1),
+                "iterations": params.iterations,
+                "granted": STATE.book.granted if STATE.book else None,
+            },
+        )
         if params.iterations is not None and total.num_requests >= params.iterations:
             break
         if params.duration_s is not None and time.time() - started >= params.duration_s:
@@ -394,12 +423,16 @@ def result(environment, started: float) -> dict:
         "test_started_at": started,
         "first_request_at": min(starts) if starts else None,
         "last_response_at": max(ends) if ends else None,
-        "errors": [{"name": e.name, "method": e.method, "error": str(e.error)[:200], "count": e.occurrences}
-                   for e in errors],
-        "locust_cpu_warning": bool(getattr(runner, "worker_cpu_warning_emitted", False)
-                                   or getattr(runner, "cpu_warning_emitted", False)),
-        "processes": [{k: p[k] for k in ("role", "cpu_seconds", "interval_s", "cpu_limit_cores", "exported_requests")}
-                      for p in processes],
+        "errors": [
+            {"name": e.name, "method": e.method, "error": str(e.error)[:200], "count": e.occurrences} for e in errors
+        ],
+        "locust_cpu_warning": bool(
+            getattr(runner, "worker_cpu_warning_emitted", False) or getattr(runner, "cpu_warning_emitted", False)
+        ),
+        "processes": [
+            {k: p[k] for k in ("role", "cpu_seconds", "interval_s", "cpu_limit_cores", "exported_requests")}
+            for p in processes
+        ],
     }
 
 
@@ -418,8 +451,14 @@ class LabUser(FastHttpUser):
         call = random.choice(params.calls)
         STATE.in_flight += 1
         try:
-            with self.client.request(call.method, call.path, name=call.name, json=call.body,
-                                     headers={"X-Lab-Run": params.run}, catch_response=True) as resp:
+            with self.client.request(
+                call.method,
+                call.path,
+                name=call.name,
+                json=call.body,
+                headers={"X-Lab-Run": params.run},
+                catch_response=True,
+            ) as resp:
                 if resp.status_code == 0:
                     return  # no HTTP answer: Locust reports the connection error itself
                 if resp.status_code != call.expect_status:

@@ -56,8 +56,11 @@ CGROUP = Path("/sys/fs/cgroup")
 # -- Memory and CPU, read on the host from the container's cgroup (costs the container nothing) --
 def _cgroup_dirs(container_id: str, v1_controller: str) -> tuple[Path, ...]:
     """Where a container's cgroup is: cgroup v1 (one tree per controller), then v2 (systemd or cgroupfs driver)."""
-    return (CGROUP / v1_controller / "docker" / container_id,
-            CGROUP / "system.slice" / f"docker-{container_id}.scope", CGROUP / "docker" / container_id)
+    return (
+        CGROUP / v1_controller / "docker" / container_id,
+        CGROUP / "system.slice" / f"docker-{container_id}.scope",
+        CGROUP / "docker" / container_id,
+    )
 
 
 def working_set(container_id: str) -> float | None:
@@ -109,8 +112,11 @@ class Bench:
         self.mode = self.api_env.get("ENQUEUE_MODE", "await")
         self.workers: dict[str, list[dict]] = {}
         # The bench services get the limits the lab's containers really have.
-        self.env = {"API_CPUS": str(self.api_limits["cpus"] or 0), "API_MEM": str(self.api_limits["memory_bytes"] or 0),
-                    "ENQUEUE_MODE": self.mode}
+        self.env = {
+            "API_CPUS": str(self.api_limits["cpus"] or 0),
+            "API_MEM": str(self.api_limits["memory_bytes"] or 0),
+            "ENQUEUE_MODE": self.mode,
+        }
 
     def worker_limits(self, queue: str) -> dict:
         containers = self.compose.inspect(queue)
@@ -130,16 +136,33 @@ class Bench:
         exec` in it: drives follow each other within a second, where a container
         start apiece put seconds, and the machine's drift, between them."""
         self.client_name = f"bench-client-{self.stamp}"
-        self.compose("run", "-d", "--rm", "--no-deps", "--name", self.client_name, "--entrypoint", "sleep",
-                     "bench-client", "infinity", extra_env=self.env, timeout=300)
+        self.compose(
+            "run",
+            "-d",
+            "--rm",
+            "--no-deps",
+            "--name",
+            self.client_name,
+            "--entrypoint",
+            "sleep",
+            "bench-client",
+            "infinity",
+            extra_env=self.env,
+            timeout=300,
+        )
 
     def client_down(self) -> None:
         remove_container(self.client_name)
 
     def client(self, *args: str, timeout: float = 600) -> dict:
         try:
-            proc = subprocess.run(["docker", "exec", self.client_name, *args], capture_output=True, text=True,
-                                  timeout=timeout, check=False)
+            proc = subprocess.run(
+                ["docker", "exec", self.client_name, *args],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
         except subprocess.TimeoutExpired:
             raise LoadError(f"`{' '.join(args)}` in the bench client did not finish within {timeout:.0f} s") from None
         if proc.returncode != 0:
@@ -156,8 +179,19 @@ class Bench:
         url = f"http://{service}:8000/api/v1/incr/io/simple/{queue}"
         a = self.args
         began = time.time()
-        result = self.client("python", "-m", "services.bare.loadgen", url, "--requests", str(a.requests),
-                             "--users", str(a.users), "--warmup", str(a.warmup), *(["--run", run] if run else []))
+        result = self.client(
+            "python",
+            "-m",
+            "services.bare.loadgen",
+            url,
+            "--requests",
+            str(a.requests),
+            "--users",
+            str(a.users),
+            "--warmup",
+            str(a.warmup),
+            *(["--run", run] if run else []),
+        )
         if memory:
             result["api_peak_mb"] = memory.stop()
         if down := api_down(state_before, api_state(container)):
@@ -181,9 +215,11 @@ class Bench:
             if depth == 0:
                 return
             if time.monotonic() >= deadline:
-                raise LoadError(f"the lab's {queue} queue still holds {depth} tasks from before the bench, and its "
-                                f"drain would count them first: let its worker empty it (lab_queue_depth), "
-                                f"then run make bench again")
+                raise LoadError(
+                    f"the lab's {queue} queue still holds {depth} tasks from before the bench, and its "
+                    f"drain would count them first: let its worker empty it (lab_queue_depth), "
+                    f"then run make bench again"
+                )
             self.say(f"[{queue}] the lab's queue holds {depth} tasks from before the bench: waiting for its worker")
             time.sleep(5)
 
@@ -203,8 +239,10 @@ class Bench:
         c("up", "-d", "--wait", "--no-deps", "bench-api", extra_env=self.env, timeout=300)
         run = f"bench-{self.stamp}-{queue}"
         rounds: dict[str, list[dict]] = {"bare": [], "lab": []}
-        apis = {"bare": (f"bare API, {self.args.requests} requests at concurrency {self.args.users}", "bench-api", ""),
-                "lab": (f"lab API (run {run})", "api", run)}
+        apis = {
+            "bare": (f"bare API, {self.args.requests} requests at concurrency {self.args.users}", "bench-api", ""),
+            "lab": (f"lab API (run {run})", "api", run),
+        }
         # Both APIs are driven at the same moment, each by its own client
         # process: both then meet the same machine. Driven in turns, a round's
         # ratio moved by 10 % (standard deviation) as the machine's speed moved
@@ -212,10 +250,14 @@ class Bench:
         # bench can be trusted").
         with ThreadPoolExecutor(2) as pool:
             for i in range(self.args.rounds):
-                say(f"[{queue}] round {i + 1}/{self.args.rounds}: {apis['bare'][0]}, and the {apis['lab'][0]}"
-                    f" at the same time ...")
-                drives = {side: pool.submit(self.drive, service, queue, side_run)
-                          for side, (_, service, side_run) in apis.items()}
+                say(
+                    f"[{queue}] round {i + 1}/{self.args.rounds}: {apis['bare'][0]}, and the {apis['lab'][0]}"
+                    f" at the same time ..."
+                )
+                drives = {
+                    side: pool.submit(self.drive, service, queue, side_run)
+                    for side, (_, service, side_run) in apis.items()
+                }
                 for side, drive in drives.items():
                     rounds[side].append(drive.result())
         row["bare"], row["lab"] = combine(rounds["bare"]), combine(rounds["lab"])
@@ -227,10 +269,12 @@ class Bench:
             return row
         if self.mode == "after-response":  # a 202 came before its publish: count what was published
             drain = lambda *question: self.client("python", "-m", "services.bare.drain", *question)
-            lab_target = row["lab"]["published"] = settled_count(lambda: drain("--published", run)["enqueued"],
-                                                                 lab_target)
-            bare_target = row["bare"]["published"] = settled_count(lambda: drain("--bare-backlog", queue)["depth"],
-                                                                   bare_target)
+            lab_target = row["lab"]["published"] = settled_count(
+                lambda: drain("--published", run)["enqueued"], lab_target
+            )
+            bare_target = row["bare"]["published"] = settled_count(
+                lambda: drain("--bare-backlog", queue)["depth"], bare_target
+            )
         counter = Counter(self.client_name, done_key(queue), run)
         try:
             self.drain_queue(queue, row, counter, bare_target, lab_target)
@@ -245,8 +289,17 @@ class Bench:
     def drain_queue(self, queue: str, row: dict, counter: Counter, bare_target: int, lab_target: int) -> None:
         """The bare worker and the lab's drain in turns (scripts/bench_drain.py); then the lab's empties its queue."""
         c, bench_svc = self.compose, f"bench-{queue}"
-        bare_start = lambda *extra: lambda: c("up", "-d", "--no-deps", "--force-recreate", bench_svc,
-                                              extra_env={**self.env, **dict(extra)}, timeout=300)
+        bare_start = lambda *extra: (
+            lambda: c(
+                "up",
+                "-d",
+                "--no-deps",
+                "--force-recreate",
+                bench_svc,
+                extra_env={**self.env, **dict(extra)},
+                timeout=300,
+            )
+        )
         bare = lambda *extra: Side("bare", bare_target, bare_start(*extra), lambda: c.ids(bench_svc))
         lab = Side("lab", lab_target, lambda: c("start", queue, timeout=120), lambda: c.ids(queue))
         self.say(f"[{queue}] drains: the bare worker and the lab's, in turns ({bare_target} and {lab_target} tasks)")
@@ -266,14 +319,27 @@ class Bench:
         say_fast = f"[arq] again at ARQ_POLL_DELAY={FAST_ARQ_POLL}"
         self.say(say_fast)
         name = f"bench-lab-arq-{self.stamp}"
-        one_off = lambda: c("run", "-d", "--rm", "--no-deps", "--name", name,
-                            "-e", f"ARQ_POLL_DELAY={FAST_ARQ_POLL}", "arq", extra_env=self.env)
+        one_off = lambda: c(
+            "run",
+            "-d",
+            "--rm",
+            "--no-deps",
+            "--name",
+            name,
+            "-e",
+            f"ARQ_POLL_DELAY={FAST_ARQ_POLL}",
+            "arq",
+            extra_env=self.env,
+        )
         fast_lab = Side("lab", lab_target, one_off, lambda: container_id(name))
         fast = self.paired(counter, bare(("ARQ_POLL_DELAY", FAST_ARQ_POLL)), fast_lab)
         try:
             result = fast.run()
             row["drain_window_s_fast"], row["bare_drain_fast"], row["lab_drain_fast"] = (
-                result["window_s"], result["bare"], result["lab"])
+                result["window_s"],
+                result["bare"],
+                result["lab"],
+            )
             self.say(f"{say_fast}: the lab's one-off worker empties its queue (not measured) ...")
             fast.wait_until_done(fast_lab)
         finally:
@@ -289,16 +355,23 @@ class Bench:
                 rows.append(self.bench_queue(queue))
         finally:
             self.client_down()
-            self.compose("rm", "--stop", "--force", "bench-api", *(f"bench-{q}" for q in LIMIT_KNOBS),
-                         check=False, timeout=120)
+            self.compose(
+                "rm", "--stop", "--force", "bench-api", *(f"bench-{q}" for q in LIMIT_KNOBS), check=False, timeout=120
+            )
             for queue in queues:
                 if queue != "background":
                     self.compose("start", queue, check=False, timeout=120)
         return {
-            "schema": SCHEMA, "run": f"bench-{self.stamp}", "time": datetime.now().isoformat(timespec="seconds"),
-            "mode": self.mode, "blocking_publish": self.api_env.get("BLOCKING_PUBLISH", "inline"),
-            "requests": self.args.requests, "users": self.args.users,
-            "warmup": self.args.warmup, "api_drives": "together", "api_limits": self.api_limits,
+            "schema": SCHEMA,
+            "run": f"bench-{self.stamp}",
+            "time": datetime.now().isoformat(timespec="seconds"),
+            "mode": self.mode,
+            "blocking_publish": self.api_env.get("BLOCKING_PUBLISH", "inline"),
+            "requests": self.args.requests,
+            "users": self.args.users,
+            "warmup": self.args.warmup,
+            "api_drives": "together",
+            "api_limits": self.api_limits,
             "worker_limits": {q: R.limits_of(cs, q) for q, cs in self.workers.items()},
             "knobs": {q: R.knobs_of(cs, q) for q, cs in self.workers.items()},
             "rows": rows,
@@ -309,8 +382,13 @@ def api_state(container_id: str | None) -> dict | None:
     """The container's state as `docker inspect` has it, or None if it is gone."""
     if container_id is None:
         return None
-    proc = subprocess.run(["docker", "inspect", "--format", "{{json .State}}", container_id],
-                          capture_output=True, text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        ["docker", "inspect", "--format", "{{json .State}}", container_id],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     return json.loads(proc.stdout) if proc.returncode == 0 else None
 
 
@@ -368,16 +446,26 @@ def combine(rounds: list[dict]) -> dict:
     """Several rounds of one API as one result: RPS over all measured requests,
     latency percentiles as the mean of the rounds', memory at its highest."""
     ok, elapsed = sum(r["ok"] for r in rounds), sum(r["elapsed_s"] for r in rounds)
-    mean = lambda key: round(sum(r[key] for r in rounds) / len(rounds), 1) if all(r.get(key) is not None for r in rounds) else None
+    mean = lambda key: (
+        round(sum(r[key] for r in rounds) / len(rounds), 1) if all(r.get(key) is not None for r in rounds) else None
+    )
     peaks = [r["api_peak_mb"] for r in rounds if r.get("api_peak_mb")]
     sent = sum(r["requests"] + r.get("warmup", 0) for r in rounds)
     cpu = sum(r["api_cpu_s"] for r in rounds) if all(r.get("api_cpu_s") is not None for r in rounds) else None
     return {
-        "requests": sum(r["requests"] for r in rounds), "ok": ok, "errors": sum(r["errors"] for r in rounds),
-        "statuses": {s: sum(r["statuses"].get(s, 0) for r in rounds) for s in {s for r in rounds for s in r["statuses"]}},
+        "requests": sum(r["requests"] for r in rounds),
+        "ok": ok,
+        "errors": sum(r["errors"] for r in rounds),
+        "statuses": {
+            s: sum(r["statuses"].get(s, 0) for r in rounds) for s in {s for r in rounds for s in r["statuses"]}
+        },
         "enqueued": ok + sum(r.get("warmup_ok", 0) for r in rounds),
-        "elapsed_s": round(elapsed, 3), "rps": round(ok / elapsed, 1) if elapsed else None,
-        "rps_rounds": [r["rps"] for r in rounds], "windows": [r["window"] for r in rounds], "p50_ms": mean("p50_ms"), "p95_ms": mean("p95_ms"),
+        "elapsed_s": round(elapsed, 3),
+        "rps": round(ok / elapsed, 1) if elapsed else None,
+        "rps_rounds": [r["rps"] for r in rounds],
+        "windows": [r["window"] for r in rounds],
+        "p50_ms": mean("p50_ms"),
+        "p95_ms": mean("p95_ms"),
         "api_peak_mb": max(peaks) if peaks else None,
         "api_cpu_us_per_request": round(cpu / sent * 1e6) if cpu is not None and sent else None,
         "generator_cpu": max(r["generator_cpu"] or 0 for r in rounds),
@@ -422,8 +510,11 @@ def _idle_windows(drain: dict, cpus) -> int:
     """How many of a side's windows its worker spent partly idle (see CPU_BOUND_SHARE)."""
     if not cpus:
         return 0
-    return sum(1 for w in drain.get("windows") or []
-               if w.get("cpu_s") is not None and w.get("s") and w["cpu_s"] / w["s"] / cpus < CPU_BOUND_SHARE)
+    return sum(
+        1
+        for w in drain.get("windows") or []
+        if w.get("cpu_s") is not None and w.get("s") and w["cpu_s"] / w["s"] / cpus < CPU_BOUND_SHARE
+    )
 
 
 def _not_cpu_bound(bare: dict, lab: dict, cpus) -> list[str]:
@@ -433,8 +524,11 @@ def _not_cpu_bound(bare: dict, lab: dict, cpus) -> list[str]:
     half its quota; which one, from one window to the next, is the quota's
     timing. Its ratio then compares two schedules, and the CPU per task is
     what says what the lab costs."""
-    idle = [f"{name} {n} of {len(drain['windows'])}" for name, drain in (("bare", bare), ("lab", lab))
-            if (n := _idle_windows(drain, cpus))]
+    idle = [
+        f"{name} {n} of {len(drain['windows'])}"
+        for name, drain in (("bare", bare), ("lab", lab))
+        if (n := _idle_windows(drain, cpus))
+    ]
     return [f"windows not CPU-bound (under {CPU_BOUND_SHARE:.0%} of the quota): {', '.join(idle)}"] if idle else []
 
 
@@ -464,11 +558,13 @@ def _mark(value, ok) -> str:
 
 
 SCHEMA = "bench/1"
-HEADER = ("| queue | mode | API / worker limits | bare RPS | lab RPS | RPS ratio | API CPU µs/request bare / lab "
-          "| bare p50/p95 ms | lab p50/p95 ms "
-          "| bare API peak MB | lab API peak MB | bare drain/s | lab drain/s | drain ratio | worker CPU µs/task bare / lab "
-          "| notes | run |\n"
-          "|---|---|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---|---|")
+HEADER = (
+    "| queue | mode | API / worker limits | bare RPS | lab RPS | RPS ratio | API CPU µs/request bare / lab "
+    "| bare p50/p95 ms | lab p50/p95 ms "
+    "| bare API peak MB | lab API peak MB | bare drain/s | lab drain/s | drain ratio | worker CPU µs/task bare / lab "
+    "| notes | run |\n"
+    "|---|---|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---|---|"
+)
 
 
 def table(records: list[dict]) -> str:
@@ -490,8 +586,10 @@ def rows(record: dict) -> list[str]:
             notes.append(f"errors bare {bare.get('errors', 0)} / lab {lab.get('errors', 0)}")
         for side, result, where in (("bare", bare, "never in its queue"), ("lab", lab, "lab_enqueue_errors_total")):
             if result.get("published") is not None and result["published"] < result.get("enqueued", 0):
-                notes.append(f"{side}: {result['enqueued'] - result['published']} of {result['enqueued']} "
-                             f"accepted tasks not published ({where})")
+                notes.append(
+                    f"{side}: {result['enqueued'] - result['published']} of {result['enqueued']} "
+                    f"accepted tasks not published ({where})"
+                )
             if result.get("api_down"):  # the first round it was seen down says when and why
                 notes.append(f"{side} API down from {result['api_down'][0]}")
         rps_ratio = _ratio(lab.get("rps"), bare.get("rps"))
@@ -501,18 +599,34 @@ def rows(record: dict) -> list[str]:
         def drains(suffix: str, label: str, extra_notes: list[str]) -> str:
             b, l = row.get(f"bare_drain{suffix}") or {}, row.get(f"lab_drain{suffix}") or {}
             cpus = (row.get("worker_limits") or {}).get("cpus")
-            cells = [q + label, record.get("mode", ""), limits,
-                     *((f"{bare.get('rps', '-')}", f"{lab.get('rps', '-')}", _mark(rps_ratio, (rps_ratio or 0) >= BUDGET_RATIO),
+            cells = [
+                q + label,
+                record.get("mode", ""),
+                limits,
+                *(
+                    (
+                        f"{bare.get('rps', '-')}",
+                        f"{lab.get('rps', '-')}",
+                        _mark(rps_ratio, (rps_ratio or 0) >= BUDGET_RATIO),
                         f"{bare.get('api_cpu_us_per_request') or '-'} / {lab.get('api_cpu_us_per_request') or '-'}",
-                        f"{bare.get('p50_ms', '-')}/{bare.get('p95_ms', '-')}", f"{lab.get('p50_ms', '-')}/{lab.get('p95_ms', '-')}",
-                        f"{bare.get('api_peak_mb', '-')}", _mark(lab_peak, (lab_peak or 0) <= BUDGET_PEAK_MB))
-                       if not label else ("", "", "", "", "", "", "", "")),
-                     _or_dash(b.get("rate")), _or_dash(l.get("rate")),
-                     _drain_cell(b, l, cpus) if b else "-",
-                     f"{b.get('cpu_us_per_task') or '-'} / {l.get('cpu_us_per_task') or '-'}" if b else "-",
-                     "; ".join(extra_notes + _drain_pairs(b.get("rate_rounds"), l.get("rate_rounds"))
-                               + _not_cpu_bound(b, l, cpus))
-                     or "", record.get("run", "")]
+                        f"{bare.get('p50_ms', '-')}/{bare.get('p95_ms', '-')}",
+                        f"{lab.get('p50_ms', '-')}/{lab.get('p95_ms', '-')}",
+                        f"{bare.get('api_peak_mb', '-')}",
+                        _mark(lab_peak, (lab_peak or 0) <= BUDGET_PEAK_MB),
+                    )
+                    if not label
+                    else ("", "", "", "", "", "", "", "")
+                ),
+                _or_dash(b.get("rate")),
+                _or_dash(l.get("rate")),
+                _drain_cell(b, l, cpus) if b else "-",
+                f"{b.get('cpu_us_per_task') or '-'} / {l.get('cpu_us_per_task') or '-'}" if b else "-",
+                "; ".join(
+                    extra_notes + _drain_pairs(b.get("rate_rounds"), l.get("rate_rounds")) + _not_cpu_bound(b, l, cpus)
+                )
+                or "",
+                record.get("run", ""),
+            ]
             return "| " + " | ".join(str(x) for x in cells) + " |"
 
         arq_note = [R.arq_cap(record.get("knobs") or {})] if q == "arq" else []
@@ -523,20 +637,35 @@ def rows(record: dict) -> list[str]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m scripts.bench", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m scripts.bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--worker", default="all", help="a queue, or all (default)")
     p.add_argument("--requests", type=int, default=3000, help="requests per API and queue (default 3000)")
     p.add_argument("--users", type=int, default=50, help="concurrent connections (default 50)")
     p.add_argument("--warmup", type=int, default=200, help="requests sent first, not measured (default 200)")
-    p.add_argument("--rounds", type=int, default=4, help="rounds of the bare and the lab API driven at the same time (default 4)")
-    p.add_argument("--drain-s", type=float, default=15,
-                   help="how long each worker's drain is measured, in windows taken in turns (default 15 s); "
-                        "the lab's queue is emptied regardless")
-    p.add_argument("--drain-window-s", type=float, default=1.0,
-                   help="the shortest drain window (default 1 s; longer if it would hold under 40 tasks)")
-    p.add_argument("--backlog-wait-s", type=float, default=120,
-                   help="how long a lab queue's earlier backlog may take to empty before the bench gives up (default 120 s)")
+    p.add_argument(
+        "--rounds", type=int, default=4, help="rounds of the bare and the lab API driven at the same time (default 4)"
+    )
+    p.add_argument(
+        "--drain-s",
+        type=float,
+        default=15,
+        help="how long each worker's drain is measured, in windows taken in turns (default 15 s); "
+        "the lab's queue is emptied regardless",
+    )
+    p.add_argument(
+        "--drain-window-s",
+        type=float,
+        default=1.0,
+        help="the shortest drain window (default 1 s; longer if it would hold under 40 tasks)",
+    )
+    p.add_argument(
+        "--backlog-wait-s",
+        type=float,
+        default=120,
+        help="how long a lab queue's earlier backlog may take to empty before the bench gives up (default 120 s)",
+    )
     p.add_argument("--results-dir", default="results")
     return p
 
@@ -557,8 +686,18 @@ def main(argv: list[str] | None = None) -> int:
     ended = time.time()
     # The bench in Grafana: one region over its whole window, and the API dashboard there.
     grafana = Grafana(compose)
-    body = R.annotation("end", record["run"], args.worker, "io/simple", args.users, R.limit_text(record["api_limits"]),
-                        "-", ended, duration_s=ended - started, tag="bench")
+    body = R.annotation(
+        "end",
+        record["run"],
+        args.worker,
+        "io/simple",
+        args.users,
+        R.limit_text(record["api_limits"]),
+        "-",
+        ended,
+        duration_s=ended - started,
+        tag="bench",
+    )
     if problem := grafana.problem or grafana.annotate(body):
         print(problem)
     out = Path(args.results_dir)

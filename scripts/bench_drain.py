@@ -54,10 +54,23 @@ class Counter:
     """services/bare/drain.py --watch in the bench's client container, kept up for the whole drain."""
 
     def __init__(self, client: str, counter: str, run: str):
-        cmd = ["docker", "exec", "-i", client, "python", "-m", "services.bare.drain", "--watch",
-               "--counter", counter, "--ledger-run", run]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True)
+        cmd = [
+            "docker",
+            "exec",
+            "-i",
+            client,
+            "python",
+            "-m",
+            "services.bare.drain",
+            "--watch",
+            "--counter",
+            counter,
+            "--ledger-run",
+            run,
+        ]
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
 
     def __call__(self) -> dict[str, int]:
         self.proc.stdin.write("\n")
@@ -78,8 +91,9 @@ class Counter:
 
 def container_id(name: str) -> list[str]:
     """The full id of a container started by name: its cgroup is named by it."""
-    proc = subprocess.run(["docker", "inspect", "-f", "{{.Id}}", name], capture_output=True, text=True, timeout=60,
-                          check=False)
+    proc = subprocess.run(
+        ["docker", "inspect", "-f", "{{.Id}}", name], capture_output=True, text=True, timeout=60, check=False
+    )
     return proc.stdout.split() if proc.returncode == 0 else []
 
 
@@ -90,8 +104,17 @@ def docker(*args: str) -> None:
 
 
 class PairedDrain:
-    def __init__(self, counter: Counter, bare: Side, lab: Side, cpu_seconds: Callable[[str], float | None],
-                 sides: Callable[[int], tuple[str, str]], window_s: float = 1.0, measure_s: float = 15.0, say=print):
+    def __init__(
+        self,
+        counter: Counter,
+        bare: Side,
+        lab: Side,
+        cpu_seconds: Callable[[str], float | None],
+        sides: Callable[[int], tuple[str, str]],
+        window_s: float = 1.0,
+        measure_s: float = 15.0,
+        say=print,
+    ):
         self.counter, self.sides, self.cpu_seconds, self.order = counter, {"bare": bare, "lab": lab}, cpu_seconds, sides
         self.window_s, self.measure_s, self.say = window_s, measure_s, say
 
@@ -137,9 +160,13 @@ class PairedDrain:
         seconds = (c + d) / 2 - (a + b) / 2  # from half-way through the thaw to half-way through the freeze
         tasks = side.done - done_before
         side.rate = tasks / seconds
-        side.windows.append({"tasks": tasks, "s": round(seconds, 3),
-                             "cpu_s": None if cpu_before is None or cpu_after is None
-                             else round(cpu_after - cpu_before, 4)})
+        side.windows.append(
+            {
+                "tasks": tasks,
+                "s": round(seconds, 3),
+                "cpu_s": None if cpu_before is None or cpu_after is None else round(cpu_after - cpu_before, 4),
+            }
+        )
 
     def lasts(self, side: Side, length: float) -> bool:
         """Its backlog holds another window's work with room to spare."""
@@ -183,10 +210,16 @@ def summary(side: Side) -> dict:
     tasks = sum(w["tasks"] for w in side.windows)
     seconds = sum(w["s"] for w in side.windows)
     cpu = [w["cpu_s"] for w in side.windows]
-    return {"target": side.target, "done": side.done, "windows": side.windows, "measured_tasks": tasks, "measured_s": round(seconds, 2),
-            "rate": round(tasks / seconds, 1) if seconds > 0 else None,
-            "rate_rounds": [round(w["tasks"] / w["s"], 1) for w in side.windows],
-            "cpu_us_per_task": round(sum(cpu) / tasks * 1e6) if tasks and None not in cpu else None}
+    return {
+        "target": side.target,
+        "done": side.done,
+        "windows": side.windows,
+        "measured_tasks": tasks,
+        "measured_s": round(seconds, 2),
+        "rate": round(tasks / seconds, 1) if seconds > 0 else None,
+        "rate_rounds": [round(w["tasks"] / w["s"], 1) for w in side.windows],
+        "cpu_us_per_task": round(sum(cpu) / tasks * 1e6) if tasks and None not in cpu else None,
+    }
 
 
 def pair_ratios(bare_rates: list, lab_rates: list) -> list[float]:
@@ -197,5 +230,4 @@ def spread(ratios: list[float]) -> str:
     """`median 0.95, 0.88-1.02 over 12 pairs`: how far one pair of windows moves the ratio."""
     if not ratios:
         return ""
-    return (f"median {statistics.median(ratios):.2f}, {min(ratios):.2f}-{max(ratios):.2f} "
-            f"over {len(ratios)} pairs")
+    return f"median {statistics.median(ratios):.2f}, {min(ratios):.2f}-{max(ratios):.2f} over {len(ratios)} pairs"

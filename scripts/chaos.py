@@ -91,8 +91,10 @@ class Fault:
             info = self.compose.inspect("redis")
             cmd = " ".join(info[0]["Config"]["Cmd"]) if info else ""
             if "--appendonly yes" not in cmd:
-                raise L.LoadError("restart-redis needs Redis to keep its data (the ledger lives there too): "
-                                  "`make up REDIS_APPENDONLY=yes` first")
+                raise L.LoadError(
+                    "restart-redis needs Redis to keep its data (the ledger lives there too): "
+                    "`make up REDIS_APPENDONLY=yes` first"
+                )
 
     def _run(self, *args: str) -> None:
         proc = docker(*args)
@@ -113,9 +115,21 @@ class Fault:
             # how the container's last run ended), followed live: the engine keeps
             # too few past events to ask afterwards, healthchecks crowd them out.
             self._oom_watch = subprocess.Popen(
-                ["docker", "events", "--since", f"{time.time() - 1:.3f}", "--filter", f"container={cid}",
-                 "--filter", "event=oom",
-                 "--format", "{{.Action}}"], stdout=subprocess.PIPE, text=True)
+                [
+                    "docker",
+                    "events",
+                    "--since",
+                    f"{time.time() - 1:.3f}",
+                    "--filter",
+                    f"container={cid}",
+                    "--filter",
+                    "event=oom",
+                    "--format",
+                    "{{.Action}}",
+                ],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
             info = json.loads(docker("inspect", cid).stdout)[0]["HostConfig"]
             self._limits = (info["Memory"], info["MemorySwap"])
             stats = docker("stats", "--no-stream", "--format", "{{json .}}", cid).stdout
@@ -125,8 +139,13 @@ class Fault:
             self.events["oom_limit_bytes"] = tight
             # The hog asks for the whole limit; the worker is killed long before
             # (and the hog with it, when the container stops).
-            proc = subprocess.run(["docker", "exec", "-i", "-u", "0", cid, "python", "-", str(tight // 2**20)],
-                                  input=BALLOON, capture_output=True, text=True, timeout=60)
+            proc = subprocess.run(
+                ["docker", "exec", "-i", "-u", "0", cid, "python", "-", str(tight // 2**20)],
+                input=BALLOON,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             if proc.returncode == 0:
                 self.errors.append("oom: the memory hog allocated the whole limit and nothing was killed")
         self.say(f"chaos: {self.fault} on {self.service} injected")
@@ -151,8 +170,11 @@ class Fault:
     def container_state(self) -> dict:
         cid = self.container()
         info = json.loads(docker("inspect", cid).stdout)[0]
-        state = {"restart_count": info.get("RestartCount"), "oom_killed": info["State"].get("OOMKilled"),
-                 "running": info["State"].get("Running")}
+        state = {
+            "restart_count": info.get("RestartCount"),
+            "oom_killed": info["State"].get("OOMKilled"),
+            "running": info["State"].get("Running"),
+        }
         if self._oom_watch is not None:
             self._oom_watch.terminate()
             state["oom_events"] = self._oom_watch.communicate(timeout=10)[0].split().count("oom")
@@ -212,8 +234,10 @@ def late_fault(injected: float | None, load_ended: float | None, recovered_s: fl
     its poll), and the run shows work resuming; with nothing left, it shows no
     recovery, and the run says so."""
     if injected and load_ended and injected > load_ended and recovered_s is None:
-        return (f"the fault came {injected - load_ended:.1f} s after the load had ended and no task settled once "
-                "it was undone: the run shows no recovery (a longer load: duration=, or an earlier at=)")
+        return (
+            f"the fault came {injected - load_ended:.1f} s after the load had ended and no task settled once "
+            "it was undone: the run shows no recovery (a longer load: duration=, or an earlier at=)"
+        )
     return None
 
 
@@ -229,8 +253,7 @@ def run_chaos(args: argparse.Namespace) -> int:
         # A dead worker's tasks come back once their lease runs out: TASK_TIMEOUT_S
         # (+10 s for arq, +60 s sweep for SAQ; Celery's visibility timeout is twice
         # it). Waiting less would call them lost when they are only late.
-        args.drain_stall = (BACKGROUND_DRAIN_STALL_S if background
-                            else 3 * float(L.setting("TASK_TIMEOUT_S", "60")))
+        args.drain_stall = BACKGROUND_DRAIN_STALL_S if background else 3 * float(L.setting("TASK_TIMEOUT_S", "60"))
     fault = Fault(compose, args.fault, args.worker, args.hold, ui.say)
     fault.check()
     api = compose.port("api", 8000)
@@ -270,14 +293,19 @@ def run_chaos(args: argparse.Namespace) -> int:
     if problem := late_fault(injected, record.get("load_ended_at"), recovered):
         fault.errors.append(problem)
     record["chaos"] = {
-        "fault": args.fault, "service": fault.service, "at_s": args.at, "hold_s": args.hold,
+        "fault": args.fault,
+        "service": fault.service,
+        "at_s": args.at,
+        "hold_s": args.hold,
         **fault.events,
         "recovered_s": recovered,
         # The last task settled this long after the fault: a dead worker's
         # tasks come back only when their lease runs out (TASK_TIMEOUT_S).
         "last_settled_after_fault_s": round(last - injected, 1) if injected and last else None,
-        "enqueued": totals.get("enqueued"), "completed": totals.get("completed"),
-        "failed": totals.get("failed"), "duplicates": totals.get("duplicates"),
+        "enqueued": totals.get("enqueued"),
+        "completed": totals.get("completed"),
+        "failed": totals.get("failed"),
+        "duplicates": totals.get("duplicates"),
         "lost": totals.get("pending"),
         # executions cut off by the fault (started, never ended); re-run unless lost
         "interrupted": totals.get("unfinished"),
@@ -287,10 +315,12 @@ def run_chaos(args: argparse.Namespace) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=2) + "\n")
     c = record["chaos"]
-    ui.say(f"\nchaos {args.fault} on {fault.service}: lost {c['lost']}, duplicated {c['duplicates']}, "
-           f"failed {c['failed']}, interrupted {c['interrupted']}, work resumed {c['recovered_s']} s and the "
-           f"last task settled {c['last_settled_after_fault_s']} s after the fault, "
-           f"restarts {c['restart_count']}, OOM kills {c.get('oom_events', 0)}")
+    ui.say(
+        f"\nchaos {args.fault} on {fault.service}: lost {c['lost']}, duplicated {c['duplicates']}, "
+        f"failed {c['failed']}, interrupted {c['interrupted']}, work resumed {c['recovered_s']} s and the "
+        f"last task settled {c['last_settled_after_fault_s']} s after the fault, "
+        f"restarts {c['restart_count']}, OOM kills {c.get('oom_events', 0)}"
+    )
     for error in fault.errors:
         ui.say(f"WARNING: {error}")
     return code

@@ -32,8 +32,13 @@ def measure(queue: str, count: int, knobs: dict[str, str]) -> dict:
             worker.stop()
         seconds = report["last_settled_at"] - started
         totals = ledger(api.url, run)["totals"]
-        return {"queue": queue, "count": count, "seconds": round(seconds, 2),
-                "tasks_per_s": round(count / seconds, 1), **totals}
+        return {
+            "queue": queue,
+            "count": count,
+            "seconds": round(seconds, 2),
+            "tasks_per_s": round(count / seconds, 1),
+            **totals,
+        }
     finally:
         api.stop()
         redis.stop()
@@ -51,8 +56,11 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|---:|---:|")
     for queue in args.queues:
         r = measure(queue, args.count, knobs)
-        print(f"| {r['queue']} | {r['count']} | {r['seconds']} | {r['tasks_per_s']} | "
-              f"{r['completed']} | {r['duplicates']} | {r['failed']} |", flush=True)
+        print(
+            f"| {r['queue']} | {r['count']} | {r['seconds']} | {r['tasks_per_s']} | "
+            f"{r['completed']} | {r['duplicates']} | {r['failed']} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

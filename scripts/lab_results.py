@@ -22,6 +22,7 @@ def service_of(queue: str) -> str:
     """The compose service that runs a queue's tasks: the API for `background`."""
     return "api" if queue == "background" else queue
 
+
 # Per-queue override of CONCURRENCY, as the worker reads it (services/settings.py).
 CONCURRENCY_KNOB = {b.name: b.concurrency_knob for b in BROKERS}
 # Container settings that change a result, kept in the record (read from the container).
@@ -105,8 +106,13 @@ def workers_limit_text(workers: Mapping[str, Mapping]) -> str:
 
 def restart_counts(containers: Mapping[str, list[Mapping]]) -> dict[str, dict[str, list]]:
     """Per service and container (docker inspect): [restart count, last exit was an OOM kill]."""
-    return {service: {c.get("Name", "").lstrip("/"): [c.get("RestartCount", 0), bool(c.get("State", {}).get("OOMKilled"))]
-                      for c in cs} for service, cs in containers.items()}
+    return {
+        service: {
+            c.get("Name", "").lstrip("/"): [c.get("RestartCount", 0), bool(c.get("State", {}).get("OOMKilled"))]
+            for c in cs
+        }
+        for service, cs in containers.items()
+    }
 
 
 def restarts_during(before: Mapping[str, Mapping[str, list]], after: Mapping[str, Mapping[str, list]]) -> dict:
@@ -126,12 +132,24 @@ def restarts_during(before: Mapping[str, Mapping[str, list]], after: Mapping[str
 
 
 # -- Grafana annotations (format: grafana/README.md) --------------------------------
-def annotation(kind: str, run: str, worker: str, endpoint: str, users: int, api_limits: str, worker_limits: str,
-               at: float, duration_s: float | None = None, tag: str | None = None) -> dict:
+def annotation(
+    kind: str,
+    run: str,
+    worker: str,
+    endpoint: str,
+    users: int,
+    api_limits: str,
+    worker_limits: str,
+    at: float,
+    duration_s: float | None = None,
+    tag: str | None = None,
+) -> dict:
     """A run's annotation: at its start a point, at its end ("end", with the
     run's duration) the region from `at - duration_s` to `at`."""
-    text = (f"lab-run run={run} worker={worker} endpoint={endpoint} users={users} "
-            f"api_limits={api_limits} worker_limits={worker_limits}")
+    text = (
+        f"lab-run run={run} worker={worker} endpoint={endpoint} users={users} "
+        f"api_limits={api_limits} worker_limits={worker_limits}"
+    )
     body = {"time": int(at * 1000), "tags": ["lab-run", run, tag or worker], "text": text}
     if kind == "end":
         body["text"] += f" duration={round(duration_s or 0)}s"
@@ -148,8 +166,10 @@ def grafana_link(addr: str, dashboard: str, start: float, end: float, queue: str
     """The URL of a lab dashboard over a run's window, scoped to one queue if given."""
     host, _, port = addr.rpartition(":")
     host = "127.0.0.1" if host in ("", "0.0.0.0") else host
-    url = (f"http://{host}:{port}/d/{RUN_DASHBOARDS[dashboard]}/?orgId=1"
-           f"&from={int((start - LINK_MARGIN_S[0]) * 1000)}&to={int((end + LINK_MARGIN_S[1]) * 1000)}")
+    url = (
+        f"http://{host}:{port}/d/{RUN_DASHBOARDS[dashboard]}/?orgId=1"
+        f"&from={int((start - LINK_MARGIN_S[0]) * 1000)}&to={int((end + LINK_MARGIN_S[1]) * 1000)}"
+    )
     if queue and dashboard == "queues":
         url += "".join(f"&var-queue={q}" for q in queue.split(","))
     return url
@@ -165,16 +185,21 @@ def generator_check(processes: Iterable[Mapping]) -> dict:
         cores = (p.get("cpu_seconds") or 0) / interval if interval > 0 else None
         # One process cannot use more than one core; its container may allow less.
         ceiling = min(1.0, p.get("cpu_limit_cores") or 1.0)
-        row = {"role": p.get("role"), "cpu_cores": round(cores, 3) if cores is not None else None,
-               "ceiling_cores": ceiling}
+        row = {
+            "role": p.get("role"),
+            "cpu_cores": round(cores, 3) if cores is not None else None,
+            "ceiling_cores": ceiling,
+        }
         rows.append(row)
         if cores is not None and cores >= GENERATOR_BUSY * ceiling:
             busy.append(row)
     warning = None
     if busy:
-        warning = ("load generator CPU-bound: " + ", ".join(f"{r['role']} {r['cpu_cores']:.2f}/{r['ceiling_cores']:g} core"
-                                                             for r in busy)
-                   + " - the numbers measure Locust, not the lab: raise locust_workers")
+        warning = (
+            "load generator CPU-bound: "
+            + ", ".join(f"{r['role']} {r['cpu_cores']:.2f}/{r['ceiling_cores']:g} core" for r in busy)
+            + " - the numbers measure Locust, not the lab: raise locust_workers"
+        )
     return {"processes": rows, "cpu_bound": bool(busy), "warning": warning}
 
 
@@ -205,16 +230,31 @@ def task_fields(ledger: Mapping | None, load_ended_at: float | None, settled: bo
         "last_settled_at": last,
         "time_to_execute_all_s": _round(last - first) if done and first and last else None,
         "drain_s": _round(max(0.0, last - load_ended_at)) if done and last and load_ended_at else None,
-        "per_queue": {q: {e: {k: row.get(k) for k in ("enqueued", "completed", "failed", "duplicates", "pending",
-                                                           "unfinished")}
-                          for e, row in endpoints.items()} for q, endpoints in ledger.get("queues", {}).items()},
+        "per_queue": {
+            q: {
+                e: {k: row.get(k) for k in ("enqueued", "completed", "failed", "duplicates", "pending", "unfinished")}
+                for e, row in endpoints.items()
+            }
+            for q, endpoints in ledger.get("queues", {}).items()
+        },
     }
 
 
-def build_record(*, params: Mapping, locust: Mapping, ledger: Mapping | None, settled: bool,
-                 limits: Mapping, knobs: Mapping, resources: Mapping | None, probe: Mapping | None,
-                 locust_workers: int, subjects: Iterable[str], notes: Iterable[str] = (),
-                 restarts: Mapping[str, Mapping] | None = None) -> dict:
+def build_record(
+    *,
+    params: Mapping,
+    locust: Mapping,
+    ledger: Mapping | None,
+    settled: bool,
+    limits: Mapping,
+    knobs: Mapping,
+    resources: Mapping | None,
+    probe: Mapping | None,
+    locust_workers: int,
+    subjects: Iterable[str],
+    notes: Iterable[str] = (),
+    restarts: Mapping[str, Mapping] | None = None,
+) -> dict:
     """Everything a run leaves, in one dict (results/<run>.json).
 
     params: run, scenario, worker, endpoint, users, spawn_rate, iterations, duration_target_s
@@ -235,8 +275,10 @@ def build_record(*, params: Mapping, locust: Mapping, ledger: Mapping | None, se
     if locust.get("locust_cpu_warning"):
         warnings.append("Locust itself warned that a process used over 90 % CPU")
     for service, r in (restarts or {}).items():
-        warnings.append(f"{service} restarted {r['restarts']} time(s) during the run"
-                        + (" (OOM killed)" if r.get("oom_killed") else ""))
+        warnings.append(
+            f"{service} restarted {r['restarts']} time(s) during the run"
+            + (" (OOM killed)" if r.get("oom_killed") else "")
+        )
     if params.get("iterations") is not None and requests != params["iterations"]:
         warnings.append(f"{requests} requests recorded, not the {params['iterations']} asked for")
     tasks = task_fields(ledger, end, settled)
@@ -250,8 +292,10 @@ def build_record(*, params: Mapping, locust: Mapping, ledger: Mapping | None, se
             warnings.append(f"{tasks['duplicates']} duplicate execution(s)")
         pending = (ledger or {}).get("totals", {}).get("pending", 0)
         if pending < 0:
-            warnings.append(f"ledger inconsistent: {-pending} more task(s) settled than enqueued "
-                            "(an enqueue was taken back although the broker had the task)")
+            warnings.append(
+                f"ledger inconsistent: {-pending} more task(s) settled than enqueued "
+                "(an enqueue was taken back although the broker had the task)"
+            )
     subjects = list(subjects)
     res = resources or {}
     peaks = [res[s]["peak_memory_bytes"] for s in subjects if res.get(s, {}).get("peak_memory_bytes") is not None]
@@ -301,15 +345,35 @@ def build_record(*, params: Mapping, locust: Mapping, ledger: Mapping | None, se
 # The published article's columns first (RPS, median and p95 latency, time to
 # execute all tasks, errors), then the lab's own.
 COLUMNS = (
-    ("worker", "worker"), ("RPS", "rps"), ("median ms", "median_ms"), ("p95 ms", "p95_ms"),
-    ("all tasks done s", "tasks.time_to_execute_all_s"), ("errors %", "failures_pct"),
-    ("scenario", "scenario"), ("endpoint", "endpoint"), ("users", "users"), ("iterations", "iterations"),
-    ("requests", "requests"), ("p99 ms", "p99_ms"), ("load s", "duration_s"), ("drain s", "tasks.drain_s"),
-    ("enqueued", "tasks.enqueued"), ("completed", "tasks.completed"), ("failed", "tasks.failed"),
-    ("dup", "tasks.duplicates"), ("lost", "tasks.lost"), ("API limits", "_api_limits"),
-    ("worker limits", "_worker_limits"), ("conc.", "_concurrency"), ("repl.", "_replicas"),
-    ("peak MB", "_peak_mb"), ("throttled %", "cpu_throttled_pct"), ("probe ok %", "_probe_ok"),
-    ("probe worst gap s", "probe.worst_gap_s"), ("notes", "_notes"), ("run", "run"),
+    ("worker", "worker"),
+    ("RPS", "rps"),
+    ("median ms", "median_ms"),
+    ("p95 ms", "p95_ms"),
+    ("all tasks done s", "tasks.time_to_execute_all_s"),
+    ("errors %", "failures_pct"),
+    ("scenario", "scenario"),
+    ("endpoint", "endpoint"),
+    ("users", "users"),
+    ("iterations", "iterations"),
+    ("requests", "requests"),
+    ("p99 ms", "p99_ms"),
+    ("load s", "duration_s"),
+    ("drain s", "tasks.drain_s"),
+    ("enqueued", "tasks.enqueued"),
+    ("completed", "tasks.completed"),
+    ("failed", "tasks.failed"),
+    ("dup", "tasks.duplicates"),
+    ("lost", "tasks.lost"),
+    ("API limits", "_api_limits"),
+    ("worker limits", "_worker_limits"),
+    ("conc.", "_concurrency"),
+    ("repl.", "_replicas"),
+    ("peak MB", "_peak_mb"),
+    ("throttled %", "cpu_throttled_pct"),
+    ("probe ok %", "_probe_ok"),
+    ("probe worst gap s", "probe.worst_gap_s"),
+    ("notes", "_notes"),
+    ("run", "run"),
 )
 
 
@@ -395,8 +459,9 @@ TEXT_COLUMNS = {"worker", "scenario", "endpoint", "API limits", "worker limits",
 
 def table_header() -> str:
     names = [name for name, _ in COLUMNS]
-    return ("| " + " | ".join(names) + " |\n|"
-            + "|".join("---" if name in TEXT_COLUMNS else "---:" for name in names) + "|")
+    return (
+        "| " + " | ".join(names) + " |\n|" + "|".join("---" if name in TEXT_COLUMNS else "---:" for name in names) + "|"
+    )
 
 
 def table(records: Iterable[Mapping]) -> str:

@@ -58,6 +58,7 @@ def setting(name: str, default: str) -> str:
     """A knob from the environment, else the project's .env (as compose reads it), else the default."""
     return os.environ.get(name) or dotenv().get(name) or default
 
+
 PROBE_MIN_WINDOW_S = 2.0
 GATE_FILE = "/tmp/lab-go"  # LOAD_START_GATE inside the master's container
 
@@ -88,12 +89,20 @@ class Compose:
         self.cmd = shlex.split(self.env.get("COMPOSE") or "docker compose")
         self.profile = profile
 
-    def __call__(self, *args: str, extra_env: dict[str, str] | None = None, check: bool = True,
-                 timeout: float = 300) -> subprocess.CompletedProcess:
+    def __call__(
+        self, *args: str, extra_env: dict[str, str] | None = None, check: bool = True, timeout: float = 300
+    ) -> subprocess.CompletedProcess:
         cmd = [*self.cmd, "--profile", self.profile, *args]
         try:
-            proc = subprocess.run(cmd, cwd=ROOT, env={**self.env, **(extra_env or {})}, capture_output=True,
-                                  text=True, timeout=timeout, check=False)
+            proc = subprocess.run(
+                cmd,
+                cwd=ROOT,
+                env={**self.env, **(extra_env or {})},
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
         except subprocess.TimeoutExpired:
             raise LoadError(f"`{' '.join(cmd)}` did not finish within {timeout:.0f} s") from None
         if check and proc.returncode != 0:
@@ -184,12 +193,16 @@ class Prometheus:
     def scraped_locust(self, workers: int, since: float) -> bool:
         """The Locust master and `workers` workers were each scraped after `since`."""
         try:
-            targets = httpx.get(f"{self.url}/api/v1/targets", params={"state": "active"},
-                                timeout=10).json()["data"]["activeTargets"]
+            targets = httpx.get(f"{self.url}/api/v1/targets", params={"state": "active"}, timeout=10).json()["data"][
+                "activeTargets"
+            ]
         except (httpx.HTTPError, KeyError, ValueError):
             return False
-        fresh = [t["labels"].get("job") for t in targets
-                 if t.get("health") == "up" and rfc3339(t.get("lastScrape", "")) > since]
+        fresh = [
+            t["labels"].get("job")
+            for t in targets
+            if t.get("health") == "up" and rfc3339(t.get("lastScrape", "")) > since
+        ]
         return fresh.count("locust-master") >= 1 and fresh.count("locust-worker") >= workers
 
     def wait_for_scrape(self, services: list[str], after: float, timeout: float = 15) -> bool:
@@ -213,8 +226,9 @@ class Prometheus:
         peak = self.by("service", f"max by (service) (max_over_time(lab_memory_bytes{{{sel}}}[{window}]))", at)
         used = self.by("service", f"avg by (service) (rate(lab_cpu_seconds_total{{{sel}}}[{window}]))", at)
         limit = self.by("service", f"max by (service) (max_over_time(lab_cpu_limit_cores{{{sel}}}[{window}]))", at)
-        throttled = self.by("service",
-                            f"avg by (service) (rate(lab_cpu_throttled_seconds_total{{{sel}}}[{window}])) * 100", at)
+        throttled = self.by(
+            "service", f"avg by (service) (rate(lab_cpu_throttled_seconds_total{{{sel}}}[{window}])) * 100", at
+        )
         out = {}
         for s in services:
             out[s] = {
@@ -309,9 +323,13 @@ class Grafana:
 
 # Locust's own report, as the master writes it when it quits (docker-compose.yml:
 # --html, --csv), and the name each gets next to the run's record.
-LOCUST_REPORT = {"/tmp/locust-report.html": "{run}.html", "/tmp/locust_stats.csv": "{run}_stats.csv",
-                 "/tmp/locust_stats_history.csv": "{run}_stats_history.csv",
-                 "/tmp/locust_failures.csv": "{run}_failures.csv", "/tmp/locust_exceptions.csv": "{run}_exceptions.csv"}
+LOCUST_REPORT = {
+    "/tmp/locust-report.html": "{run}.html",
+    "/tmp/locust_stats.csv": "{run}_stats.csv",
+    "/tmp/locust_stats_history.csv": "{run}_stats_history.csv",
+    "/tmp/locust_failures.csv": "{run}_failures.csv",
+    "/tmp/locust_exceptions.csv": "{run}_exceptions.csv",
+}
 
 
 def copy_locust_report(container_id: str, out_dir: Path, run: str) -> list[str]:
@@ -320,8 +338,9 @@ def copy_locust_report(container_id: str, out_dir: Path, run: str) -> list[str]:
     saved = []
     for src, name in LOCUST_REPORT.items():
         dest = out_dir / name.format(run=run)
-        proc = subprocess.run(["docker", "cp", f"{container_id}:{src}", str(dest)], capture_output=True,
-                              text=True, timeout=60)
+        proc = subprocess.run(
+            ["docker", "cp", f"{container_id}:{src}", str(dest)], capture_output=True, text=True, timeout=60
+        )
         if proc.returncode == 0:
             saved.append(dest.name)
     return saved
@@ -329,9 +348,11 @@ def copy_locust_report(container_id: str, out_dir: Path, run: str) -> list[str]:
 
 def probe_report(compose: Compose, since: float, until: float) -> dict | None:
     """GET /report of the probe service, from inside its container (no published port)."""
-    code = ("import urllib.request as u;"
-            f"print(u.urlopen('http://127.0.0.1:9000/report?since={since:.3f}&until={until:.3f}',"
-            "timeout=10).read().decode())")
+    code = (
+        "import urllib.request as u;"
+        f"print(u.urlopen('http://127.0.0.1:9000/report?since={since:.3f}&until={until:.3f}',"
+        "timeout=10).read().decode())"
+    )
     proc = compose("exec", "-T", "probe", "python", "-c", code, check=False, timeout=60)
     if proc.returncode != 0:
         return None
@@ -347,8 +368,10 @@ def start_probe(compose: Compose, say) -> None:
             raise LoadError("the probe did not answer within 60 s: docker compose --profile load logs probe")
         time.sleep(1)
     time.sleep(1)  # a second of probes before the load: the report's window starts with data
-    say(f"liveness probe running (GET {compose.env.get('PROBE_TARGET') or 'http://api:8000/healthz'}, "
-        f"{compose.env.get('PROBE_RATE') or 20}/s)")
+    say(
+        f"liveness probe running (GET {compose.env.get('PROBE_TARGET') or 'http://api:8000/healthz'}, "
+        f"{compose.env.get('PROBE_RATE') or 20}/s)"
+    )
 
 
 # -- Following the master ---------------------------------------------------------------
@@ -360,8 +383,9 @@ class MasterLog:
         self.lines: queue.Queue = queue.Queue()
         self.tail: list[str] = []
         self.ended = False
-        self.proc = subprocess.Popen(["docker", "logs", "--follow", container], stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True)
+        self.proc = subprocess.Popen(
+            ["docker", "logs", "--follow", container], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -455,23 +479,37 @@ def progress_line(params, p: dict, elapsed: float, ledger_totals: dict | None, r
         head = f"{bar(requests / params.iterations)} {requests}/{params.iterations} {100 * requests / params.iterations:3.0f}%"
     else:
         head = f"{bar(elapsed / params.duration_s)} {requests} requests"
-    line = (f"{head}  {elapsed:5.1f}s  {rps:6.1f} req/s  users {p.get('users', 0)}  "
-            f"failures {failures} ({100 * failures / requests if requests else 0:.1f}%)")
+    line = (
+        f"{head}  {elapsed:5.1f}s  {rps:6.1f} req/s  users {p.get('users', 0)}  "
+        f"failures {failures} ({100 * failures / requests if requests else 0:.1f}%)"
+    )
     if ledger_totals is not None:
         # Enqueue counts reach Redis within 50 ms of the broker taking a task (the
         # API adds them up first), and a fast task can settle before: live, the
         # pending count may dip below 0 for a moment. The drain check waits for it.
-        line += (f"  | ledger enqueued {ledger_totals.get('enqueued', 0)} completed {ledger_totals.get('completed', 0)}"
-                 f" pending {max(0, ledger_totals.get('pending', 0))}")
+        line += (
+            f"  | ledger enqueued {ledger_totals.get('enqueued', 0)} completed {ledger_totals.get('completed', 0)}"
+            f" pending {max(0, ledger_totals.get('pending', 0))}"
+        )
     return line
 
 
 # -- One run --------------------------------------------------------------------------------
 def raw_params(args: argparse.Namespace) -> dict:
-    return {"scenario": args.scenario, "run": args.run, "worker": args.worker, "endpoint": args.endpoint,
-            "users": args.users, "spawn_rate": args.spawn, "iterations": args.iterations,
-            "duration": args.duration, "variant": args.variant, "mode": args.mode, "count": args.count,
-            "size": args.size}
+    return {
+        "scenario": args.scenario,
+        "run": args.run,
+        "worker": args.worker,
+        "endpoint": args.endpoint,
+        "users": args.users,
+        "spawn_rate": args.spawn,
+        "iterations": args.iterations,
+        "duration": args.duration,
+        "variant": args.variant,
+        "mode": args.mode,
+        "count": args.count,
+        "size": args.size,
+    }
 
 
 def load_env(params, locust_workers: int) -> dict[str, str]:
@@ -489,13 +527,18 @@ def load_env(params, locust_workers: int) -> dict[str, str]:
         "count": str(params.count or ""),
         "size": "" if params.size is None else str(params.size),
     }
-    return {**{P.ENV_NAMES[k]: v for k, v in given.items()}, "LOAD_USERS": str(params.users),
-            "LOAD_SPAWN_RATE": f"{params.spawn_rate:g}", "LOCUST_WORKERS": str(locust_workers),
-            "LOAD_START_GATE": GATE_FILE}
+    return {
+        **{P.ENV_NAMES[k]: v for k, v in given.items()},
+        "LOAD_USERS": str(params.users),
+        "LOAD_SPAWN_RATE": f"{params.spawn_rate:g}",
+        "LOCUST_WORKERS": str(locust_workers),
+        "LOAD_START_GATE": GATE_FILE,
+    }
 
 
-def run_load(args: argparse.Namespace, compose: Compose | None = None, display: Display | None = None,
-             on_start=None) -> int:
+def run_load(
+    args: argparse.Namespace, compose: Compose | None = None, display: Display | None = None, on_start=None
+) -> int:
     """One load run and its record; `on_start(start_info)` is called when Locust's users start."""
     params = P.parse_params(raw_params(args))  # ParamError: reported by main()
     compose = compose or Compose()
@@ -504,11 +547,16 @@ def run_load(args: argparse.Namespace, compose: Compose | None = None, display: 
     queue_run = params.scenario == "queue"
     subjects = [R.service_of(q) for q in params.workers] if queue_run else ["api"]
     subjects = list(dict.fromkeys(subjects))
-    target = (f"{params.iterations} requests" if params.iterations else f"{params.duration_s:g} s")
-    what = (f"worker={params.worker_label} endpoint={params.endpoint_label}" if queue_run
-            else f"scenario={params.scenario} {params.endpoint_label}")
-    say(f"run {params.run}: {what} users={params.users} spawn={params.spawn_rate:g}/s, {target} "
-        f"(Locust: 1 master + {args.locust_workers} workers)")
+    target = f"{params.iterations} requests" if params.iterations else f"{params.duration_s:g} s"
+    what = (
+        f"worker={params.worker_label} endpoint={params.endpoint_label}"
+        if queue_run
+        else f"scenario={params.scenario} {params.endpoint_label}"
+    )
+    say(
+        f"run {params.run}: {what} users={params.users} spawn={params.spawn_rate:g}/s, {target} "
+        f"(Locust: 1 master + {args.locust_workers} workers)"
+    )
 
     api = compose.port("api", 8000)
     if not api:
@@ -529,7 +577,7 @@ def run_load(args: argparse.Namespace, compose: Compose | None = None, display: 
             continue
         containers = compose.inspect(q)
         if not containers:
-            raise LoadError(f"the {q} worker has no running container: `make up` (or make up services=\"... {q}\")")
+            raise LoadError(f'the {q} worker has no running container: `make up` (or make up services="... {q}")')
         limits["workers"][q] = R.limits_of(containers, q)
         knobs[q] = R.knobs_of(containers, q)
     prom_addr = compose.port("prometheus", 9090)
@@ -559,8 +607,16 @@ def run_load(args: argparse.Namespace, compose: Compose | None = None, display: 
 
         say("starting Locust (docker compose --profile load up) ...")
         containers_since = time.time()
-        compose("up", "--detach", "--no-deps", "--force-recreate", "--build", *LOAD_SERVICES,
-                extra_env=load_env(params, args.locust_workers), timeout=900)
+        compose(
+            "up",
+            "--detach",
+            "--no-deps",
+            "--force-recreate",
+            "--build",
+            *LOAD_SERVICES,
+            extra_env=load_env(params, args.locust_workers),
+            timeout=900,
+        )
         master = compose.ids("locust-master", include_stopped=True)
         if not master:
             raise LoadError("the Locust master container did not start")
@@ -574,17 +630,31 @@ def run_load(args: argparse.Namespace, compose: Compose | None = None, display: 
         while result is None:
             for kind, data in log.events(wait=0.5):
                 if kind == "WAITING":
-                    open_gate(compose, Prometheus(prom_addr) if prom_addr else None, args.locust_workers,
-                              containers_since, say)
+                    open_gate(
+                        compose,
+                        Prometheus(prom_addr) if prom_addr else None,
+                        args.locust_workers,
+                        containers_since,
+                        say,
+                    )
                 elif kind == "START":
                     start_info = data
                     if on_start is not None:
                         on_start(data)
                     say(f"load started at {time.strftime('%H:%M:%S', time.localtime(data['started_at']))}")
-                    if msg := grafana.annotate(R.annotation("start", params.run, params.worker_label or "none",
-                                                            params.endpoint_label, params.users, api_text,
-                                                            worker_text, data["started_at"],
-                                                            tag=params.worker_label or params.scenario)):
+                    if msg := grafana.annotate(
+                        R.annotation(
+                            "start",
+                            params.run,
+                            params.worker_label or "none",
+                            params.endpoint_label,
+                            params.users,
+                            api_text,
+                            worker_text,
+                            data["started_at"],
+                            tag=params.worker_label or params.scenario,
+                        )
+                    ):
                         say(msg)
                 elif kind == "PROGRESS":
                     progress = data
@@ -599,8 +669,9 @@ def run_load(args: argparse.Namespace, compose: Compose | None = None, display: 
             if log.ended:
                 raise LoadError("the Locust master stopped without a result; its last lines:\n" + "\n".join(log.tail))
             if start_info is None and now - began > START_TIMEOUT_S:
-                raise LoadError(f"Locust did not start within {START_TIMEOUT_S} s; the master's last lines:\n"
-                                + "\n".join(log.tail))
+                raise LoadError(
+                    f"Locust did not start within {START_TIMEOUT_S} s; the master's last lines:\n" + "\n".join(log.tail)
+                )
             if progress.get("requests", 0) != last_requests:
                 last_requests, last_change = progress.get("requests", 0), now
             elif start_info is not None and now - last_change > STALL_TIMEOUT_S:
@@ -610,13 +681,24 @@ def run_load(args: argparse.Namespace, compose: Compose | None = None, display: 
                 led_totals = led["totals"] if led else led_totals
                 next_poll = now + 1
             if start_info is not None and progress:
-                ui.show(progress_line(params, progress, progress.get("elapsed", 0), led_totals if queue_run else None,
-                                      rate.rps))
+                ui.show(
+                    progress_line(
+                        params, progress, progress.get("elapsed", 0), led_totals if queue_run else None, rate.rps
+                    )
+                )
 
         final = {"requests": result["requests"], "failures": result["failures"], "users": 0}
         load_s = (result["last_response_at"] or 0) - (result["first_request_at"] or 0)
-        ui.show(progress_line(params, final, load_s, led_totals if queue_run else None,
-                              result["requests"] / load_s if load_s > 0 else 0.0), force=True)
+        ui.show(
+            progress_line(
+                params,
+                final,
+                load_s,
+                led_totals if queue_run else None,
+                result["requests"] / load_s if load_s > 0 else 0.0,
+            ),
+            force=True,
+        )
         ui.end_line()
         say(f"load done: {result['requests']} requests in {load_s:.1f} s, {result['failures']} failed")
 
@@ -635,8 +717,11 @@ def run_load(args: argparse.Namespace, compose: Compose | None = None, display: 
                     last_settled, moved_at = settled_now, time.monotonic()
                 # pending < 0 (more settled than enqueued) is a ledger defect, not a
                 # backlog: waiting would not change it; the record flags it.
-                if led and totals.get("pending", 1) <= 0 and (totals.get("enqueued", 0) >= accepted
-                                                               or time.time() - load_end > 10):
+                if (
+                    led
+                    and totals.get("pending", 1) <= 0
+                    and (totals.get("enqueued", 0) >= accepted or time.time() - load_end > 10)
+                ):
                     settled = True
                     break
                 if time.monotonic() > deadline:
@@ -646,25 +731,35 @@ def run_load(args: argparse.Namespace, compose: Compose | None = None, display: 
                     break
                 done = totals.get("completed", 0) + totals.get("failed", 0)
                 enq = max(1, totals.get("enqueued", 0))
-                ui.show(f"draining {bar(done / enq)} completed {totals.get('completed', 0)}/{totals.get('enqueued', 0)}"
-                        f"  pending {totals.get('pending', 0)}  {time.time() - load_end:5.1f}s since the load stopped"
-                        + (f"  ({R.arq_cap(knobs)})" if "arq" in knobs else ""))
+                ui.show(
+                    f"draining {bar(done / enq)} completed {totals.get('completed', 0)}/{totals.get('enqueued', 0)}"
+                    f"  pending {totals.get('pending', 0)}  {time.time() - load_end:5.1f}s since the load stopped"
+                    + (f"  ({R.arq_cap(knobs)})" if "arq" in knobs else "")
+                )
                 time.sleep(1)
             ui.end_line()
             totals = (led or {}).get("totals", {})
             if settled:
-                say(f"all tasks settled: {totals.get('completed')} completed, {totals.get('failed')} failed, "
-                    f"{totals.get('duplicates')} duplicates")
+                say(
+                    f"all tasks settled: {totals.get('completed')} completed, {totals.get('failed')} failed, "
+                    f"{totals.get('duplicates')} duplicates"
+                )
             elif stalled:
-                say(f"DRAIN STALLED: nothing settled for {args.drain_stall:.0f} s, {totals.get('pending')} task(s) "
-                    "still pending (recorded as lost)")
+                say(
+                    f"DRAIN STALLED: nothing settled for {args.drain_stall:.0f} s, {totals.get('pending')} task(s) "
+                    "still pending (recorded as lost)"
+                )
             else:
-                say(f"DRAIN TIMEOUT after {args.drain_timeout:.0f} s: {totals.get('pending')} task(s) still pending "
-                    "(recorded as lost)")
+                say(
+                    f"DRAIN TIMEOUT after {args.drain_timeout:.0f} s: {totals.get('pending')} task(s) still pending "
+                    "(recorded as lost)"
+                )
 
         start = result["first_request_at"] or result["test_started_at"]
         end = result["last_response_at"] or time.time()
-        window_end = max(end, (led or {}).get("last_settled_at") or 0) if settled else (time.time() if queue_run else end)
+        window_end = (
+            max(end, (led or {}).get("last_settled_at") or 0) if settled else (time.time() if queue_run else end)
+        )
 
         probe = None
         if probe_started:
@@ -680,8 +775,11 @@ def run_load(args: argparse.Namespace, compose: Compose | None = None, display: 
 
         resources, notes = None, []
         if queue_run and not settled:
-            notes.append(f"drain stalled: nothing settled for {args.drain_stall:.0f} s" if stalled
-                         else f"drain timeout after {args.drain_timeout:.0f} s")
+            notes.append(
+                f"drain stalled: nothing settled for {args.drain_stall:.0f} s"
+                if stalled
+                else f"drain timeout after {args.drain_timeout:.0f} s"
+            )
         if prom_addr:
             prom = Prometheus(prom_addr)
             services = list(dict.fromkeys([*subjects, "api"]))
@@ -705,17 +803,44 @@ def run_load(args: argparse.Namespace, compose: Compose | None = None, display: 
 
         restarts = R.restarts_during(before, R.restart_counts({s: compose.inspect(s) for s in watched}))
         record = R.build_record(
-            params={"run": params.run, "scenario": params.scenario, "worker": params.worker_label,
-                    "endpoint": params.endpoint_label, "users": params.users, "spawn_rate": params.spawn_rate,
-                    "iterations": params.iterations, "duration_target_s": params.duration_s},
-            locust=result, ledger=led, settled=settled, limits=limits, knobs=knobs, resources=resources,
-            probe=probe, locust_workers=args.locust_workers, subjects=subjects, notes=notes, restarts=restarts)
+            params={
+                "run": params.run,
+                "scenario": params.scenario,
+                "worker": params.worker_label,
+                "endpoint": params.endpoint_label,
+                "users": params.users,
+                "spawn_rate": params.spawn_rate,
+                "iterations": params.iterations,
+                "duration_target_s": params.duration_s,
+            },
+            locust=result,
+            ledger=led,
+            settled=settled,
+            limits=limits,
+            knobs=knobs,
+            resources=resources,
+            probe=probe,
+            locust_workers=args.locust_workers,
+            subjects=subjects,
+            notes=notes,
+            restarts=restarts,
+        )
         record["window_end"] = window_end
         record["locust_report"] = report_files
-        if msg := grafana.annotate(R.annotation("end", params.run, params.worker_label or "none",
-                                                params.endpoint_label, params.users, api_text, worker_text,
-                                                window_end, duration_s=window_end - start,
-                                                tag=params.worker_label or params.scenario)):
+        if msg := grafana.annotate(
+            R.annotation(
+                "end",
+                params.run,
+                params.worker_label or "none",
+                params.endpoint_label,
+                params.users,
+                api_text,
+                worker_text,
+                window_end,
+                duration_s=window_end - start,
+                tag=params.worker_label or params.scenario,
+            )
+        ):
             say(msg)
 
         path = out_dir / f"{params.run}.json"
@@ -726,8 +851,10 @@ def run_load(args: argparse.Namespace, compose: Compose | None = None, display: 
         for warning in record["warnings"]:
             say(f"WARNING: {warning}")
         if probe:
-            say(f"probe: {probe.get('ok')}/{probe.get('sent')} ok ({100 * (probe.get('success_rate') or 0):.1f}%), "
-                f"worst gap {probe.get('worst_gap_s')} s")
+            say(
+                f"probe: {probe.get('ok')}/{probe.get('sent')} ok ({100 * (probe.get('success_rate') or 0):.1f}%), "
+                f"worst gap {probe.get('worst_gap_s')} s"
+            )
         queue = None if params.worker_label in (None, "all") else params.worker_label
         if link := grafana.run_link("queues" if queue_run else "api", start, window_end, queue):
             say(f"Grafana, this run: {link}")
@@ -742,12 +869,16 @@ def run_load(args: argparse.Namespace, compose: Compose | None = None, display: 
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m scripts.load", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m scripts.load", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--scenario", default="", help="queue (default), upstream, clients, payload")
     p.add_argument("--worker", default="", help=f"queue runs: {'|'.join(R.QUEUES)}|all|a,b")
-    p.add_argument("--endpoint", default="", help="queue runs: io/simple (default)|io/sync|io/thread|cpu/simple|"
-                                                  "cpu/process|all|a,b")
+    p.add_argument(
+        "--endpoint",
+        default="",
+        help="queue runs: io/simple (default)|io/sync|io/thread|cpu/simple|cpu/process|all|a,b",
+    )
     p.add_argument("--users", default="", help="Locust users (default 100)")
     p.add_argument("--spawn", default="", help="users started per second (default 100)")
     p.add_argument("--iterations", default="", help="exactly this many requests (default: 5000 queue, 100 others)")
@@ -757,14 +888,26 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", default="", help="clients: model (default)|prejson")
     p.add_argument("--count", default="", help="clients: how many (default 1000; the article: 40000)")
     p.add_argument("--size", default="", help="payload: bytes (default 1024)")
-    p.add_argument("--locust-workers", type=int, default=int(setting("LOCUST_WORKERS", "2")),
-                   help="Locust worker processes (containers), default LOCUST_WORKERS or 2")
-    p.add_argument("--drain-timeout", type=float, default=float(setting("LOAD_DRAIN_TIMEOUT_S", "1200")),
-                   help="seconds to wait for pending tasks after the load (default 1200)")
+    p.add_argument(
+        "--locust-workers",
+        type=int,
+        default=int(setting("LOCUST_WORKERS", "2")),
+        help="Locust worker processes (containers), default LOCUST_WORKERS or 2",
+    )
+    p.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=float(setting("LOAD_DRAIN_TIMEOUT_S", "1200")),
+        help="seconds to wait for pending tasks after the load (default 1200)",
+    )
     # Waiting for the drain ends early when no task settled for this long: tasks
     # take seconds at most (CPU_WORK at 0.2 CPU: ~0.25 s), so those are not coming.
-    p.add_argument("--drain-stall", type=float, default=float(setting("LOAD_DRAIN_STALL_S", "120")),
-                   help="...or once no task settled for this long (seconds)")
+    p.add_argument(
+        "--drain-stall",
+        type=float,
+        default=float(setting("LOAD_DRAIN_STALL_S", "120")),
+        help="...or once no task settled for this long (seconds)",
+    )
     p.add_argument("--results-dir", default=str(ROOT / "results"))
     return p
 

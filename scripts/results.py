@@ -58,9 +58,11 @@ def cmd_table(args) -> int:
 
 
 def query_range(prom_url: str, expr: str, start: float, end: float, step: float) -> list[dict]:
-    r = httpx.get(f"{prom_url}/api/v1/query_range",
-                  params={"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"},
-                  timeout=30)
+    r = httpx.get(
+        f"{prom_url}/api/v1/query_range",
+        params={"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"},
+        timeout=30,
+    )
     body = r.json()
     if body.get("status") != "success":
         raise RuntimeError(f"Prometheus rejected {expr!r}: {body.get('error')}")
@@ -79,40 +81,75 @@ def panels_for(record: dict) -> list[tuple[str, str, list[tuple[str, str, dict]]
     ]
     sent = ("requests sent (Locust)", f"sum(rate(locust_requests_total{RATE}))", {"color": "black", "lw": 2})
     cpu = [
-        ("{service} CPU", f"sum by (service) (rate(lab_cpu_seconds_total{{service=~\"{services}|{gen}\"}}{RATE}))", {}),
-        ("{service} limit", f"max by (service) (lab_cpu_limit_cores{{service=~\"{services}\"}})",
-         {"ls": "--", "lw": 1}),
+        ("{service} CPU", f'sum by (service) (rate(lab_cpu_seconds_total{{service=~"{services}|{gen}"}}{RATE}))', {}),
+        ("{service} limit", f'max by (service) (lab_cpu_limit_cores{{service=~"{services}"}})', {"ls": "--", "lw": 1}),
     ]
     if record.get("scenario") == "queue":
         queues = "|".join((record.get("tasks") or {}).get("per_queue", {}) or [record.get("worker") or ".*"])
         return [
-            ("Throughput", "per second", [
-                sent,
-                ("{queue} enqueued", f"sum by (queue) (rate(lab_enqueued_total{{queue=~\"{queues}\"}}{RATE}))",
-                 {"ls": ":"}),
-                ("{queue} completed", f"sum by (queue) (rate(lab_task_completed_total{{queue=~\"{queues}\"}}{RATE}))",
-                 {}),
-            ]),
-            ("Backlog (tasks waiting)", "tasks", [
-                ("{queue}", f"max by (queue) (lab_queue_depth{{queue=~\"{queues}\"}})", {}),
-            ]),
-            ("Latency", "seconds", [
-                *locust_q,
-                ("{queue} task end-to-end p95", ("histogram_quantile(0.95, sum by (le, queue) "
-                 f"(rate(lab_task_latency_seconds_bucket{{queue=~\"{queues}\"}}{RATE})))"), {"ls": "--"}),
-            ]),
+            (
+                "Throughput",
+                "per second",
+                [
+                    sent,
+                    (
+                        "{queue} enqueued",
+                        f'sum by (queue) (rate(lab_enqueued_total{{queue=~"{queues}"}}{RATE}))',
+                        {"ls": ":"},
+                    ),
+                    (
+                        "{queue} completed",
+                        f'sum by (queue) (rate(lab_task_completed_total{{queue=~"{queues}"}}{RATE}))',
+                        {},
+                    ),
+                ],
+            ),
+            (
+                "Backlog (tasks waiting)",
+                "tasks",
+                [
+                    ("{queue}", f'max by (queue) (lab_queue_depth{{queue=~"{queues}"}})', {}),
+                ],
+            ),
+            (
+                "Latency",
+                "seconds",
+                [
+                    *locust_q,
+                    (
+                        "{queue} task end-to-end p95",
+                        (
+                            "histogram_quantile(0.95, sum by (le, queue) "
+                            f'(rate(lab_task_latency_seconds_bucket{{queue=~"{queues}"}}{RATE})))'
+                        ),
+                        {"ls": "--"},
+                    ),
+                ],
+            ),
             ("CPU vs limit", "cores", cpu),
         ]
     return [
-        ("Throughput", "per second", [
-            sent,
-            ("API {handler} {status}", f"sum by (handler, status) (rate(http_requests_total{{job=\"api\"}}{RATE}))", {}),
-            ("probe {outcome}", f"sum by (outcome) (rate(lab_probe_requests_total{RATE}))", {"ls": ":"}),
-        ]),
-        ("Event loop", "seconds", [
-            ("API event-loop lag", "max(lab_event_loop_lag_seconds{service=\"api\"})", {}),
-            ("probe: time since last success", "max(lab_probe_seconds_since_success)", {"ls": "--"}),
-        ]),
+        (
+            "Throughput",
+            "per second",
+            [
+                sent,
+                (
+                    "API {handler} {status}",
+                    f'sum by (handler, status) (rate(http_requests_total{{job="api"}}{RATE}))',
+                    {},
+                ),
+                ("probe {outcome}", f"sum by (outcome) (rate(lab_probe_requests_total{RATE}))", {"ls": ":"}),
+            ],
+        ),
+        (
+            "Event loop",
+            "seconds",
+            [
+                ("API event-loop lag", 'max(lab_event_loop_lag_seconds{service="api"})', {}),
+                ("probe: time since last success", "max(lab_probe_seconds_since_success)", {"ls": "--"}),
+            ],
+        ),
         ("Latency", "seconds", locust_q),
         ("CPU vs limit", "cores", cpu),
     ]
@@ -156,8 +193,15 @@ def cmd_report(args) -> int:
                 ax.plot(xs, ys, label=label, **{k: v for k, v in style.items() if k in ("ls", "lw", "color")})
         if not ax.lines:
             empty.append(title)
-            ax.text(0.5, 0.5, "no data in Prometheus for this window", ha="center", va="center",
-                    transform=ax.transAxes, color="grey")
+            ax.text(
+                0.5,
+                0.5,
+                "no data in Prometheus for this window",
+                ha="center",
+                va="center",
+                transform=ax.transAxes,
+                color="grey",
+            )
         ax.axvline(0, color="green", lw=0.8)
         ax.axvline(record["load_ended_at"] - start, color="red", lw=0.8)
         if end > record["load_ended_at"] + 1:
@@ -170,15 +214,19 @@ def cmd_report(args) -> int:
     for ax in axes[1]:
         ax.set_xlabel("seconds since the first request (green: load start, red: load end, purple: tasks settled)")
     limits = record.get("limits") or {}
-    fig.suptitle(f"{record['run']}: {record.get('worker') or record['scenario']} {record['endpoint']}, "
-                 f"{record['users']} users, {record['requests']} requests, {record.get('rps')} req/s; "
-                 f"api {R.limit_text(limits.get('api'))}, workers {R.workers_limit_text(limits.get('workers') or {})}",
-                 fontsize=10)
+    fig.suptitle(
+        f"{record['run']}: {record.get('worker') or record['scenario']} {record['endpoint']}, "
+        f"{record['users']} users, {record['requests']} requests, {record.get('rps')} req/s; "
+        f"api {R.limit_text(limits.get('api'))}, workers {R.workers_limit_text(limits.get('workers') or {})}",
+        fontsize=10,
+    )
     fig.tight_layout()
     out = directory / f"{args.run}.png"
     fig.savefig(out, dpi=100)
-    print(f"wrote {out} ({time.strftime('%H:%M:%S', time.localtime(start))} - "
-          f"{time.strftime('%H:%M:%S', time.localtime(end))}, step {step:g} s)")
+    print(
+        f"wrote {out} ({time.strftime('%H:%M:%S', time.localtime(start))} - "
+        f"{time.strftime('%H:%M:%S', time.localtime(end))}, step {step:g} s)"
+    )
     if empty:
         print(f"no data for: {', '.join(empty)} (scraped? `make up` with Prometheus; the window is {t1 - t0:.0f} s)")
     return 0
@@ -190,8 +238,9 @@ class _Default(dict):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scripts.results", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m scripts.results", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     table = sub.add_parser("table", help="every recorded run as a markdown table")
     table.add_argument("--results-dir", default=str(ROOT / "results"))

@@ -84,8 +84,11 @@ def main(argv: list[str] | None = None) -> int:
             print("the lab is back to its own limits (.env or the defaults)")
         except L.LoadError as exc:
             print(f"could not restore the lab's limits: {exc}", file=sys.stderr)
-    records = [json.loads((Path(args.results_dir) / f"{run}.json").read_text()) for run in runs
-               if (Path(args.results_dir) / f"{run}.json").exists()]
+    records = [
+        json.loads((Path(args.results_dir) / f"{run}.json").read_text())
+        for run in runs
+        if (Path(args.results_dir) / f"{run}.json").exists()
+    ]
     print(f"\nsweep {base}: {len(records)} run(s)\n")
     print(R.table(records))
     if failures:

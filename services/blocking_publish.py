@@ -35,8 +35,11 @@ class BlockingPublisher:
         retries for seconds, which inline would hold the loop for)."""
         self.settings = settings
         self.redis = async_client(settings)
-        self.threads = (ThreadPoolExecutor(threads, thread_name_prefix=f"{name}-publish")
-                        if settings.blocking_publish == "threads" else None)
+        self.threads = (
+            ThreadPoolExecutor(threads, thread_name_prefix=f"{name}-publish")
+            if settings.blocking_publish == "threads"
+            else None
+        )
         self.down = start_down
 
     async def publish(self, send: Callable[[], object]) -> None:

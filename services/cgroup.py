@@ -76,7 +76,10 @@ def memory_of(mem_dir: Path) -> tuple[float, float] | None:
     has neither. The working set is usage minus inactive page cache, as Docker
     and the kubelet compute it. scripts/bench.py reads containers' cgroups
     from the host with it."""
-    for usage_file, inactive_key in (("memory.current", "inactive_file"), ("memory.usage_in_bytes", "total_inactive_file")):
+    for usage_file, inactive_key in (
+        ("memory.current", "inactive_file"),
+        ("memory.usage_in_bytes", "total_inactive_file"),
+    ):
         if (usage := _read(mem_dir / usage_file)) is not None:
             inactive = _stat(mem_dir / "memory.stat").get(inactive_key) or 0
             return float(usage), max(0.0, float(usage) - inactive)
@@ -154,14 +157,33 @@ class CgroupCollector(Collector):
         rows = [
             (CounterMetricFamily, "lab_cpu_seconds", "CPU time used by this container.", s.cpu_seconds),
             (GaugeMetricFamily, "lab_cpu_limit_cores", "CPU limit of this container, in cores.", s.cpu_limit_cores),
-            (CounterMetricFamily, "lab_cpu_throttled_seconds", "Time this container was throttled by its CPU limit.", s.throttled_seconds),
-            (GaugeMetricFamily, "lab_memory_bytes", "Working set of this container: its cgroup's usage minus "
-             "inactive page cache (what docker stats shows).", s.memory_bytes),
-            (GaugeMetricFamily, "lab_memory_usage_bytes", "Memory charged to this container's cgroup, page cache "
-             "included.", s.memory_usage_bytes),
+            (
+                CounterMetricFamily,
+                "lab_cpu_throttled_seconds",
+                "Time this container was throttled by its CPU limit.",
+                s.throttled_seconds,
+            ),
+            (
+                GaugeMetricFamily,
+                "lab_memory_bytes",
+                "Working set of this container: its cgroup's usage minus "
+                "inactive page cache (what docker stats shows).",
+                s.memory_bytes,
+            ),
+            (
+                GaugeMetricFamily,
+                "lab_memory_usage_bytes",
+                "Memory charged to this container's cgroup, page cache included.",
+                s.memory_usage_bytes,
+            ),
             (GaugeMetricFamily, "lab_memory_limit_bytes", "Memory limit of this container.", s.memory_limit_bytes),
-            (CounterMetricFamily, "lab_oom_kills", "Processes of this container killed for lack of memory "
-             "(a pool child; the main process's death restarts the container instead).", s.oom_kills),
+            (
+                CounterMetricFamily,
+                "lab_oom_kills",
+                "Processes of this container killed for lack of memory "
+                "(a pool child; the main process's death restarts the container instead).",
+                s.oom_kills,
+            ),
         ]
         for family, name, doc, value in rows:
             if value is None:

@@ -212,8 +212,11 @@ def _token_key(token: str) -> str:
 
 
 def _count_args(rows: dict) -> list:
-    return [x for (run, fields), (n, value, first) in rows.items()
-            for x in (run, run_key(run, "ledger"), fields, n, value, repr(first))]
+    return [
+        x
+        for (run, fields), (n, value, first) in rows.items()
+        for x in (run, run_key(run, "ledger"), fields, n, value, repr(first))
+    ]
 
 
 class EnqueueCounts:
@@ -229,8 +232,9 @@ class EnqueueCounts:
     them; when its call fails, the same writer takes them back once Redis
     answers."""
 
-    def __init__(self, script, undo_script, link: Link, writer_link: Link, retry_s: float = 1.0,
-                 linger_s: float = 0.05):
+    def __init__(
+        self, script, undo_script, link: Link, writer_link: Link, retry_s: float = 1.0, linger_s: float = 0.05
+    ):
         self._script = script
         self._link = link  # write_now's, which one Batcher calls one batch at a time
         # The writer's own: through the client's pool a write cost the API
@@ -285,8 +289,9 @@ class EnqueueCounts:
         finally:
             self._writer = None
             if self._rows or self._undos:  # the writer was cancelled (the process is stopping)
-                log.warning("%d enqueue count row(s) not written: the writer was stopped",
-                            len(self._rows) + len(self._undos))
+                log.warning(
+                    "%d enqueue count row(s) not written: the writer was stopped", len(self._rows) + len(self._undos)
+                )
 
     async def _send(self, script, token: str, args: list) -> None:
         failures = 0
@@ -303,8 +308,9 @@ class EnqueueCounts:
             log.warning("enqueue counts written after %d failed attempt(s)", failures)
 
 
-def _executions_call(run: str, items: list[tuple[str, TaskMessage, bool, bool]],
-                     now: float | None = None) -> tuple[list, list]:
+def _executions_call(
+    run: str, items: list[tuple[str, TaskMessage, bool, bool]], now: float | None = None
+) -> tuple[list, list]:
     """KEYS and ARGV of _EXECUTIONS for items (op, msg, write, started) of one run."""
     args = [repr(time.time() if now is None else now), run_key(run, "work:")]
     for op, m, write, started in items:
@@ -332,13 +338,24 @@ class _SettleCommands:
             if len(self._runs) >= self.MAX_RUNS:
                 self._runs.clear()
             # EVALSHA, the script, 2 KEYS (settled, ledger) and 7 ARGV: time, work prefix, op, id, fields, value, started
-            head = b"*12\r\n" + b"".join(_bulk(part.encode()) for part in (
-                "EVALSHA", self.sha, "2", run_key(msg.run, "settled"), run_key(msg.run, "ledger")))
+            head = b"*12\r\n" + b"".join(
+                _bulk(part.encode())
+                for part in ("EVALSHA", self.sha, "2", run_key(msg.run, "settled"), run_key(msg.run, "ledger"))
+            )
             parts = self._runs[msg.run] = (head, _bulk(run_key(msg.run, "work:").encode()))
         head, work = parts
-        return b"".join((head, _bulk(repr(now).encode()), work, _bulk(op.encode()), _bulk(msg.task_id.encode()),
-                         _bulk(msg.fields.encode()), _bulk(b"%d" % (msg.value if write else 0)),
-                         b"$1\r\n1\r\n" if started else b"$1\r\n0\r\n"))
+        return b"".join(
+            (
+                head,
+                _bulk(repr(now).encode()),
+                work,
+                _bulk(op.encode()),
+                _bulk(msg.task_id.encode()),
+                _bulk(msg.fields.encode()),
+                _bulk(b"%d" % (msg.value if write else 0)),
+                b"$1\r\n1\r\n" if started else b"$1\r\n0\r\n",
+            )
+        )
 
 
 def _by_run(items: list, run_of) -> dict[str, list[int]]:
@@ -366,8 +383,12 @@ class Ledger:
         # the background writer) in EnqueueCounts.
         self._executions_link = Link(redis)
         self._settle_command = _SettleCommands(self._executions.sha)
-        self.enqueues = EnqueueCounts(redis.register_script(_ENQUEUE_COUNTS),
-                                      redis.register_script(_UNDO_ENQUEUE_COUNTS), Link(redis), Link(redis))
+        self.enqueues = EnqueueCounts(
+            redis.register_script(_ENQUEUE_COUNTS),
+            redis.register_script(_UNDO_ENQUEUE_COUNTS),
+            Link(redis),
+            Link(redis),
+        )
         self._execution_batch = Batcher(self._record_executions)
         self._enqueue_batch = Batcher(self._count_now)
         # Starts not counted yet, and the one timer that writes those that are due.
@@ -463,8 +484,9 @@ class Ledger:
                 next_due = start.due
         self._starts_timer = None if next_due is None else loop.call_at(next_due, self._write_due_starts)
 
-    async def settle(self, msg: TaskMessage, outcome: str, write: bool = False, start: Start | None = None,
-                     retry_s: float = 0) -> bool:
+    async def settle(
+        self, msg: TaskMessage, outcome: str, write: bool = False, start: Start | None = None, retry_s: float = 0
+    ) -> bool:
         """Record `completed` or `failed`; False when this task was already settled.
         write=True first adds the task's value to its work counter, in the same
         script: the task's own INCRBY and its ledger entry in one round trip.

@@ -24,4 +24,3 @@ async def watch_loop_lag(service: str, interval_s: float) -> None:
 
 def start_loop_lag_watch(service: str, interval_s: float) -> asyncio.Task:
     return asyncio.get_running_loop().create_task(watch_loop_lag(service, interval_s), name="loop-lag")
-

@@ -88,8 +88,11 @@ def _after_fork_in_child() -> None:
 
 # A fork waits for a flush in progress: a child that inherited a lock taken by
 # the parent's flusher (this one, or a value's) would block on its first flush.
-os.register_at_fork(before=lambda: _flush_lock.acquire(), after_in_parent=lambda: _flush_lock.release(),
-                    after_in_child=_after_fork_in_child)
+os.register_at_fork(
+    before=lambda: _flush_lock.acquire(),
+    after_in_parent=lambda: _flush_lock.release(),
+    after_in_child=_after_fork_in_child,
+)
 
 
 class _FlushFirst:
@@ -110,8 +113,25 @@ if MULTIPROCESS:
 TASK = ("queue", "kind", "variant")
 # From a millisecond to 20 minutes: tasks wait behind a backlog for a long time.
 LATENCY_BUCKETS = (
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-    1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1,
+    2.5,
+    5,
+    10,
+    30,
+    60,
+    120,
+    300,
+    600,
+    1200,
 )
 
 # API side
@@ -125,8 +145,11 @@ ENQUEUE_ERRORS = Counter(
     registry=_registry,
 )
 ENQUEUE_SECONDS = Histogram(
-    "lab_enqueue_seconds", "Time to hand one task to its queue.", ("queue",),
-    buckets=LATENCY_BUCKETS, registry=_registry,
+    "lab_enqueue_seconds",
+    "Time to hand one task to its queue.",
+    ("queue",),
+    buckets=LATENCY_BUCKETS,
+    registry=_registry,
 )
 
 # Worker side (and the API, for the `background` queue)
@@ -139,20 +162,32 @@ TASK_DUPLICATES = Counter(
     "lab_task_duplicates", "Executions of a task that had already been settled.", TASK, registry=_registry
 )
 TASK_DURATION = Histogram(
-    "lab_task_duration_seconds", "Execution time of a task's work.", TASK,
-    buckets=LATENCY_BUCKETS, registry=_registry,
+    "lab_task_duration_seconds",
+    "Execution time of a task's work.",
+    TASK,
+    buckets=LATENCY_BUCKETS,
+    registry=_registry,
 )
 TASK_WAIT = Histogram(
-    "lab_task_wait_seconds", "From enqueued_at to the start of execution.", TASK,
-    buckets=LATENCY_BUCKETS, registry=_registry,
+    "lab_task_wait_seconds",
+    "From enqueued_at to the start of execution.",
+    TASK,
+    buckets=LATENCY_BUCKETS,
+    registry=_registry,
 )
 TASK_LATENCY = Histogram(
-    "lab_task_latency_seconds", "From enqueued_at to completion (end to end).", TASK,
-    buckets=LATENCY_BUCKETS, registry=_registry,
+    "lab_task_latency_seconds",
+    "From enqueued_at to completion (end to end).",
+    TASK,
+    buckets=LATENCY_BUCKETS,
+    registry=_registry,
 )
 TASKS_IN_PROGRESS = Gauge(
-    "lab_tasks_in_progress", "Tasks executing right now.", TASK,
-    multiprocess_mode="livesum", registry=_registry,
+    "lab_tasks_in_progress",
+    "Tasks executing right now.",
+    TASK,
+    multiprocess_mode="livesum",
+    registry=_registry,
 )
 
 # Every process
@@ -166,8 +201,11 @@ EVENT_LOOP_LAG = Gauge(
 
 # Backlog: the queue monitor for broker queues, the API for `background`.
 QUEUE_DEPTH = Gauge(
-    "lab_queue_depth", "Tasks waiting in the queue, not yet started.", ("queue",),
-    multiprocess_mode="livesum", registry=_registry,
+    "lab_queue_depth",
+    "Tasks waiting in the queue, not yet started.",
+    ("queue",),
+    multiprocess_mode="livesum",
+    registry=_registry,
 )
 
 
@@ -239,26 +277,60 @@ def touch_task_series(queues) -> None:
             for metric in (TASK_STARTED, TASK_COMPLETED, TASK_FAILED, TASK_DUPLICATES, TASKS_IN_PROGRESS):
                 metric.labels(**labels)
 
+
 # The API's HTTP traffic (services/api/http_metrics.py), under the names and
 # labels of prometheus-fastapi-instrumentator. `handler` is the route template.
 HTTP_REQUESTS = Counter(
-    "http_requests", "Requests by route template, method and status.", ("handler", "method", "status"),
+    "http_requests",
+    "Requests by route template, method and status.",
+    ("handler", "method", "status"),
     registry=_registry,
 )
 HTTP_DURATION = Histogram(
-    "http_request_duration_seconds", "Latency by route template.", ("handler", "method"),
-    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10), registry=_registry,
+    "http_request_duration_seconds",
+    "Latency by route template.",
+    ("handler", "method"),
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+    registry=_registry,
 )
 HTTP_DURATION_ALL = Histogram(
     "http_request_duration_highr_seconds",
     "Latency of the API's work routes (health, readiness and /metrics left out), fine buckets for percentiles.",
-    buckets=(0.001, 0.0025, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75,
-             1, 1.5, 2, 3, 4, 5, 7.5, 10, 30, 60),
+    buckets=(
+        0.001,
+        0.0025,
+        0.005,
+        0.0075,
+        0.01,
+        0.025,
+        0.05,
+        0.075,
+        0.1,
+        0.15,
+        0.2,
+        0.3,
+        0.4,
+        0.5,
+        0.75,
+        1,
+        1.5,
+        2,
+        3,
+        4,
+        5,
+        7.5,
+        10,
+        30,
+        60,
+    ),
     registry=_registry,
 )
 HTTP_IN_PROGRESS = Gauge(
-    "http_requests_inprogress", "Requests in flight.", ("handler", "method"),
-    multiprocess_mode="livesum", registry=_registry,
+    "http_requests_inprogress",
+    "Requests in flight.",
+    ("handler", "method"),
+    multiprocess_mode="livesum",
+    registry=_registry,
 )
 
 

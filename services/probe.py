@@ -29,8 +29,11 @@ TIMEOUT_S = get_settings().probe_timeout_s
 KEEP = 24 * 3600  # seconds of results kept for /report
 
 REQUESTS = Counter("lab_probe_requests", "Liveness probes sent, by outcome (ok, timeout, error).", ["outcome"])
-LATENCY = Histogram("lab_probe_latency_seconds", "Response time of successful liveness probes.",
-                    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5))
+LATENCY = Histogram(
+    "lab_probe_latency_seconds",
+    "Response time of successful liveness probes.",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+)
 SINCE_SUCCESS = Gauge("lab_probe_seconds_since_success", "Time since the last successful liveness probe.")
 
 results: deque[tuple[float, bool, float]] = deque()  # (answered_at, ok, seconds)

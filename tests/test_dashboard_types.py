@@ -99,7 +99,10 @@ def node() -> str:
         if not STAMP.is_file() or STAMP.read_text().strip() != _lock_hash():
             proc = subprocess.run(
                 [npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts"],
-                cwd=TYPECHECK, capture_output=True, text=True, timeout=300,
+                cwd=TYPECHECK,
+                capture_output=True,
+                text=True,
+                timeout=300,
             )
             assert proc.returncode == 0, f"npm ci in grafana/typecheck failed:\n{proc.stdout}\n{proc.stderr}"
             STAMP.write_text(_lock_hash() + "\n")
@@ -141,13 +144,25 @@ def typecheck(node: str, dashboards: list[Path]) -> TypeCheck:
     try:
         gen = subprocess.run(
             [node, str(TYPECHECK / "generate.mjs"), "--out", str(out), *map(str, dashboards)],
-            capture_output=True, text=True, timeout=60,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert gen.returncode == 0, f"generate.mjs failed:\n{gen.stdout}\n{gen.stderr}"
         tsc = subprocess.run(
-            [node, str(NODE_MODULES / "typescript" / "bin" / "tsc"), "--noEmit", "--pretty", "false",
-             "-p", str(out / "tsconfig.json")],
-            cwd=TYPECHECK, capture_output=True, text=True, timeout=120,
+            [
+                node,
+                str(NODE_MODULES / "typescript" / "bin" / "tsc"),
+                "--noEmit",
+                "--pretty",
+                "false",
+                "-p",
+                str(out / "tsconfig.json"),
+            ],
+            cwd=TYPECHECK,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         sources = {p.name: p.read_text().splitlines() for p in out.glob("*.ts")}
         return TypeCheck(tsc, out, sources)
@@ -164,6 +179,7 @@ def test_dashboards_type_check(node):
 
 
 # ---- the check catches what it should: one fault injected into a copy ----------
+
 
 def _first_timeseries() -> tuple[Path, list[int]]:
     """A dashboard and the index path of its first timeseries panel (rows' panels included)."""
@@ -203,18 +219,32 @@ def _set(*keys_and_value):
 
 FAULTS = {
     # (a) a key the timeseries panel's Options do not have
-    "unknown-option-key": (_set("options", "labBogusOption", True),
-                           "TS2353", r"'\"labBogusOption\"' does not exist in type", '"labBogusOption": true'),
+    "unknown-option-key": (
+        _set("options", "labBogusOption", True),
+        "TS2353",
+        r"'\"labBogusOption\"' does not exist in type",
+        '"labBogusOption": true',
+    ),
     # (b) enum values that do not exist
-    "bad-legend-displayMode": (_set("options", "legend", "displayMode", "sideways"),
-                               "TS2322", r"Type '\"sideways\"' is not assignable to type '\"hidden\" \| \"list\" \| \"table\"'",
-                               '"displayMode": "sideways"'),
-    "bad-tooltip-mode": (_set("options", "tooltip", "mode", "everything"),
-                         "TS2322", r"Type '\"everything\"' is not assignable to type '\"multi\" \| \"none\" \| \"single\"'",
-                         '"mode": "everything"'),
+    "bad-legend-displayMode": (
+        _set("options", "legend", "displayMode", "sideways"),
+        "TS2322",
+        r"Type '\"sideways\"' is not assignable to type '\"hidden\" \| \"list\" \| \"table\"'",
+        '"displayMode": "sideways"',
+    ),
+    "bad-tooltip-mode": (
+        _set("options", "tooltip", "mode", "everything"),
+        "TS2322",
+        r"Type '\"everything\"' is not assignable to type '\"multi\" \| \"none\" \| \"single\"'",
+        '"mode": "everything"',
+    ),
     # (c) a number given as a string
-    "gridPos-h-string": (_set("gridPos", "h", "8"),
-                         "TS2322", r"Type 'string' is not assignable to type 'number'", '"h": "8"'),
+    "gridPos-h-string": (
+        _set("gridPos", "h", "8"),
+        "TS2322",
+        r"Type 'string' is not assignable to type 'number'",
+        '"h": "8"',
+    ),
 }
 
 

@@ -34,30 +34,54 @@ GRAFANA_DS = {"type": "grafana", "uid": "-- Grafana --"}
 # Metrics the lab's own code does not define, by the exporter that produces them.
 EXPORTERS: dict[str, set[str]] = {
     "redis_exporter (oliver006/redis_exporter)": {
-        "redis_up", "redis_commands_processed_total", "redis_commands_total",
-        "redis_memory_used_bytes", "redis_memory_max_bytes", "redis_connected_clients",
-        "redis_blocked_clients", "redis_db_keys", "redis_db_keys_expiring", "redis_key_size",
-        "redis_cpu_sys_seconds_total", "redis_cpu_user_seconds_total",
-        "redis_keyspace_hits_total", "redis_keyspace_misses_total",
+        "redis_up",
+        "redis_commands_processed_total",
+        "redis_commands_total",
+        "redis_memory_used_bytes",
+        "redis_memory_max_bytes",
+        "redis_connected_clients",
+        "redis_blocked_clients",
+        "redis_db_keys",
+        "redis_db_keys_expiring",
+        "redis_key_size",
+        "redis_cpu_sys_seconds_total",
+        "redis_cpu_user_seconds_total",
+        "redis_keyspace_hits_total",
+        "redis_keyspace_misses_total",
     },
     "flower": {
-        "flower_events_total", "flower_task_runtime_seconds", "flower_task_prefetch_time_seconds",
-        "flower_worker_prefetched_tasks", "flower_worker_online",
+        "flower_events_total",
+        "flower_task_runtime_seconds",
+        "flower_task_prefetch_time_seconds",
+        "flower_worker_prefetched_tasks",
+        "flower_worker_online",
         "flower_worker_number_of_currently_executing_tasks",
     },
     "prometheus-fastapi-instrumentator": {
-        "http_requests_total", "http_request_duration_seconds", "http_request_duration_highr_seconds",
-        "http_requests_inprogress", "http_request_size_bytes", "http_response_size_bytes",
+        "http_requests_total",
+        "http_request_duration_seconds",
+        "http_request_duration_highr_seconds",
+        "http_requests_inprogress",
+        "http_request_size_bytes",
+        "http_response_size_bytes",
     },
     "prometheus (the server's own per-target series)": {
-        "up", "scrape_duration_seconds", "scrape_samples_scraped", "scrape_series_added",
+        "up",
+        "scrape_duration_seconds",
+        "scrape_samples_scraped",
+        "scrape_series_added",
     },
     "prometheus_client (process collector of every lab process)": {
-        "process_start_time_seconds", "process_cpu_seconds_total", "process_resident_memory_bytes",
+        "process_start_time_seconds",
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
         "process_open_fds",
     },
     "locust listener (grafana/README.md)": {
-        "locust_users", "locust_requests_total", "locust_failures_total", "locust_response_time_seconds",
+        "locust_users",
+        "locust_requests_total",
+        "locust_failures_total",
+        "locust_response_time_seconds",
     },
 }
 SUFFIXES = ("_bucket", "_sum", "_count", "_total", "_created")
@@ -91,8 +115,22 @@ def queries(dashboard: dict):
 
 
 # --- PromQL: the metric names a query reads ------------------------------------------
-KEYWORDS = {"and", "or", "unless", "by", "without", "on", "ignoring", "group_left", "group_right",
-            "bool", "offset", "inf", "nan", "atan2"}
+KEYWORDS = {
+    "and",
+    "or",
+    "unless",
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "bool",
+    "offset",
+    "inf",
+    "nan",
+    "atan2",
+}
 
 
 def metric_names(expr: str) -> set[str]:
@@ -103,7 +141,7 @@ def metric_names(expr: str) -> set[str]:
     names = set()
     for m in re.finditer(r"(?<![\w:.])([A-Za-z_:][\w:]*)", s):
         name = m.group(1)
-        if name.lower() in KEYWORDS or re.match(r"\s*\(", s[m.end():]):  # function or aggregation
+        if name.lower() in KEYWORDS or re.match(r"\s*\(", s[m.end() :]):  # function or aggregation
             continue
         names.add(name)
     return names
@@ -112,7 +150,9 @@ def metric_names(expr: str) -> set[str]:
 def test_metric_name_extraction():
     assert metric_names('sum by (queue) (rate(lab_enqueued_total{queue=~"a|b"}[5m]))') == {"lab_enqueued_total"}
     assert metric_names("histogram_quantile(0.95, sum by (le) (rate(x_bucket[15s]))) / on(job) group_left y") == {
-        "x_bucket", "y"}
+        "x_bucket",
+        "y",
+    }
     assert metric_names('label_replace(a:b:c, "q", "$1", "job", "(arq|saq)") or vector(0) * 1e3') == {"a:b:c"}
     assert metric_names("sum(up == bool 0) offset 5m") == {"up"}
 
@@ -152,8 +192,10 @@ def source_metrics() -> set[str]:
 def documented_metrics() -> tuple[set[str], str]:
     if README.exists():
         names = readme_metrics(README.read_text())
-        assert names, ("README.md exists but has no metrics table (header `| metric | type | labels | "
-                       "exported by | meaning |`, names in backticks in the first column)")
+        assert names, (
+            "README.md exists but has no metrics table (header `| metric | type | labels | "
+            "exported by | meaning |`, names in backticks in the first column)"
+        )
         return names, "README.md metrics table"
     names = source_metrics()
     assert names, "no metric names found in services/metrics.py and services/cgroup.py"
@@ -161,17 +203,23 @@ def documented_metrics() -> tuple[set[str], str]:
 
 
 def test_readme_table_parser():
-    text = ("intro\n\n| metric | type | labels | exported by | meaning |\n| --- | --- | --- | --- | --- |\n"
-            "| `lab_enqueued_total` | counter | queue | api | x |\n"
-            "| `lab_task_duration_seconds` | histogram | queue | workers | y |\n\n"
-            "| setting | default |\n| --- | --- |\n| `CPU_WORK` | 1 |\n")
+    text = (
+        "intro\n\n| metric | type | labels | exported by | meaning |\n| --- | --- | --- | --- | --- |\n"
+        "| `lab_enqueued_total` | counter | queue | api | x |\n"
+        "| `lab_task_duration_seconds` | histogram | queue | workers | y |\n\n"
+        "| setting | default |\n| --- | --- |\n| `CPU_WORK` | 1 |\n"
+    )
     assert readme_metrics(text) == {"lab_enqueued_total", "lab_task_duration_seconds"}
 
 
 def recorded_metrics() -> set[str]:
-    return {rule["record"] for path in sorted(RULES_DIR.glob("*.yml"))
-            for group in yaml.safe_load(path.read_text())["groups"] for rule in group["rules"]
-            if "record" in rule}
+    return {
+        rule["record"]
+        for path in sorted(RULES_DIR.glob("*.yml"))
+        for group in yaml.safe_load(path.read_text())["groups"]
+        for rule in group["rules"]
+        if "record" in rule
+    }
 
 
 def known(name: str, allowed: set[str]) -> bool:
@@ -297,7 +345,7 @@ def test_queues_dashboard_variables_and_legends():
     assert "$run" in ann["target"]["tags"]
     assert "run" in d["description"] and "annotation" in d["description"]
     for panel, target, _ in queries(d):
-        if "$queue" in target["expr"] or 'by (queue' in target["expr"]:
+        if "$queue" in target["expr"] or "by (queue" in target["expr"]:
             assert "{{queue}}" in target["legendFormat"], (panel["title"], target["legendFormat"])
 
 
@@ -318,8 +366,9 @@ def test_every_queried_metric_is_known(path):
         for name in metric_names(expr):
             if not (known(name, documented) or known(name, exporters) or name in recorded):
                 unknown.setdefault(name, []).append(f"{panel['title']} [{target['refId']}]")
-    assert not unknown, (f"metrics neither in the {source}, nor an exporter's (EXPORTERS), "
-                         f"nor a recording rule: {unknown}")
+    assert not unknown, (
+        f"metrics neither in the {source}, nor an exporter's (EXPORTERS), nor a recording rule: {unknown}"
+    )
 
 
 def test_every_rule_reads_known_metrics():

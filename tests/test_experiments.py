@@ -19,10 +19,12 @@ VARIANTS = ["async-blocking", "async-threadpool", "sync-def", "async-native"]
 @pytest.fixture(scope="module")
 def upstream(redis_server):
     port = free_port()
-    proc = LabProcess("upstream", [sys.executable, "-m", "uvicorn", "services.upstream:app",
-                                   "--port", str(port), "--log-level", "warning"],
-                      lab_env(redis_server.url, UPSTREAM_LATENCY_MS=UPSTREAM_LATENCY_MS),
-                      f"http://127.0.0.1:{port}/healthz").start()
+    proc = LabProcess(
+        "upstream",
+        [sys.executable, "-m", "uvicorn", "services.upstream:app", "--port", str(port), "--log-level", "warning"],
+        lab_env(redis_server.url, UPSTREAM_LATENCY_MS=UPSTREAM_LATENCY_MS),
+        f"http://127.0.0.1:{port}/healthz",
+    ).start()
     proc.url = f"http://127.0.0.1:{port}"
     yield proc
     proc.stop()
@@ -45,6 +47,7 @@ def healthz_answered_while_upstream_busy(api, upstream, variant: str) -> bool:
     /healthz has answered, is the upstream call still in flight? Upstream counts
     a call out before it replies, so a loop blocked on that call cannot answer
     /healthz while it is still counted; a free loop answers it 1.5 s before."""
+
     def call():
         assert httpx.post(f"{api.url}/api/v1/upstream/{variant}", timeout=30).status_code == 200
 
@@ -94,10 +97,12 @@ def test_payload_has_the_size_asked(api):
 
 def test_several_api_processes_report_every_request(redis_server):
     port, metrics_port = free_port(), free_port()
-    proc = LabProcess("api-2-workers", [sys.executable, "-m", "services.api"],
-                      lab_env(redis_server.url, API_WORKERS=2, API_HOST="127.0.0.1", API_LISTEN_PORT=port,
-                              METRICS_PORT=metrics_port),
-                      f"http://127.0.0.1:{port}/metrics").start()
+    proc = LabProcess(
+        "api-2-workers",
+        [sys.executable, "-m", "services.api"],
+        lab_env(redis_server.url, API_WORKERS=2, API_HOST="127.0.0.1", API_LISTEN_PORT=port, METRICS_PORT=metrics_port),
+        f"http://127.0.0.1:{port}/metrics",
+    ).start()
     try:
         url = f"http://127.0.0.1:{port}"
         run = f"api-workers-{port}"
@@ -107,10 +112,16 @@ def test_several_api_processes_report_every_request(redis_server):
         # Whichever process answers /metrics, the sum covers both: each
         # process hands its updates to its files every FLUSH_S (1 s), and the
         # one that answers, before it answers.
-        wait_until(lambda: all(proc.metrics().value("lab_enqueued_total", **labels) == 40 for _ in range(6)), 5,
-                   "six scrapes in a row to count both processes' enqueues")
-        wait_until(lambda: proc.metrics().value("lab_task_completed_total", **labels) == 40, 10,
-                   "both processes' completions in /metrics")
+        wait_until(
+            lambda: all(proc.metrics().value("lab_enqueued_total", **labels) == 40 for _ in range(6)),
+            5,
+            "six scrapes in a row to count both processes' enqueues",
+        )
+        wait_until(
+            lambda: proc.metrics().value("lab_task_completed_total", **labels) == 40,
+            10,
+            "both processes' completions in /metrics",
+        )
         pids = {httpx.get(f"{url}/metrics", timeout=5).text.count("lab_cpu_limit_cores{") for _ in range(4)}
         assert pids == {1}  # the cgroup is the container's: reported once, not per process
         # Prometheus' port (each process's metrics thread binds it): the same sums.
@@ -124,14 +135,19 @@ def test_several_api_processes_report_every_request(redis_server):
 def test_probe_reports_success_rate_and_gaps(api):
     port = free_port()
     started = time.time()
-    probe = LabProcess("probe", [sys.executable, "-m", "uvicorn", "services.probe:app",
-                                 "--port", str(port), "--log-level", "warning"],
-                       lab_env("redis://unused", PROBE_TARGET=f"{api.url}/healthz", PROBE_RATE=20),
-                       f"http://127.0.0.1:{port}/metrics").start()
+    probe = LabProcess(
+        "probe",
+        [sys.executable, "-m", "uvicorn", "services.probe:app", "--port", str(port), "--log-level", "warning"],
+        lab_env("redis://unused", PROBE_TARGET=f"{api.url}/healthz", PROBE_RATE=20),
+        f"http://127.0.0.1:{port}/metrics",
+    ).start()
     try:
         url = f"http://127.0.0.1:{port}"
-        wait_until(lambda: httpx.get(f"{url}/report", params={"since": started}).json()["ok"] >= 10, 20,
-                   "ten successful probes")
+        wait_until(
+            lambda: httpx.get(f"{url}/report", params={"since": started}).json()["ok"] >= 10,
+            20,
+            "ten successful probes",
+        )
         report = httpx.get(f"{url}/report", params={"since": started}).json()
         assert report["success_rate"] == 1.0 and report["worst_gap_s"] > 0
         m = probe.metrics()

@@ -5,9 +5,9 @@ import json
 
 import pytest
 import schemathesis
-from schemathesis import GenerationMode
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
+from schemathesis import GenerationMode
 
 from tests.lab import start_api
 
@@ -43,8 +43,9 @@ def test_fuzzed_requests_get_clean_answers(fuzzed_api):
         # Data that fits the schema, then data that does not.
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
             strategy = operation.as_strategy(generation_mode=mode)
-            run = settings(max_examples=40, deadline=None, database=None,
-                           suppress_health_check=list(HealthCheck))(given(strategy)(check))
+            run = settings(max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck))(
+                given(strategy)(check)
+            )
             try:
                 run()
             except Unsatisfiable:

@@ -12,7 +12,9 @@ from tests.lab import ROOT, free_port, lab_env
 
 # After start-up, what a full collection still walks: the objects the
 # collector tracks outside the frozen generation.
-REPORT = "import gc, json; print(json.dumps({'frozen': gc.get_freeze_count(), 'walked': len(gc.get_objects())}), flush=True)"
+REPORT = (
+    "import gc, json; print(json.dumps({'frozen': gc.get_freeze_count(), 'walked': len(gc.get_objects())}), flush=True)"
+)
 
 API = f"""
 import asyncio

@@ -30,8 +30,9 @@ def test_concurrent_enqueues_and_settles_are_batched_and_exact(redis_server):
         await asyncio.gather(*(ledger.record_enqueued(m) for m in tasks))
         starts = [ledger.start_later(m) for m in tasks]
         # the first 25 settle twice (a redelivery): the second of each is a duplicate
-        firsts = await asyncio.gather(*(ledger.settle(m, "completed", write=True, start=s)
-                                        for m, s in zip(tasks, starts)))
+        firsts = await asyncio.gather(
+            *(ledger.settle(m, "completed", write=True, start=s) for m, s in zip(tasks, starts))
+        )
         again = await asyncio.gather(*(ledger.settle(m, "completed", write=True) for m in tasks[:25]))
         reports = await ledger.report(run), await ledger.report(other)
         work = int(await redis.get(work_key(tasks[0])) or 0)
@@ -50,12 +51,14 @@ def test_concurrent_enqueues_and_settles_are_batched_and_exact(redis_server):
 def test_a_failed_batch_fails_every_waiting_caller_fast(redis_server):
     """Redis that does not answer: every caller of the batch, and those queued
     behind it, get the error after one timeout, not one timeout each."""
+
     async def go():
         redis = aioredis.Redis.from_url("redis://127.0.0.1:9/0", socket_connect_timeout=0.5, socket_timeout=0.5)
         ledger = Ledger(redis)
         started = time.monotonic()
-        results = await asyncio.gather(*(ledger.settle(msg("down"), "completed") for _ in range(30)),
-                                       return_exceptions=True)
+        results = await asyncio.gather(
+            *(ledger.settle(msg("down"), "completed") for _ in range(30)), return_exceptions=True
+        )
         await redis.aclose()
         return results, time.monotonic() - started
 
@@ -112,6 +115,7 @@ def test_enqueue_counts_wait_out_a_frozen_redis_and_are_written_once():
     server = RedisServer().start()
     run = new_run("frozen")
     try:
+
         async def go():
             redis = aioredis.Redis.from_url(server.url, socket_timeout=0.3, socket_connect_timeout=0.3)
             ledger = Ledger(redis)
@@ -128,6 +132,7 @@ def test_enqueue_counts_wait_out_a_frozen_redis_and_are_written_once():
             row = (await ledger.report(run))["queues"]["saq"]["io/simple"]
             await redis.aclose()
             return still_waiting, row
+
         still_waiting, row = asyncio.run(go())
     finally:
         server.thaw()

@@ -36,7 +36,8 @@ def test_queue_defaults_reproduce_the_published_experiment():
     assert (p.scenario, p.users, p.spawn_rate, p.iterations, p.duration_s) == ("queue", 100, 100.0, 5000, None)
     assert (p.workers, p.endpoints, p.user_class) == (("arq",), ("io/simple",), "QueueUser")
     assert [(c.method, c.path, c.body, c.expect_status) for c in p.calls] == [
-        ("POST", "/api/v1/incr/io/simple/arq", {"value": 1}, 202)]
+        ("POST", "/api/v1/incr/io/simple/arq", {"value": 1}, 202)
+    ]
     assert p.run == "arq-io-simple-100u-19700101T000000"
 
 
@@ -47,8 +48,9 @@ def test_all_mixes_every_worker_and_endpoint_and_lists_keep_a_fixed_order():
     q = P.parse_params({"worker": "celery, arq", "endpoint": "cpu/process,io/simple"})
     assert q.workers == ("arq", "celery") and q.endpoints == ("io/simple", "cpu/process")
     assert q.worker_label == "arq,celery" and re.fullmatch(RUN_PATTERN, q.run), q.run
-    assert {c.path for c in q.calls} == {f"/api/v1/incr/{e}/{w}" for w in ("arq", "celery")
-                                         for e in ("io/simple", "cpu/process")}
+    assert {c.path for c in q.calls} == {
+        f"/api/v1/incr/{e}/{w}" for w in ("arq", "celery") for e in ("io/simple", "cpu/process")
+    }
 
 
 def test_event_loop_scenarios():
@@ -61,38 +63,43 @@ def test_event_loop_scenarios():
     payload = P.parse_params({"scenario": "payload", "size": "220000", "duration": "1m"})
     assert (payload.duration_s, payload.iterations) == (60.0, None)
     assert [(c.method, c.path, c.expect_length) for c in payload.calls] == [
-        ("GET", "/api/v1/payload?size=220000", 220000)]
+        ("GET", "/api/v1/payload?size=220000", 220000)
+    ]
     assert P.parse_params({"scenario": "payload", "size": "0"}).calls[0].expect_length == 0
 
 
-@pytest.mark.parametrize("raw, names", [
-    ({}, "worker="),
-    ({"worker": "rq"}, "worker='rq'"),
-    ({"worker": "arq", "endpoint": "io/fast"}, "endpoint="),
-    ({"worker": "arq", "iterations": "10", "duration": "10s"}, "not both"),
-    ({"worker": "arq", "iterations": "0"}, "iterations=0"),
-    ({"worker": "arq", "iterations": "1e3"}, "iterations="),
-    ({"worker": "arq", "users": "0"}, "users=0"),
-    ({"worker": "arq", "spawn_rate": "0"}, "spawn="),
-    ({"worker": "arq", "spawn_rate": "nan"}, "spawn="),
-    ({"worker": "arq", "variant": "sync-def"}, "variant"),
-    ({"worker": "arq", "run": "a:b"}, "run="),
-    ({"worker": "arq", "run": "x" * 65}, "run="),
-    ({"scenario": "upstream"}, "variant="),
-    ({"scenario": "upstream", "variant": "async-native", "worker": "arq"}, "worker"),
-    ({"scenario": "clients", "count": "50001"}, "count=50001"),
-    ({"scenario": "clients", "mode": "orjson"}, "mode="),
-    ({"scenario": "payload", "size": str(10 * 1024 * 1024 + 1)}, "size="),
-    ({"scenario": "websocket"}, "scenario="),
-])
+@pytest.mark.parametrize(
+    "raw, names",
+    [
+        ({}, "worker="),
+        ({"worker": "rq"}, "worker='rq'"),
+        ({"worker": "arq", "endpoint": "io/fast"}, "endpoint="),
+        ({"worker": "arq", "iterations": "10", "duration": "10s"}, "not both"),
+        ({"worker": "arq", "iterations": "0"}, "iterations=0"),
+        ({"worker": "arq", "iterations": "1e3"}, "iterations="),
+        ({"worker": "arq", "users": "0"}, "users=0"),
+        ({"worker": "arq", "spawn_rate": "0"}, "spawn="),
+        ({"worker": "arq", "spawn_rate": "nan"}, "spawn="),
+        ({"worker": "arq", "variant": "sync-def"}, "variant"),
+        ({"worker": "arq", "run": "a:b"}, "run="),
+        ({"worker": "arq", "run": "x" * 65}, "run="),
+        ({"scenario": "upstream"}, "variant="),
+        ({"scenario": "upstream", "variant": "async-native", "worker": "arq"}, "worker"),
+        ({"scenario": "clients", "count": "50001"}, "count=50001"),
+        ({"scenario": "clients", "mode": "orjson"}, "mode="),
+        ({"scenario": "payload", "size": str(10 * 1024 * 1024 + 1)}, "size="),
+        ({"scenario": "websocket"}, "scenario="),
+    ],
+)
 def test_bad_parameters_are_refused_naming_the_parameter(raw, names):
     with pytest.raises(P.ParamError) as err:
         P.parse_params(raw)
     assert names in str(err.value)
 
 
-@pytest.mark.parametrize("text, seconds", [("90", 90), ("90s", 90), ("2m", 120), ("1h30m", 5400), ("1.5m", 90),
-                                           ("60.0", 60)])
+@pytest.mark.parametrize(
+    "text, seconds", [("90", 90), ("90s", 90), ("2m", 120), ("1h30m", 5400), ("1.5m", 90), ("60.0", 60)]
+)
 def test_durations(text, seconds):
     assert P.parse_duration(text) == seconds
 
@@ -104,8 +111,11 @@ def test_bad_durations(text):
 
 
 def test_generated_run_names_fit_the_ledger():
-    for raw in ({"worker": "all", "endpoint": "all"}, {"worker": "background,arq,saq,faststream", "users": "100000"},
-                {"scenario": "clients", "mode": "model", "count": "40000"}):
+    for raw in (
+        {"worker": "all", "endpoint": "all"},
+        {"worker": "background,arq,saq,faststream", "users": "100000"},
+        {"scenario": "clients", "mode": "model", "count": "40000"},
+    ):
         run = P.parse_params(raw).run
         assert re.fullmatch(RUN_PATTERN, run) and ":" not in run, run
 
@@ -113,10 +123,12 @@ def test_generated_run_names_fit_the_ledger():
 def test_driver_environment_makes_the_containers_parse_the_same_run():
     """scripts.load writes the parsed parameters into LOAD_*; the locustfile parses
     them back from there (--lab-* options read ENV_NAMES): the same run must come out."""
-    for raw in ({"worker": "arq,saq", "endpoint": "all", "users": "7", "spawn_rate": "2.5", "run": "r1"},
-                {"scenario": "upstream", "variant": "async-blocking", "duration": "1h30m"},
-                {"scenario": "payload", "size": "0", "iterations": "3"},
-                {"scenario": "clients", "mode": "prejson", "count": "12"}):
+    for raw in (
+        {"worker": "arq,saq", "endpoint": "all", "users": "7", "spawn_rate": "2.5", "run": "r1"},
+        {"scenario": "upstream", "variant": "async-blocking", "duration": "1h30m"},
+        {"scenario": "payload", "size": "0", "iterations": "3"},
+        {"scenario": "clients", "mode": "prejson", "count": "12"},
+    ):
         params = P.parse_params(raw)
         env = L.load_env(params, locust_workers=3)
         assert env["LOCUST_WORKERS"] == "3"
@@ -193,25 +205,62 @@ def test_a_worker_asks_for_one_round_at_most():
 # `docker inspect` of a container, in the parts the record reads.
 INSPECT_ARQ = {
     "HostConfig": {"NanoCpus": 200_000_000, "CpuQuota": 0, "CpuPeriod": 0, "Memory": 200 * 2**20},
-    "Config": {"Env": ["ARQ_MAX_JOBS=3", "CONCURRENCY=3", "ARQ_POLL_DELAY=0.5", "CPU_WORK=1000000",
-                       "PATH=/app/.venv/bin:/usr/bin", "EMPTY="]},
+    "Config": {
+        "Env": [
+            "ARQ_MAX_JOBS=3",
+            "CONCURRENCY=3",
+            "ARQ_POLL_DELAY=0.5",
+            "CPU_WORK=1000000",
+            "PATH=/app/.venv/bin:/usr/bin",
+            "EMPTY=",
+        ]
+    },
 }
-INSPECT_API = {"HostConfig": {"NanoCpus": 0, "CpuQuota": 50_000, "CpuPeriod": 100_000, "Memory": 2**30},
-               "Config": {"Env": ["ENQUEUE_MODE=await", "API_WORKERS=1"]}}
+INSPECT_API = {
+    "HostConfig": {"NanoCpus": 0, "CpuQuota": 50_000, "CpuPeriod": 100_000, "Memory": 2**30},
+    "Config": {"Env": ["ENQUEUE_MODE=await", "API_WORKERS=1"]},
+}
 LOCUST_RESULT = {
-    "run": "arq-x", "requests": 2000, "failures": 10, "status_codes": {"202": 1990, "503": 10},
-    "median_ms": 120, "p95_ms": 480, "p99_ms": 900, "avg_ms": 150.5, "max_ms": 1200.0,
-    "test_started_at": 1000.0, "first_request_at": 1000.5, "last_response_at": 1020.5, "exported_requests": 2000,
+    "run": "arq-x",
+    "requests": 2000,
+    "failures": 10,
+    "status_codes": {"202": 1990, "503": 10},
+    "median_ms": 120,
+    "p95_ms": 480,
+    "p99_ms": 900,
+    "avg_ms": 150.5,
+    "max_ms": 1200.0,
+    "test_started_at": 1000.0,
+    "first_request_at": 1000.5,
+    "last_response_at": 1020.5,
+    "exported_requests": 2000,
     "errors": [{"name": "/api/v1/incr/io/simple/arq", "method": "POST", "error": "HTTP 503", "count": 10}],
     "locust_cpu_warning": False,
-    "processes": [{"role": "master", "cpu_seconds": 0.5, "interval_s": 20.0, "cpu_limit_cores": 2.0},
-                  {"role": "worker", "cpu_seconds": 19.0, "interval_s": 20.0, "cpu_limit_cores": 2.0},
-                  {"role": "worker", "cpu_seconds": 4.0, "interval_s": 20.0, "cpu_limit_cores": 2.0}],
+    "processes": [
+        {"role": "master", "cpu_seconds": 0.5, "interval_s": 20.0, "cpu_limit_cores": 2.0},
+        {"role": "worker", "cpu_seconds": 19.0, "interval_s": 20.0, "cpu_limit_cores": 2.0},
+        {"role": "worker", "cpu_seconds": 4.0, "interval_s": 20.0, "cpu_limit_cores": 2.0},
+    ],
 }
-LEDGER = {"run": "arq-x", "totals": {"enqueued": 1990, "completed": 1990, "failed": 0, "duplicates": 0, "pending": 0},
-          "queues": {"arq": {"io/simple": {"enqueued": 1990, "completed": 1990, "failed": 0, "duplicates": 0,
-                                           "pending": 0, "value": 1990, "work": 1990}}},
-          "first_enqueued_at": 1000.6, "last_settled_at": 1300.6}
+LEDGER = {
+    "run": "arq-x",
+    "totals": {"enqueued": 1990, "completed": 1990, "failed": 0, "duplicates": 0, "pending": 0},
+    "queues": {
+        "arq": {
+            "io/simple": {
+                "enqueued": 1990,
+                "completed": 1990,
+                "failed": 0,
+                "duplicates": 0,
+                "pending": 0,
+                "value": 1990,
+                "work": 1990,
+            }
+        }
+    },
+    "first_enqueued_at": 1000.6,
+    "last_settled_at": 1300.6,
+}
 
 
 def test_limits_as_the_engine_applied_them():
@@ -221,13 +270,24 @@ def test_limits_as_the_engine_applied_them():
     assert (api["cpus"], api["memory"], api["replicas"]) == (0.5, "1G", 1) and "concurrency" not in api
     assert R.limits_of([], "arq")["replicas"] == 0
     unlimited = {"HostConfig": {"NanoCpus": 0, "CpuQuota": 0, "Memory": 0}, "Config": {"Env": []}}
-    assert R.limits_of([unlimited], "saq") == {"cpus": None, "memory": "-", "memory_bytes": None, "replicas": 1,
-                                               "concurrency": None}
+    assert R.limits_of([unlimited], "saq") == {
+        "cpus": None,
+        "memory": "-",
+        "memory_bytes": None,
+        "replicas": 1,
+        "concurrency": None,
+    }
     half = {**INSPECT_ARQ, "HostConfig": {**INSPECT_ARQ["HostConfig"], "NanoCpus": 500_000_000}}
     assert R.limits_of([INSPECT_ARQ, half], "arq")["mixed"] is True
     assert R.knobs_of([INSPECT_ARQ], "arq") == {"ARQ_MAX_JOBS": "3", "ARQ_POLL_DELAY": "0.5", "CPU_WORK": "1000000"}
-    assert [R.mem_text(n) for n in (0, None, 512 * 1024, 200 * 2**20, 3 * 2**30, 1000)] == \
-        ["-", "-", "512K", "200M", "3G", "1000"]
+    assert [R.mem_text(n) for n in (0, None, 512 * 1024, 200 * 2**20, 3 * 2**30, 1000)] == [
+        "-",
+        "-",
+        "512K",
+        "200M",
+        "3G",
+        "1000",
+    ]
     assert R.limit_text(arq) == "0.2cpu/200M" and R.limit_text(None) == "-"
     assert R.workers_limit_text({"arq": arq, "saq": arq}) == "0.2cpu/200M"
     assert R.workers_limit_text({"arq": arq, "api": api}) == "arq:0.2cpu/200M,api:0.5cpu/1G"
@@ -235,14 +295,29 @@ def test_limits_as_the_engine_applied_them():
 
 def record(**overrides):
     kwargs = dict(
-        params={"run": "arq-x", "scenario": "queue", "worker": "arq", "endpoint": "io/simple", "users": 100,
-                "spawn_rate": 100.0, "iterations": 2000, "duration_target_s": None},
-        locust=LOCUST_RESULT, ledger=LEDGER, settled=True,
+        params={
+            "run": "arq-x",
+            "scenario": "queue",
+            "worker": "arq",
+            "endpoint": "io/simple",
+            "users": 100,
+            "spawn_rate": 100.0,
+            "iterations": 2000,
+            "duration_target_s": None,
+        },
+        locust=LOCUST_RESULT,
+        ledger=LEDGER,
+        settled=True,
         limits={"api": R.limits_of([INSPECT_API]), "workers": {"arq": R.limits_of([INSPECT_ARQ], "arq")}},
         knobs={"arq": R.knobs_of([INSPECT_ARQ], "arq")},
-        resources={"arq": {"peak_memory_bytes": 150 * 2**20, "cpu_throttled_pct": 42.04},
-                   "api": {"peak_memory_bytes": 90 * 2**20, "cpu_throttled_pct": 80.0}},
-        probe=None, locust_workers=2, subjects=["arq"])
+        resources={
+            "arq": {"peak_memory_bytes": 150 * 2**20, "cpu_throttled_pct": 42.04},
+            "api": {"peak_memory_bytes": 90 * 2**20, "cpu_throttled_pct": 80.0},
+        },
+        probe=None,
+        locust_workers=2,
+        subjects=["arq"],
+    )
     kwargs.update(overrides)
     return R.build_record(**kwargs)
 
@@ -252,8 +327,14 @@ def test_the_record_of_a_queue_run():
     assert (r["requests"], r["failures"], r["failures_pct"], r["duration_s"], r["rps"]) == (2000, 10, 0.5, 20.0, 100.0)
     assert (r["median_ms"], r["p95_ms"], r["p99_ms"]) == (120, 480, 900)
     t = r["tasks"]
-    assert (t["enqueued"], t["completed"], t["failed"], t["duplicates"], t["lost"], t["settled"]) == \
-        (1990, 1990, 0, 0, 0, True)
+    assert (t["enqueued"], t["completed"], t["failed"], t["duplicates"], t["lost"], t["settled"]) == (
+        1990,
+        1990,
+        0,
+        0,
+        0,
+        True,
+    )
     assert t["time_to_execute_all_s"] == 300.0  # first enqueue to last completion
     assert t["drain_s"] == 280.1  # last completion after the last response
     # The subject is arq: its memory and throttling, not the API's.
@@ -285,19 +366,26 @@ def test_the_record_flags_what_does_not_add_up():
     assert any("1560 more task(s) settled than enqueued" in w for w in r["warnings"])
     assert "ledger mismatch" in R.notes_of(r)
     calm = record(locust={**LOCUST_RESULT, "processes": LOCUST_RESULT["processes"][:1]})
-    assert calm["generator"] == {"processes": [{"role": "master", "cpu_cores": 0.025, "ceiling_cores": 1.0}],
-                                 "cpu_bound": False, "warning": None}
+    assert calm["generator"] == {
+        "processes": [{"role": "master", "cpu_cores": 0.025, "ceiling_cores": 1.0}],
+        "cpu_bound": False,
+        "warning": None,
+    }
 
 
 def test_restarts_during_a_run_are_reported():
     def inspected(name, count, oom):
         return {"Name": f"/lab-{name}", "RestartCount": count, "State": {"OOMKilled": oom}}
 
-    before = R.restart_counts({"api": [inspected("api-1", 0, False)],
-                               "arq": [inspected("arq-1", 3, True), inspected("arq-2", 0, False)]})
-    after = R.restart_counts({"api": [inspected("api-1", 2, True)],
-                              "arq": [inspected("arq-1", 3, True), inspected("arq-2", 0, False),
-                                      inspected("arq-3", 1, False)]})  # a replica added since: not a restart
+    before = R.restart_counts(
+        {"api": [inspected("api-1", 0, False)], "arq": [inspected("arq-1", 3, True), inspected("arq-2", 0, False)]}
+    )
+    after = R.restart_counts(
+        {
+            "api": [inspected("api-1", 2, True)],
+            "arq": [inspected("arq-1", 3, True), inspected("arq-2", 0, False), inspected("arq-3", 1, False)],
+        }
+    )  # a replica added since: not a restart
     restarts = R.restarts_during(before, after)
     assert restarts == {"api": {"restarts": 2, "oom_killed": True}}  # arq-1's old OOM kill is not this run's
     r = record(restarts=restarts)
@@ -309,57 +397,97 @@ def test_the_generator_is_cpu_bound_against_its_own_limit_too():
     limited = R.generator_check([{"role": "worker", "cpu_seconds": 4.5, "interval_s": 10, "cpu_limit_cores": 0.5}])
     assert limited["cpu_bound"] and "0.45/0.5 core" in limited["warning"]
     idle = R.generator_check([{"role": "worker", "cpu_seconds": 0, "interval_s": 0, "cpu_limit_cores": 2}])
-    assert idle == {"processes": [{"role": "worker", "cpu_cores": None, "ceiling_cores": 1.0}], "cpu_bound": False,
-                    "warning": None}
+    assert idle == {
+        "processes": [{"role": "worker", "cpu_cores": None, "ceiling_cores": 1.0}],
+        "cpu_bound": False,
+        "warning": None,
+    }
 
 
 def test_an_event_loop_run_has_no_task_fields_and_keeps_the_probe():
     probe = {"sent": 200, "ok": 150, "success_rate": 0.75, "worst_gap_s": 2.5}
-    r = record(params={"run": "up-1", "scenario": "upstream", "worker": None, "endpoint": "upstream/async-blocking",
-                       "users": 50, "spawn_rate": 100.0, "iterations": 100, "duration_target_s": None},
-               locust={**LOCUST_RESULT, "requests": 100, "failures": 0, "status_codes": {"200": 100}},
-               ledger=None, settled=False, limits={"api": R.limits_of([INSPECT_API]), "workers": {}}, knobs={},
-               probe=probe, subjects=["api"])
+    r = record(
+        params={
+            "run": "up-1",
+            "scenario": "upstream",
+            "worker": None,
+            "endpoint": "upstream/async-blocking",
+            "users": 50,
+            "spawn_rate": 100.0,
+            "iterations": 100,
+            "duration_target_s": None,
+        },
+        locust={**LOCUST_RESULT, "requests": 100, "failures": 0, "status_codes": {"200": 100}},
+        ledger=None,
+        settled=False,
+        limits={"api": R.limits_of([INSPECT_API]), "workers": {}},
+        knobs={},
+        probe=probe,
+        subjects=["api"],
+    )
     assert r["tasks"] is None and r["probe"] == probe and r["worker"] is None
     assert r["worker_peak_memory_bytes"] == 90 * 2**20 and r["cpu_throttled_pct"] == 80.0
     row = R.table_row(r).strip("|").split("|")
     cells = dict(zip([name for name, _ in R.COLUMNS], (c.strip() for c in row)))
-    assert (cells["worker"], cells["scenario"], cells["all tasks done s"], cells["probe ok %"],
-            cells["probe worst gap s"], cells["worker limits"]) == ("-", "upstream", "-", "75", "2.5", "-")
+    assert (
+        cells["worker"],
+        cells["scenario"],
+        cells["all tasks done s"],
+        cells["probe ok %"],
+        cells["probe worst gap s"],
+        cells["worker limits"],
+    ) == ("-", "upstream", "-", "75", "2.5", "-")
 
 
 def test_the_table_puts_the_articles_columns_first():
     header = R.table_header().splitlines()[0]
     names = [c.strip() for c in header.strip("|").split("|")]
     assert names[:6] == ["worker", "RPS", "median ms", "p95 ms", "all tasks done s", "errors %"]
-    older = record(params={"run": "b-old", "scenario": "queue", "worker": "saq", "endpoint": "io/simple",
-                           "users": 100, "spawn_rate": 100.0, "iterations": 2000, "duration_target_s": None},
-                   locust={**LOCUST_RESULT, "first_request_at": 10.0})
+    older = record(
+        params={
+            "run": "b-old",
+            "scenario": "queue",
+            "worker": "saq",
+            "endpoint": "io/simple",
+            "users": 100,
+            "spawn_rate": 100.0,
+            "iterations": 2000,
+            "duration_target_s": None,
+        },
+        locust={**LOCUST_RESULT, "first_request_at": 10.0},
+    )
     lines = R.table([record(), older]).splitlines()
     assert len(lines) == 4 and all(line.count("|") == len(R.COLUMNS) + 1 for line in lines)
     assert "b-old" in lines[2] and "arq-x" in lines[3]  # oldest first
     cells = [c.strip() for c in lines[3].strip("|").split("|")]
     assert cells[:6] == ["arq", "100", "120", "480", "300", "0.5"]
-    assert "arq: at most ARQ_MAX_JOBS" in cells[-2] and "ARQ_POLL_DELAY (0.5 s)" in cells[-2] and "generator CPU-bound" in cells[-2]
+    assert (
+        "arq: at most ARQ_MAX_JOBS" in cells[-2]
+        and "ARQ_POLL_DELAY (0.5 s)" in cells[-2]
+        and "generator CPU-bound" in cells[-2]
+    )
 
 
 def test_annotations_follow_the_grafana_readme():
     start = R.annotation("start", "arq-50u", "arq", "io/simple", 50, "0.2cpu/200M", "0.2cpu/200M", at=1700000000.5)
-    assert start == {"time": 1700000000500, "tags": ["lab-run", "arq-50u", "arq"],
-                     "text": "lab-run run=arq-50u worker=arq endpoint=io/simple users=50 "
-                             "api_limits=0.2cpu/200M worker_limits=0.2cpu/200M"}
+    assert start == {
+        "time": 1700000000500,
+        "tags": ["lab-run", "arq-50u", "arq"],
+        "text": "lab-run run=arq-50u worker=arq endpoint=io/simple users=50 "
+        "api_limits=0.2cpu/200M worker_limits=0.2cpu/200M",
+    }
     readme = (ROOT / "grafana" / "README.md").read_text()
     assert start["text"] in readme  # the README's own example
-    end = R.annotation("end", "up-1", "none", "upstream/async-native", 20, "0.2cpu/200M", "-", at=70.0,
-                       duration_s=61.6, tag="upstream")
+    end = R.annotation(
+        "end", "up-1", "none", "upstream/async-native", 20, "0.2cpu/200M", "-", at=70.0, duration_s=61.6, tag="upstream"
+    )
     assert end["text"].endswith("worker_limits=- duration=62s") and end["tags"] == ["lab-run", "up-1", "upstream"]
     assert (end["time"], end["timeEnd"]) == (8400, 70000)  # a region: the run's start to its end
 
 
 def test_a_run_link_opens_its_window_on_its_queue():
     link = R.grafana_link("127.0.0.1:3000", "queues", 1000.0, 1060.0, "arq,saq")
-    assert link == ("http://127.0.0.1:3000/d/lab-queues/?orgId=1&from=985000&to=1090000"
-                    "&var-queue=arq&var-queue=saq")
+    assert link == ("http://127.0.0.1:3000/d/lab-queues/?orgId=1&from=985000&to=1090000&var-queue=arq&var-queue=saq")
     dashboards = {json.loads(p.read_text())["uid"] for p in (ROOT / "grafana" / "dashboards").glob("*.json")}
     assert set(R.RUN_DASHBOARDS.values()) <= dashboards
     assert R.grafana_link("0.0.0.0:3001", "api", 0, 1).startswith("http://127.0.0.1:3001/d/lab-api/")
@@ -371,8 +499,13 @@ def test_the_progress_rate_follows_the_last_seconds():
     for second, total in enumerate((0, 100, 200, 300, 1300, 2300)):
         rate.add(float(second), total)
     assert rate.rps == pytest.approx(1000, rel=0.35)  # the recent pace, not the mean since the start
-    line = L.progress_line(P.parse_params({"worker": "arq", "iterations": "4000"}),
-                           {"requests": 1000, "failures": 10, "users": 100}, 12.5, {"enqueued": 990}, 80.0)
+    line = L.progress_line(
+        P.parse_params({"worker": "arq", "iterations": "4000"}),
+        {"requests": 1000, "failures": 10, "users": 100},
+        12.5,
+        {"enqueued": 990},
+        80.0,
+    )
     assert "1000/4000" in line and " 25%" in line and "failures 10 (1.0%)" in line and "enqueued 990" in line
 
 
@@ -457,19 +590,49 @@ def run_distributed(target, tmp_path, users: int, **run_env) -> tuple[dict, dict
     procs = []
     try:
         with master_log.open("w") as log:
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "locust", "-f", locustfile, "--master", "--headless", "--only-summary",
-                 "--expect-workers=2", "--expect-workers-max-wait=60", f"--users={users}", "--spawn-rate=100",
-                 f"--host={target.url}", f"--master-bind-port={master_port}", "--master-bind-host=127.0.0.1",
-                 "--exit-code-on-error=0"],
-                env=locust_env(**run_env, METRICS_PORT=str(ports["master"]), SERVICE_NAME="locust-master"),
-                stdout=log, stderr=subprocess.STDOUT))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "locust",
+                        "-f",
+                        locustfile,
+                        "--master",
+                        "--headless",
+                        "--only-summary",
+                        "--expect-workers=2",
+                        "--expect-workers-max-wait=60",
+                        f"--users={users}",
+                        "--spawn-rate=100",
+                        f"--host={target.url}",
+                        f"--master-bind-port={master_port}",
+                        "--master-bind-host=127.0.0.1",
+                        "--exit-code-on-error=0",
+                    ],
+                    env=locust_env(**run_env, METRICS_PORT=str(ports["master"]), SERVICE_NAME="locust-master"),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
         for name in ("w1", "w2"):
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "locust", "-f", locustfile, "--worker", "--master-host=127.0.0.1",
-                 f"--master-port={master_port}"],
-                env=locust_env(**run_env, METRICS_PORT=str(ports[name]), SERVICE_NAME="locust-worker"),
-                stdout=(tmp_path / f"{name}.log").open("w"), stderr=subprocess.STDOUT))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "locust",
+                        "-f",
+                        locustfile,
+                        "--worker",
+                        "--master-host=127.0.0.1",
+                        f"--master-port={master_port}",
+                    ],
+                    env=locust_env(**run_env, METRICS_PORT=str(ports[name]), SERVICE_NAME="locust-worker"),
+                    stdout=(tmp_path / f"{name}.log").open("w"),
+                    stderr=subprocess.STDOUT,
+                )
+            )
 
         deadline = time.monotonic() + 90
         while "LAB-RESULT" not in master_log.read_text():
@@ -483,8 +646,11 @@ def run_distributed(target, tmp_path, users: int, **run_env) -> tuple[dict, dict
         for p in procs:
             if p.poll() is None:
                 p.kill()
-    lines = {line.split(" ", 1)[0]: json.loads(line.split(" ", 1)[1])
-             for line in master_log.read_text().splitlines() if line.startswith("LAB-")}
+    lines = {
+        line.split(" ", 1)[0]: json.loads(line.split(" ", 1)[1])
+        for line in master_log.read_text().splitlines()
+        if line.startswith("LAB-")
+    }
     return lines, metrics, codes
 
 
@@ -496,8 +662,12 @@ def test_a_distributed_run_sends_exactly_its_iterations_and_counts_each_once(tar
     assert codes == [0, 0, 0]
     assert target.count == 137 and target.runs == {"units-1"}
     result = lines["LAB-RESULT"]
-    assert (result["requests"], result["failures"], result["granted"], result["status_codes"]) == \
-        (137, 0, 137, {"202": 137})
+    assert (result["requests"], result["failures"], result["granted"], result["status_codes"]) == (
+        137,
+        0,
+        137,
+        {"202": 137},
+    )
     assert result["exported_requests"] == 137 and result["first_request_at"] < result["last_response_at"]
     assert sorted(p["role"] for p in result["processes"]) == ["master", "worker", "worker"]
     assert lines["LAB-START"]["run"] == "units-1" and lines["LAB-PROGRESS"]["iterations"] == 137
@@ -530,23 +700,45 @@ def test_a_local_run_for_a_duration_and_a_refused_parameter(target, tmp_path):
     """One local process: duration=2s ends by itself with requests; a bad
     parameter stops it before any request, naming the parameter."""
     locustfile = str(ROOT / "locust" / "locustfile.py")
-    common = ["-f", locustfile, "--headless", "--only-summary", "--users=2", "--spawn-rate=10",
-              f"--host={target.url}", "--exit-code-on-error=0"]
-    env = locust_env(LOAD_SCENARIO="queue", LOAD_WORKER="saq", LOAD_DURATION="2s", LOAD_RUN="units-2",
-                     LOAD_LINGER_S="0", METRICS_PORT="off")
+    common = [
+        "-f",
+        locustfile,
+        "--headless",
+        "--only-summary",
+        "--users=2",
+        "--spawn-rate=10",
+        f"--host={target.url}",
+        "--exit-code-on-error=0",
+    ]
+    env = locust_env(
+        LOAD_SCENARIO="queue",
+        LOAD_WORKER="saq",
+        LOAD_DURATION="2s",
+        LOAD_RUN="units-2",
+        LOAD_LINGER_S="0",
+        METRICS_PORT="off",
+    )
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "locust", *common], env=env, capture_output=True, text=True,
-                          timeout=60, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "locust", *common], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
     took = time.monotonic() - started
-    result = next(json.loads(line.split(" ", 1)[1]) for line in proc.stdout.splitlines()
-                  if line.startswith("LAB-RESULT"))
+    result = next(
+        json.loads(line.split(" ", 1)[1]) for line in proc.stdout.splitlines() if line.startswith("LAB-RESULT")
+    )
     assert proc.returncode == 0 and result["iterations"] is None and result["duration_target_s"] == 2.0
     assert result["requests"] == target.count > 0 and took < 30  # nothing in flight was dropped
     assert result["last_response_at"] - result["first_request_at"] < 3.5
 
     before = target.count
-    bad = subprocess.run([sys.executable, "-m", "locust", *common],
-                         env={**env, "LOAD_WORKER": "rq"}, capture_output=True, text=True, timeout=60, check=False)
+    bad = subprocess.run(
+        [sys.executable, "-m", "locust", *common],
+        env={**env, "LOAD_WORKER": "rq"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert bad.returncode != 0 and target.count == before
     assert "LAB-ERROR" in bad.stdout and "worker='rq'" in bad.stdout
 
@@ -555,14 +747,35 @@ def test_the_master_waits_for_its_start_gate(target, tmp_path):
     """With LOAD_START_GATE the users start only once that file exists (make load
     creates it when Prometheus has scraped every Locust process)."""
     gate = tmp_path / "go"
-    env = locust_env(LOAD_SCENARIO="queue", LOAD_WORKER="arq", LOAD_ITERATIONS="5", LOAD_RUN="units-4",
-                     LOAD_LINGER_S="0", METRICS_PORT="off", LOAD_START_GATE=str(gate))
+    env = locust_env(
+        LOAD_SCENARIO="queue",
+        LOAD_WORKER="arq",
+        LOAD_ITERATIONS="5",
+        LOAD_RUN="units-4",
+        LOAD_LINGER_S="0",
+        METRICS_PORT="off",
+        LOAD_START_GATE=str(gate),
+    )
     log = tmp_path / "local.log"
     with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "locust", "-f", str(ROOT / "locust" / "locustfile.py"),
-                                 "--headless", "--only-summary", "--users=2", "--spawn-rate=10",
-                                 f"--host={target.url}", "--exit-code-on-error=0"],
-                                env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "locust",
+                "-f",
+                str(ROOT / "locust" / "locustfile.py"),
+                "--headless",
+                "--only-summary",
+                "--users=2",
+                "--spawn-rate=10",
+                f"--host={target.url}",
+                "--exit-code-on-error=0",
+            ],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         deadline = time.monotonic() + 60
         while "LAB-WAITING" not in log.read_text():
@@ -585,17 +798,24 @@ def test_bench_table_judges_the_ratio_it_shows():
     from scripts import bench
 
     def row(queue, bare_rps, lab_rps, bare_rate, lab_rate):
-        return {"queue": queue, "bare": {"rps": bare_rps, "api_cpu_us_per_request": 480},
-                "lab": {"rps": lab_rps, "api_peak_mb": 91.6, "api_cpu_us_per_request": 531},
-                "bare_drain": {"rate": bare_rate}, "lab_drain": {"rate": lab_rate}}
+        return {
+            "queue": queue,
+            "bare": {"rps": bare_rps, "api_cpu_us_per_request": 480},
+            "lab": {"rps": lab_rps, "api_peak_mb": 91.6, "api_cpu_us_per_request": 531},
+            "bare_drain": {"rate": bare_rate},
+            "lab_drain": {"rate": lab_rate},
+        }
 
-    record = {"run": "bench-x", "mode": "await", "api_limits": {"cpus": 0.5, "memory": "500M"},
-              "rows": [row("faststream", 1125.7, 1012.5, 443.0, 398.9), row("saq", 100.0, 90.0, 100.0, 120.0)]}
-    cells = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")]
-             for line in bench.rows(record)}
-    assert cells["faststream"][5] == "0.89 ✗"      # 0.8994: under budget, shown as such
-    assert cells["faststream"][6] == "480 / 531"   # the API's CPU per request, bare / lab
-    assert cells["faststream"][13] == "0.9"        # 398.9 / 443.0 = 0.9005: meets it
+    record = {
+        "run": "bench-x",
+        "mode": "await",
+        "api_limits": {"cpus": 0.5, "memory": "500M"},
+        "rows": [row("faststream", 1125.7, 1012.5, 443.0, 398.9), row("saq", 100.0, 90.0, 100.0, 120.0)],
+    }
+    cells = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")] for line in bench.rows(record)}
+    assert cells["faststream"][5] == "0.89 ✗"  # 0.8994: under budget, shown as such
+    assert cells["faststream"][6] == "480 / 531"  # the API's CPU per request, bare / lab
+    assert cells["faststream"][13] == "0.9"  # 398.9 / 443.0 = 0.9005: meets it
     assert cells["saq"][5] == "0.9" and cells["saq"][13] == "1.2"
     assert cells["faststream"][14] == "- / -"  # a record without the workers' CPU
     assert cells["faststream"][15] == ""  # no rounds recorded: nothing to show
@@ -606,10 +826,13 @@ def test_bench_table_shows_each_rounds_ratio():
     API and the drain, so that a reader sees how far one round moves it."""
     from scripts import bench
 
-    row = {"queue": "taskiq", "bare": {"rps": 400.0, "rps_rounds": [380.0, 420.0]},
-           "lab": {"rps": 360.0, "rps_rounds": [376.2, 344.4]},
-           "bare_drain": {"rate": 100.0, "rate_rounds": [90.0, 110.0]},
-           "lab_drain": {"rate": 95.0, "rate_rounds": [None, 99.0]}}
+    row = {
+        "queue": "taskiq",
+        "bare": {"rps": 400.0, "rps_rounds": [380.0, 420.0]},
+        "lab": {"rps": 360.0, "rps_rounds": [376.2, 344.4]},
+        "bare_drain": {"rate": 100.0, "rate_rounds": [90.0, 110.0]},
+        "lab_drain": {"rate": 95.0, "rate_rounds": [None, 99.0]},
+    }
     [line] = bench.rows({"run": "bench-y", "mode": "await", "api_limits": {}, "rows": [row]})
     notes = [c.strip() for c in line.strip("|").split("|")][15]
     assert notes == "RPS ratio by round 0.99, 0.82; drain ratio by round -, 0.9"
@@ -630,9 +853,12 @@ def test_bench_table_says_which_drain_windows_were_not_cpu_bound():
     def windows(*cpu_s):
         return [{"tasks": 100, "s": 1.05, "cpu_s": c} for c in cpu_s]
 
-    row = {"queue": "saq", "worker_limits": {"cpus": 0.5},
-           "bare_drain": {"rate": 700.0, "windows": windows(0.52, 0.53, 0.5)},
-           "lab_drain": {"rate": 500.0, "windows": windows(0.27, 0.53, 0.41)}}
+    row = {
+        "queue": "saq",
+        "worker_limits": {"cpus": 0.5},
+        "bare_drain": {"rate": 700.0, "windows": windows(0.52, 0.53, 0.5)},
+        "lab_drain": {"rate": 500.0, "windows": windows(0.27, 0.53, 0.41)},
+    }
     [line] = bench.rows({"run": "bench-z", "mode": "await", "api_limits": {}, "rows": [row]})
     notes = [c.strip() for c in line.strip("|").split("|")][15]
     assert notes == "windows not CPU-bound (under 80% of the quota): lab 2 of 3", notes  # 0.41 / 1.05 / 0.5 = 0.78
@@ -655,9 +881,12 @@ def test_bench_judges_a_drain_that_was_not_cpu_bound_by_its_cpu_per_task():
     def windows(*cpu_s):
         return [{"tasks": 400, "s": 1.0, "cpu_s": c} for c in cpu_s]
 
-    row = {"queue": "arq", "worker_limits": {"cpus": 0.5},
-           "bare_drain": {"rate": 746.0, "cpu_us_per_task": 690, "windows": windows(0.5, 0.49, 0.5)},
-           "lab_drain": {"rate": 577.0, "cpu_us_per_task": 740, "windows": windows(0.26, 0.5, 0.27)}}
+    row = {
+        "queue": "arq",
+        "worker_limits": {"cpus": 0.5},
+        "bare_drain": {"rate": 746.0, "cpu_us_per_task": 690, "windows": windows(0.5, 0.49, 0.5)},
+        "lab_drain": {"rate": 577.0, "cpu_us_per_task": 740, "windows": windows(0.26, 0.5, 0.27)},
+    }
 
     def drain_cell():
         [line] = bench.rows({"run": "bench-w", "mode": "after-response", "api_limits": {}, "rows": [row]})
@@ -688,27 +917,45 @@ def test_bench_says_when_an_api_went_down_and_gives_it_no_cpu_figure():
 
     running = {"Running": True, "OOMKilled": False, "ExitCode": 0, "StartedAt": "2026-11-26T15:25:30Z"}
     assert bench.api_down(running, running) is None
-    assert bench.api_down(running, {**running, "Running": False, "OOMKilled": True, "ExitCode": 137}) == \
-        "killed at its memory limit (OOM)"
+    assert (
+        bench.api_down(running, {**running, "Running": False, "OOMKilled": True, "ExitCode": 137})
+        == "killed at its memory limit (OOM)"
+    )
     assert bench.api_down(running, {**running, "Running": False, "ExitCode": 1}) == "exited with code 1"
     assert bench.api_down(running, {**running, "StartedAt": "2026-11-26T15:26:01Z"}) == "restarted"
     assert bench.api_down(None, None) == "not running"
     assert bench.api_state("no-such-container-of-the-lab") is None  # docker inspect, for real
 
     def drive(rps, down=None):
-        return {"requests": 3000, "ok": 3000 if rps else 0, "errors": 0 if rps else 3000,
-                "statuses": {"202": 3000} if rps else {"ClientConnectorError": 3000}, "elapsed_s": 10.0,
-                "rps": rps, "window": [0, 10], "p50_ms": 1.0, "p95_ms": 2.0, "api_peak_mb": 200.0,
-                "generator_cpu": 0.5, "generator_bound": False,
-                **({"api_down": down} if down else {"api_cpu_s": 3.0})}
+        return {
+            "requests": 3000,
+            "ok": 3000 if rps else 0,
+            "errors": 0 if rps else 3000,
+            "statuses": {"202": 3000} if rps else {"ClientConnectorError": 3000},
+            "elapsed_s": 10.0,
+            "rps": rps,
+            "window": [0, 10],
+            "p50_ms": 1.0,
+            "p95_ms": 2.0,
+            "api_peak_mb": 200.0,
+            "generator_cpu": 0.5,
+            "generator_bound": False,
+            **({"api_down": down} if down else {"api_cpu_s": 3.0}),
+        }
 
     bare = bench.combine([drive(280.0), drive(220.0, "killed at its memory limit (OOM)"), drive(0.0, "not running")])
     assert bare["api_down"] == ["round 2: killed at its memory limit (OOM)", "round 3: not running"]
     assert bare["api_cpu_us_per_request"] is None  # not a figure from a counter that restarted
     lab = bench.combine([drive(330.0), drive(350.0), drive(290.0)])
     assert lab["api_down"] == [] and lab["api_cpu_us_per_request"] == 1000
-    [line] = bench.rows({"run": "bench-v", "mode": "await", "api_limits": {},
-                         "rows": [{"queue": "background", "bare": bare, "lab": lab}]})
+    [line] = bench.rows(
+        {
+            "run": "bench-v",
+            "mode": "await",
+            "api_limits": {},
+            "rows": [{"queue": "background", "bare": bare, "lab": lab}],
+        }
+    )
     cells = [c.strip() for c in line.strip("|").split("|")]
     assert cells[6] == "- / 1000"
     assert "bare API down from round 2: killed at its memory limit (OOM)" in cells[15]
@@ -727,8 +974,11 @@ def test_bench_drains_to_what_the_lab_published_after_response():
     assert bench.settled_count(lambda: next(counts), 12800, stall_s=0.02, every_s=0.01) == 12799
     counts = iter([12000, 12800])
     assert bench.settled_count(lambda: next(counts), 12800, stall_s=5, every_s=0.01) == 12800  # all in: no wait
-    row = {"queue": "celery", "bare": {"rps": 300.0, "enqueued": 12800},
-           "lab": {"rps": 400.0, "enqueued": 12800, "published": 12799}}
+    row = {
+        "queue": "celery",
+        "bare": {"rps": 300.0, "enqueued": 12800},
+        "lab": {"rps": 400.0, "enqueued": 12800, "published": 12799},
+    }
     [line] = bench.rows({"run": "bench-u", "mode": "after-response", "api_limits": {}, "rows": [row]})
     notes = [c.strip() for c in line.strip("|").split("|")][15]
     assert notes == "lab: 1 of 12800 accepted tasks not published (lab_enqueue_errors_total)"
@@ -773,6 +1023,6 @@ def test_make_chaos_calls_a_fault_after_the_load_with_no_recovery_an_error():
     from scripts import chaos
 
     assert "0.8 s after the load had ended" in chaos.late_fault(15.4, 14.6, None)
-    assert chaos.late_fault(15.4, 14.6, 2.5) is None   # a backlog still there: work resumed
+    assert chaos.late_fault(15.4, 14.6, 2.5) is None  # a backlog still there: work resumed
     assert chaos.late_fault(13.0, 14.6, None) is None  # inside the load
     assert chaos.late_fault(None, 14.6, None) is None  # never injected (its own error)

@@ -28,8 +28,15 @@ def test_enqueue_after_response_still_accounts_for_every_task(isolated_redis):
             responses = post_tasks(api.url, run, queue, "io/simple", 50)
             assert [r.status_code for r in responses] == [202] * 50
         totals = wait_settled(api.url, run, 100)["totals"]
-        assert totals == {"enqueued": 100, "started": 100, "completed": 100, "failed": 0, "duplicates": 0, "pending": 0,
-                          "unfinished": 0}
+        assert totals == {
+            "enqueued": 100,
+            "started": 100,
+            "completed": 100,
+            "failed": 0,
+            "duplicates": 0,
+            "pending": 0,
+            "unfinished": 0,
+        }
         # What `make bench` reads as the lab's drain target in this mode.
         assert published(run, api.url) == 100
     finally:

@@ -26,8 +26,9 @@ def isolated(request):
 
 def post(api, queue: str, run: str) -> tuple[httpx.Response, float]:
     started = time.monotonic()
-    r = httpx.post(f"{api.url}/api/v1/incr/io/simple/{queue}", json={"value": 1},
-                   headers={"X-Lab-Run": run}, timeout=30)
+    r = httpx.post(
+        f"{api.url}/api/v1/incr/io/simple/{queue}", json={"value": 1}, headers={"X-Lab-Run": run}, timeout=30
+    )
     return r, time.monotonic() - started
 
 
@@ -83,6 +84,7 @@ def test_redis_frozen_then_thawed(isolated):
     run = assert_unavailable(api, "is frozen")
     redis.thaw()
     assert_recovers(api)
+
     # `background` counts its task before answering; the count sent to the
     # frozen Redis runs once it thaws, and is taken back: its request got a
     # 503 and its task never ran. (A broker's publish may land the same way

@@ -48,8 +48,6 @@ SKIP_ENV = "LAB_SKIP_PROMQL_CHECK"
 GO_FALLBACK = Path("/usr/local/go/bin/go")
 
 
-
-
 def prometheus_service() -> dict:
     return yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["prometheus"]
 
@@ -119,7 +117,11 @@ def promql_check() -> Path:
             env.setdefault("GOTOOLCHAIN", "auto")
             proc = subprocess.run(
                 [go, "build", *BUILD_FLAGS, "-o", str(BINARY), "."],
-                cwd=CHECK_DIR, env=env, capture_output=True, text=True, timeout=600,
+                cwd=CHECK_DIR,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
             )
             assert proc.returncode == 0, f"building prometheus/promql-check failed:\n{proc.stdout}\n{proc.stderr}"
             STAMP.write_text(_source_hash() + "\n")
@@ -155,7 +157,9 @@ def rule_exprs() -> list[dict]:
         for group in (yaml.safe_load(path.read_text()) or {}).get("groups", []):
             for rule in group.get("rules", []):
                 name = rule.get("record") or rule.get("alert")
-                exprs.append({"name": f"{path.relative_to(ROOT)} / {group['name']} / {name}", "expr": str(rule["expr"])})
+                exprs.append(
+                    {"name": f"{path.relative_to(ROOT)} / {group['name']} / {name}", "expr": str(rule["expr"])}
+                )
     return exprs
 
 
@@ -163,7 +167,9 @@ def test_dashboard_and_rule_exprs_parse(promql_check):
     exprs = dashboard_exprs() + rule_exprs()
     assert len(exprs) > 10, "expected the dashboards' and rules' expressions"
     proc = run_check(promql_check, exprs)
-    assert proc.returncode == 0, f"PromQL that Prometheus {'.'.join(map(str, prometheus_version()))} rejects:\n{proc.stdout}{proc.stderr}"
+    assert proc.returncode == 0, (
+        f"PromQL that Prometheus {'.'.join(map(str, prometheus_version()))} rejects:\n{proc.stdout}{proc.stderr}"
+    )
     assert f"{len(exprs)} expressions, 0 failed" in proc.stdout
 
 
@@ -172,6 +178,8 @@ def test_broken_expression_fails_and_is_named(promql_check):
     broken = {"name": "injected / unbalanced by()", "expr": "sum by (queue (rate(lab_enqueued_total[1m]))"}
     proc = run_check(promql_check, [good, broken])
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "FAIL injected / unbalanced by(): 1:15: parse error: unexpected \"(\" in grouping opts" in proc.stdout, proc.stdout
+    assert 'FAIL injected / unbalanced by(): 1:15: parse error: unexpected "(" in grouping opts' in proc.stdout, (
+        proc.stdout
+    )
     assert f"FAIL {good['name']}" not in proc.stdout
     assert "2 expressions, 1 failed" in proc.stdout

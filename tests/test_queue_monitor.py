@@ -6,7 +6,17 @@ import sys
 import pytest
 
 from services.protocol import BROKER_QUEUES
-from tests.lab import LabProcess, RedisServer, free_port, lab_env, new_run, post_tasks, start_api, start_worker, wait_until
+from tests.lab import (
+    LabProcess,
+    RedisServer,
+    free_port,
+    lab_env,
+    new_run,
+    post_tasks,
+    start_api,
+    start_worker,
+    wait_until,
+)
 
 
 @pytest.fixture
@@ -14,9 +24,12 @@ def no_workers():
     redis = RedisServer().start()
     api = start_api(redis.url, name="api-monitor")
     port = free_port()
-    monitor = LabProcess("queue-monitor", [sys.executable, "-m", "services.queue_monitor"],
-                         lab_env(redis.url, METRICS_PORT=port, QUEUE_DEPTH_INTERVAL_S="0.2"),
-                         f"http://127.0.0.1:{port}/metrics").start()
+    monitor = LabProcess(
+        "queue-monitor",
+        [sys.executable, "-m", "services.queue_monitor"],
+        lab_env(redis.url, METRICS_PORT=port, QUEUE_DEPTH_INTERVAL_S="0.2"),
+        f"http://127.0.0.1:{port}/metrics",
+    ).start()
     yield redis, api, monitor
     monitor.stop()
     api.stop()

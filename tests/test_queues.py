@@ -13,8 +13,10 @@ VALUE = 3
 # The libraries' own exporters (Dramatiq's and taskiq's Prometheus middleware),
 # served on the worker's /metrics: their counts are not per task shape.
 LIBRARY_COUNTS = {
-    "dramatiq": ({"queue_name": "lab", "actor_name": "lab_task"},
-                 ("dramatiq_messages_total", "dramatiq_message_duration_milliseconds_count")),
+    "dramatiq": (
+        {"queue_name": "lab", "actor_name": "lab_task"},
+        ("dramatiq_messages_total", "dramatiq_message_duration_milliseconds_count"),
+    ),
     "taskiq": ({"task_name": "lab_task"}, ("received_tasks_total", "success_tasks_total", "execution_time_count")),
 }
 
@@ -38,8 +40,15 @@ def test_every_task_completes_once(lab, queue, endpoint):
     report = wait_settled(lab.api.url, run, count)
     row = report["queues"][queue][endpoint]
     assert row == {
-        "enqueued": count, "started": count, "completed": count, "failed": 0, "duplicates": 0,
-        "pending": 0, "unfinished": 0, "value": count * VALUE, "work": count * VALUE,
+        "enqueued": count,
+        "started": count,
+        "completed": count,
+        "failed": 0,
+        "duplicates": 0,
+        "pending": 0,
+        "unfinished": 0,
+        "value": count * VALUE,
+        "work": count * VALUE,
     }
     assert list(report["queues"]) == [queue]
 
@@ -47,8 +56,11 @@ def test_every_task_completes_once(lab, queue, endpoint):
         return proc.metrics().value(name, **labels) - proc_before.value(name, **labels)
 
     # A worker bumps its counters right after the ledger write: allow it that moment.
-    wait_until(lambda: delta("lab_task_completed_total", before, runner) == count, 10,
-               f"{queue} lab_task_completed_total to rise by {count}")
+    wait_until(
+        lambda: delta("lab_task_completed_total", before, runner) == count,
+        10,
+        f"{queue} lab_task_completed_total to rise by {count}",
+    )
     assert delta("lab_task_started_total", before, runner) == count
     assert delta("lab_task_failed_total", before, runner) == 0
     assert delta("lab_task_duplicates_total", before, runner) == 0
@@ -63,5 +75,8 @@ def test_every_task_completes_once(lab, queue, endpoint):
             return runner.metrics().value(name, **library_labels) - before.value(name, **library_labels)
 
         # Both middlewares count after the task returned, after its settle.
-        wait_until(lambda: all(library_delta(name) == count for name in names), 10,
-                   f"{queue}'s own {', '.join(names)} to rise by {count}")
+        wait_until(
+            lambda: all(library_delta(name) == count for name in names),
+            10,
+            f"{queue}'s own {', '.join(names)} to rise by {count}",
+        )

@@ -16,8 +16,9 @@ TIMEOUT_S = 0.3
 
 
 def client(url: str, connection_class) -> aioredis.Redis:
-    return aioredis.Redis.from_url(url, socket_timeout=TIMEOUT_S, socket_connect_timeout=TIMEOUT_S,
-                                   connection_class=connection_class)
+    return aioredis.Redis.from_url(
+        url, socket_timeout=TIMEOUT_S, socket_connect_timeout=TIMEOUT_S, connection_class=connection_class
+    )
 
 
 # INCR after keeping Redis busy for ARGV[1] µs: the reply comes late, but in time.
@@ -63,6 +64,7 @@ def time_out_on_a_frozen_redis(call, message: str, while_frozen=None, after=None
     `after(client)` runs."""
     server = RedisServer().start()
     try:
+
         async def go():
             r = client(server.url, TimelyConnection)
             await r.ping()
@@ -81,6 +83,7 @@ def time_out_on_a_frozen_redis(call, message: str, while_frozen=None, after=None
                 await after(r)
             await r.aclose()
             return elapsed
+
         return asyncio.run(go())
     finally:
         server.stop()
@@ -99,9 +102,11 @@ def test_a_send_that_redis_does_not_take_times_out():
     """A command larger than the sockets' buffers, to a frozen Redis: what the
     socket does not take waits for room under socket_timeout, and the send
     fails in about that long; the client then works again on a new connection."""
+
     async def half_a_command_never_ran(r):
         assert await r.exists("big") == 0
 
-    elapsed = time_out_on_a_frozen_redis(lambda r: r.set("big", b"x" * (64 << 20)), "writing",
-                                         after=half_a_command_never_ran)
+    elapsed = time_out_on_a_frozen_redis(
+        lambda r: r.set("big", b"x" * (64 << 20)), "writing", after=half_a_command_never_ran
+    )
     assert TIMEOUT_S * 0.9 <= elapsed < TIMEOUT_S + 1.0

@@ -55,8 +55,9 @@ def test_workers_take_tasks_again_after_redis_returns(persist):
         outage(redis, workers)
         wait_until(lambda: api.metrics() is not None, 10, "the API")
         run_batch(api, queues, "after")
-        assert {q: w.proc.pid for q, w in workers.items() if w.proc.poll() is None} == pids, \
+        assert {q: w.proc.pid for q, w in workers.items() if w.proc.poll() is None} == pids, (
             "a worker process was replaced or exited"
+        )
     finally:
         stop_all(api, workers)
         redis.stop()

@@ -19,12 +19,20 @@ def test_two_replicas_never_duplicate(lab, queue):
         run = new_run(f"replicas-{queue}")
         assert all(r.status_code == 202 for r in post_tasks(lab.api.url, run, queue, "io/simple", COUNT))
         totals = wait_settled(lab.api.url, run, COUNT)["totals"]
-        assert totals == {"enqueued": COUNT, "started": COUNT, "completed": COUNT, "failed": 0, "duplicates": 0,
-                          "pending": 0, "unfinished": 0}
+        assert totals == {
+            "enqueued": COUNT,
+            "started": COUNT,
+            "completed": COUNT,
+            "failed": 0,
+            "duplicates": 0,
+            "pending": 0,
+            "unfinished": 0,
+        }
 
         def done_by_replicas():
-            return [p.metrics().value("lab_task_completed_total", **labels) - b
-                    for p, b in zip((first, second), before)]
+            return [
+                p.metrics().value("lab_task_completed_total", **labels) - b for p, b in zip((first, second), before)
+            ]
 
         wait_until(lambda: sum(done_by_replicas()) == COUNT, 10, "replica metrics to add up")
     finally:
@@ -55,6 +63,9 @@ def test_faststream_pubsub_duplicates_are_counted(pubsub_lab):
     totals = report["totals"]
     assert totals["completed"] == count
     # Both subscribers got every message: each task ran twice.
-    wait_until(lambda: wait_settled(api.url, run, count)["totals"]["duplicates"] == count, 20,
-               "every message's second delivery to be counted")
+    wait_until(
+        lambda: wait_settled(api.url, run, count)["totals"]["duplicates"] == count,
+        20,
+        "every message's second delivery to be counted",
+    )
     assert report["queues"]["faststream"]["io/simple"]["work"] >= count

@@ -18,8 +18,9 @@ async def sweep_during_dequeue(queue_class, url: str) -> tuple[list[str], dict[s
     run = uuid.uuid4().hex[:8]  # SAQ's abort marker is named by job key alone, for 5 s: new keys each time
     queue = queue_class.from_url(url, name=f"sweep-{run}")
     try:
-        jobs = {key: await queue.enqueue("lab_task", key=f"{key}-{run}", timeout=60, retries=2)
-                for key in ("alive", "dead")}
+        jobs = {
+            key: await queue.enqueue("lab_task", key=f"{key}-{run}", timeout=60, retries=2) for key in ("alive", "dead")
+        }
         for _ in jobs:
             assert await queue.redis.lmove(queue._queued, queue._active, "LEFT", "RIGHT") is not None
 
@@ -33,8 +34,10 @@ async def sweep_during_dequeue(queue_class, url: str) -> tuple[list[str], dict[s
         statuses = {key: (await queue.job(job.key)).status for key, job in jobs.items()}
 
         def names(job_ids) -> list[str]:
-            return [queue.job_key_from_id(i if isinstance(i, str) else i.decode()).removesuffix(f"-{run}")
-                    for i in job_ids]
+            return [
+                queue.job_key_from_id(i if isinstance(i, str) else i.decode()).removesuffix(f"-{run}") for i in job_ids
+            ]
+
         return names(swept), statuses, names(await queue.redis.lrange(queue._queued, 0, -1))
     finally:
         await queue.disconnect()

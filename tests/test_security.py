@@ -39,8 +39,11 @@ def test_images_run_as_a_non_root_user(target):
 def test_no_secret_in_the_dockerfile_or_the_build_context():
     text = (ROOT / "Dockerfile").read_text()
     assert not re.search(r"^\s*(ENV|ARG)\s+[^#\n]*(PASSWORD|SECRET|TOKEN)", text, re.I | re.M)
-    ignore = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
-              if line.strip() and not line.startswith("#")]
+    ignore = [
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     assert ignore[0] == "*", "the build context is an allow-list"
     assert not any(".env" in rule for rule in ignore if rule.startswith("!")), ".env must never reach an image"
 
@@ -69,8 +72,13 @@ def test_grafana_password_comes_from_the_environment_and_anonymous_is_viewer():
 def test_grafana_refuses_to_start_without_a_password():
     # The entrypoint's guard, run by a real shell, as the container would ($$ is compose's escaped $).
     script = SERVICES["grafana"]["entrypoint"][-1].replace("$$", "$")
-    proc = subprocess.run(["sh", "-c", script], env={"GF_SECURITY_ADMIN_PASSWORD": "", "PATH": "/usr/bin:/bin"},
-                          capture_output=True, text=True, timeout=10)
+    proc = subprocess.run(
+        ["sh", "-c", script],
+        env={"GF_SECURITY_ADMIN_PASSWORD": "", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
     assert proc.returncode != 0 and "GRAFANA_ADMIN_PASSWORD is not set" in proc.stderr
     assert script.rstrip().endswith("exec /run.sh")
 
@@ -80,8 +88,9 @@ def test_make_generates_a_private_grafana_password_once(tmp_path):
     env = {"PATH": "/usr/bin:/bin:/usr/local/bin"}
 
     def generate() -> str:
-        proc = subprocess.run(["make", "-s", "grafana-password"], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=30)
+        proc = subprocess.run(
+            ["make", "-s", "grafana-password"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=30
+        )
         assert proc.returncode == 0, proc.stderr
         return proc.stdout
 

@@ -5,8 +5,8 @@ import os
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
 import redis.asyncio as aioredis
+from pydantic import ValidationError
 
 from services.cgroup import read_cgroup
 from services.ledger import Ledger, _executions_call, _SettleCommands
@@ -25,15 +25,18 @@ def write(root: Path, files: dict[str, str]) -> Path:
 
 
 def test_cgroup_v2_with_limits(tmp_path):
-    root = write(tmp_path, {
-        "cgroup.controllers": "cpu memory",
-        "cpu.stat": "usage_usec 2500000\nuser_usec 2000000\nnr_throttled 4\nthrottled_usec 750000\n",
-        "cpu.max": "20000 100000",
-        "memory.current": "104857600",
-        "memory.stat": "anon 73400320\nfile 31457280\nactive_file 10485760\ninactive_file 20971520\n",
-        "memory.max": "209715200",
-        "memory.events": "low 0\nhigh 0\nmax 12\noom 2\noom_kill 2\n",
-    })
+    root = write(
+        tmp_path,
+        {
+            "cgroup.controllers": "cpu memory",
+            "cpu.stat": "usage_usec 2500000\nuser_usec 2000000\nnr_throttled 4\nthrottled_usec 750000\n",
+            "cpu.max": "20000 100000",
+            "memory.current": "104857600",
+            "memory.stat": "anon 73400320\nfile 31457280\nactive_file 10485760\ninactive_file 20971520\n",
+            "memory.max": "209715200",
+            "memory.events": "low 0\nhigh 0\nmax 12\noom 2\noom_kill 2\n",
+        },
+    )
     s = read_cgroup(root)
     assert (s.cpu_seconds, s.throttled_seconds, s.cpu_limit_cores) == (2.5, 0.75, 0.2)
     # the working set leaves out inactive page cache; the raw usage keeps it
@@ -42,23 +45,34 @@ def test_cgroup_v2_with_limits(tmp_path):
 
 
 def test_cgroup_v2_without_limits_reports_the_host(tmp_path):
-    root = write(tmp_path, {"cgroup.controllers": "", "cpu.stat": "usage_usec 1\n",
-                            "cpu.max": "max 100000", "memory.current": "1", "memory.max": "max"})
+    root = write(
+        tmp_path,
+        {
+            "cgroup.controllers": "",
+            "cpu.stat": "usage_usec 1\n",
+            "cpu.max": "max 100000",
+            "memory.current": "1",
+            "memory.max": "max",
+        },
+    )
     s = read_cgroup(root)
     assert s.cpu_limit_cores >= 1 and s.memory_limit_bytes > 1024**2
 
 
 def test_cgroup_v1_with_limits(tmp_path):
-    root = write(tmp_path, {
-        "cpuacct/cpuacct.usage": "3000000000",
-        "cpu/cpu.stat": "nr_periods 10\nnr_throttled 2\nthrottled_time 500000000\n",
-        "cpu/cpu.cfs_quota_us": "50000",
-        "cpu/cpu.cfs_period_us": "100000",
-        "memory/memory.usage_in_bytes": "1048576",
-        "memory/memory.stat": "cache 524288\ninactive_file 4096\ntotal_inactive_file 262144\n",
-        "memory/memory.limit_in_bytes": "524288000",
-        "memory/memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n",
-    })
+    root = write(
+        tmp_path,
+        {
+            "cpuacct/cpuacct.usage": "3000000000",
+            "cpu/cpu.stat": "nr_periods 10\nnr_throttled 2\nthrottled_time 500000000\n",
+            "cpu/cpu.cfs_quota_us": "50000",
+            "cpu/cpu.cfs_period_us": "100000",
+            "memory/memory.usage_in_bytes": "1048576",
+            "memory/memory.stat": "cache 524288\ninactive_file 4096\ntotal_inactive_file 262144\n",
+            "memory/memory.limit_in_bytes": "524288000",
+            "memory/memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n",
+        },
+    )
     s = read_cgroup(root)
     assert (s.cpu_seconds, s.throttled_seconds, s.cpu_limit_cores) == (3.0, 0.5, 0.5)
     assert (s.memory_bytes, s.memory_usage_bytes) == (1048576 - 262144, 1048576)
@@ -66,8 +80,14 @@ def test_cgroup_v1_with_limits(tmp_path):
 
 
 def test_cgroup_v1_unlimited_memory_is_the_host(tmp_path):
-    root = write(tmp_path, {"cpu/cpu.cfs_quota_us": "-1", "cpu/cpu.cfs_period_us": "100000",
-                            "memory/memory.limit_in_bytes": "9223372036854771712"})
+    root = write(
+        tmp_path,
+        {
+            "cpu/cpu.cfs_quota_us": "-1",
+            "cpu/cpu.cfs_period_us": "100000",
+            "memory/memory.limit_in_bytes": "9223372036854771712",
+        },
+    )
     s = read_cgroup(root)
     assert s.memory_limit_bytes < 9223372036854771712 and s.cpu_limit_cores >= 1
 
@@ -120,10 +140,26 @@ def _validated_by_pydantic(payload):
 def test_a_message_is_checked_by_the_few_lines_exactly_as_pydantic_checks_it():
     ok = TaskMessage.new("run-1", Queue.saq, Kind.cpu, Variant.process, 7)
     wrong = [
-        {}, {"run": "x y"}, {"run": "a\n"}, {"run": "-a"}, {"run": "r" * 65}, {"run": 5}, {"task_id": 1},
-        {"queue": "nope"}, {"queue": ["saq"]}, {"kind": "IO"}, {"variant": None}, {"value": "3"}, {"value": 2.0},
-        {"value": 2.5}, {"value": True}, {"value": None}, {"enqueued_at": 3}, {"enqueued_at": "3.5"},
-        {"enqueued_at": None}, {"extra": 1},
+        {},
+        {"run": "x y"},
+        {"run": "a\n"},
+        {"run": "-a"},
+        {"run": "r" * 65},
+        {"run": 5},
+        {"task_id": 1},
+        {"queue": "nope"},
+        {"queue": ["saq"]},
+        {"kind": "IO"},
+        {"variant": None},
+        {"value": "3"},
+        {"value": 2.0},
+        {"value": 2.5},
+        {"value": True},
+        {"value": None},
+        {"enqueued_at": 3},
+        {"enqueued_at": "3.5"},
+        {"enqueued_at": None},
+        {"extra": 1},
     ]
     assert TaskMessage.validate(ok.payload()) == ok
     assert TaskMessage.validate({**ok.payload(), "extra": 1}) == ok  # unknown keys are ignored
@@ -137,7 +173,11 @@ def test_a_message_is_checked_by_the_few_lines_exactly_as_pydantic_checks_it():
 
 def test_a_lone_settle_is_packed_byte_for_byte_as_the_generic_packer_packs_it():
     commands = _SettleCommands("f" * 40)
-    for run, value, write, started in (("run-1", 3, True, False), ("r.2_x", 7, False, True), ("run-1", 2**40, True, True)):
+    for run, value, write, started in (
+        ("run-1", 3, True, False),
+        ("r.2_x", 7, False, True),
+        ("run-1", 2**40, True, True),
+    ):
         task = TaskMessage.new(run, Queue.saq, Kind.cpu, Variant.process, value)
         for op in ("completed", "failed"):
             item = (op, task, write, started)
@@ -161,27 +201,40 @@ def test_ledger_settles_once_and_counts_duplicates(ledger_redis):
         row = (await ledger.report("unit-1"))["queues"]["arq"]["io/simple"]
         await redis.aclose()
         return row
+
     row = asyncio.run(go())
-    assert {k: row[k] for k in ("enqueued", "started", "completed", "failed", "duplicates", "pending",
-                                "unfinished", "value")} == \
-        {"enqueued": 3, "started": 5, "completed": 1, "failed": 1, "duplicates": 2, "pending": 1,
-         "unfinished": 1, "value": 6}
+    assert {
+        k: row[k]
+        for k in ("enqueued", "started", "completed", "failed", "duplicates", "pending", "unfinished", "value")
+    } == {
+        "enqueued": 3,
+        "started": 5,
+        "completed": 1,
+        "failed": 1,
+        "duplicates": 2,
+        "pending": 1,
+        "unfinished": 1,
+        "value": 6,
+    }
 
 
 def test_a_resent_enqueue_count_write_is_applied_once(ledger_redis):
     """A write whose reply was lost is sent again with its token: Redis applies it once."""
+
     async def go():
         redis = aioredis.Redis.from_url(ledger_redis)
         ledger = Ledger(redis)
         for m in (msg("unit-idem"), msg("unit-idem", value=5)):
             await ledger.record_enqueued(m)
         row = ["unit-idem", "lab:run:unit-idem:ledger", "arq:io/simple", 2, 7, "1.5"]
-        applied = [await ledger.enqueues._script(keys=["lab:enqueue-write:unit-idem-token"], args=row)
-                   for _ in range(2)]
+        applied = [
+            await ledger.enqueues._script(keys=["lab:enqueue-write:unit-idem-token"], args=row) for _ in range(2)
+        ]
         report = (await ledger.report("unit-idem"))["queues"]["arq"]["io/simple"]
         await redis.delete("lab:enqueue-write:unit-idem-token")
         await redis.aclose()
         return applied, report
+
     applied, row = asyncio.run(go())
     assert applied == [1, 0]
     assert (row["enqueued"], row["value"], row["pending"]) == (2 + 2, 2 + 5 + 7, 4)
@@ -190,20 +243,26 @@ def test_a_resent_enqueue_count_write_is_applied_once(ledger_redis):
 def test_a_taken_back_enqueue_count_write_counts_nothing_whichever_lands_first(ledger_redis):
     """A failed write is taken back: if it had landed, its counts are subtracted;
     if it lands after the take-back (a frozen Redis), it is refused."""
+
     async def go():
         redis = aioredis.Redis.from_url(ledger_redis)
         ledger = Ledger(redis)
         await ledger.record_enqueued(msg("unit-undo"))
         row = ["unit-undo", "lab:run:unit-undo:ledger", "arq:io/simple", 2, 7, "1.5"]
         write, undo = ledger.enqueues._script, ledger.enqueues._undo_script
-        landed_first = [await write(keys=["lab:enqueue-write:unit-undo-a"], args=row),
-                        await undo(keys=["lab:enqueue-write:unit-undo-a"], args=row)]
-        taken_first = [await undo(keys=["lab:enqueue-write:unit-undo-b"], args=row),
-                       await write(keys=["lab:enqueue-write:unit-undo-b"], args=row)]
+        landed_first = [
+            await write(keys=["lab:enqueue-write:unit-undo-a"], args=row),
+            await undo(keys=["lab:enqueue-write:unit-undo-a"], args=row),
+        ]
+        taken_first = [
+            await undo(keys=["lab:enqueue-write:unit-undo-b"], args=row),
+            await write(keys=["lab:enqueue-write:unit-undo-b"], args=row),
+        ]
         report = (await ledger.report("unit-undo"))["queues"]["arq"]["io/simple"]
         await redis.delete("lab:enqueue-write:unit-undo-a", "lab:enqueue-write:unit-undo-b")
         await redis.aclose()
         return landed_first, taken_first, report
+
     landed_first, taken_first, row = asyncio.run(go())
     assert landed_first == [1, 1] and taken_first == [0, 0]
     assert (row["enqueued"], row["value"], row["pending"]) == (1, 2, 1)
@@ -223,11 +282,16 @@ def test_reset_of_one_run_touches_nothing_else():
             await ledger.record_enqueued(m)
             await ledger.settle(m, "completed")
         await ledger.reset("unit-drop")
-        result = (await ledger.report("unit-drop"), await ledger.report("unit-keep"),
-                  await redis.get("someone-elses-key"), await redis.zcard("lab:arq:queue"))
+        result = (
+            await ledger.report("unit-drop"),
+            await ledger.report("unit-keep"),
+            await redis.get("someone-elses-key"),
+            await redis.zcard("lab:arq:queue"),
+        )
         await redis.delete("someone-elses-key", "lab:arq:queue")
         await redis.aclose()
         return result
+
     try:
         dropped, kept, other, queued = asyncio.run(go())
     finally:
@@ -250,7 +314,7 @@ def test_readme_queue_and_delivery_tables_have_a_row_for_every_queue():
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 
     def first_cells(header: str) -> set[str]:
-        table = readme[readme.index(header):].split("\n\n")[0].splitlines()[2:]
+        table = readme[readme.index(header) :].split("\n\n")[0].splitlines()[2:]
         return {row.split("|")[1].strip().strip("`") for row in table}
 
     assert first_cells("| queue | how tasks travel |") == {"background", *BROKER_NAMES}
@@ -280,6 +344,7 @@ def test_a_settle_waits_for_redis_to_come_back_and_counts_once():
         row = (await ledger.report("unit-retry"))["queues"]["arq"]["io/simple"]
         await redis.aclose()
         return row
+
     try:
         row = asyncio.run(go())
     finally:
@@ -335,10 +400,18 @@ def test_a_blocking_settle_counts_once_and_waits_for_redis_to_come_back():
     finally:
         server.stop()
     row = report["queues"]["arq"]["io/simple"]
-    assert {k: row[k] for k in ("enqueued", "started", "completed", "failed", "duplicates", "pending",
-                                "unfinished", "work")} == \
-        {"enqueued": 3, "started": 5, "completed": 2, "failed": 1, "duplicates": 2, "pending": 0,
-         "unfinished": 0, "work": 4}  # a's value twice: once per execution that wrote it
+    assert {
+        k: row[k] for k in ("enqueued", "started", "completed", "failed", "duplicates", "pending", "unfinished", "work")
+    } == {
+        "enqueued": 3,
+        "started": 5,
+        "completed": 2,
+        "failed": 1,
+        "duplicates": 2,
+        "pending": 0,
+        "unfinished": 0,
+        "work": 4,
+    }  # a's value twice: once per execution that wrote it
 
 
 def test_run_blocking_runs_loop_free_bodies_without_the_loop_and_the_rest_on_it(redis_server):
@@ -374,8 +447,14 @@ def test_run_blocking_runs_loop_free_bodies_without_the_loop_and_the_rest_on_it(
     finally:
         loop.close()
     for endpoint, row in report["queues"]["celery"].items():
-        assert {k: row[k] for k in ("enqueued", "started", "completed", "duplicates", "pending", "work")} == \
-            {"enqueued": 1, "started": 1, "completed": 1, "duplicates": 0, "pending": 0, "work": 3}, endpoint
+        assert {k: row[k] for k in ("enqueued", "started", "completed", "duplicates", "pending", "work")} == {
+            "enqueued": 1,
+            "started": 1,
+            "completed": 1,
+            "duplicates": 0,
+            "pending": 0,
+            "work": 3,
+        }, endpoint
     assert len(report["queues"]["celery"]) == len(ENDPOINTS)
 
 
@@ -477,8 +556,14 @@ def test_dramatiqs_metrics_counted_by_the_lab_read_as_dramatiqs_own_middleware_c
 
         def messages(thread: int) -> None:
             for i in range(40):
-                message = Message(queue_name="lab", actor_name="lab_task" if i % 3 else "other", args=(), kwargs={},
-                                  options={"retries": 1} if i % 11 == 0 else {}, message_id=f"{thread}-{i}")
+                message = Message(
+                    queue_name="lab",
+                    actor_name="lab_task" if i % 3 else "other",
+                    args=(),
+                    kwargs={},
+                    options={"retries": 1} if i % 11 == 0 else {},
+                    message_id=f"{thread}-{i}",
+                )
                 clock.now = 1000 * i
                 if i % 7 == 0 or i % 19 == 18:
                     middleware.before_delay_message(None, message)
@@ -504,14 +589,23 @@ def test_dramatiqs_metrics_counted_by_the_lab_read_as_dramatiqs_own_middleware_c
         else:
             for t in range(3):
                 messages(t)
-        return sorted((s.name, sorted(s.labels.items()), s.value) for metric in LibraryMetrics(middleware).collect()
-                      for s in metric.samples if not s.name.endswith("_created"))
+        return sorted(
+            (s.name, sorted(s.labels.items()), s.value)
+            for metric in LibraryMetrics(middleware).collect()
+            for s in metric.samples
+            if not s.name.endswith("_created")
+        )
 
     lab, dramatiqs = samples(dq.LabPrometheus()), samples(dramatiq_prometheus.Prometheus())
     assert lab == dramatiqs
     names = {name for name, _, value in lab if value}
-    assert {"dramatiq_messages_inprogress", "dramatiq_delayed_messages_inprogress", "dramatiq_message_errors_total",
-            "dramatiq_message_rejects_total", "dramatiq_message_retries_total"} <= names
+    assert {
+        "dramatiq_messages_inprogress",
+        "dramatiq_delayed_messages_inprogress",
+        "dramatiq_message_errors_total",
+        "dramatiq_message_rejects_total",
+        "dramatiq_message_retries_total",
+    } <= names
     buckets = {dict(labels)["le"] for name, labels, value in lab if name.endswith("_bucket") and value}
     assert {"5.0", "100.0", "500.0"} <= buckets
 

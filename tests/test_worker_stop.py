@@ -29,8 +29,9 @@ def isolated():
     redis.stop()
 
 
-def stop_under_way(redis, api, queue: str, run: str, sig: signal.Signals, batch: int, started: int,
-                   exit_s: float, **env) -> tuple[int, dict]:
+def stop_under_way(
+    redis, api, queue: str, run: str, sig: signal.Signals, batch: int, started: int, exit_s: float, **env
+) -> tuple[int, dict]:
     """Start a worker, send it the batch, and once `started` tasks completed send
     it `sig`; its exit code and the ledger's totals then."""
     worker = start_worker(queue, redis.url, name=f"{queue}-{sig.name.lower()}-1", **env)
@@ -46,8 +47,9 @@ def stop_under_way(redis, api, queue: str, run: str, sig: signal.Signals, batch:
     return code, at_stop
 
 
-def settle_with_another_worker(redis, api, queue: str, run: str, sig: signal.Signals, batch: int,
-                               timeout: float, **env) -> dict:
+def settle_with_another_worker(
+    redis, api, queue: str, run: str, sig: signal.Signals, batch: int, timeout: float, **env
+) -> dict:
     worker = start_worker(queue, redis.url, name=f"{queue}-{sig.name.lower()}-2", **env)
     try:
         return wait_settled(api.url, run, batch, timeout=timeout)["totals"]

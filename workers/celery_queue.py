@@ -40,6 +40,7 @@ from functools import partial
 from celery import Celery
 from celery.signals import worker_init, worker_process_init, worker_process_shutdown, worker_ready, worker_shutdown
 
+from services.blocking_publish import BlockingPublisher
 from services.cgroup import register_cgroup_metrics
 from services.heap import freeze_startup_heap
 from services.loop_lag import start_loop_lag_watch
@@ -47,7 +48,6 @@ from services.metrics import flush, touch_task_series
 from services.protocol import Queue, TaskMessage
 from services.runner import TaskRunner
 from services.settings import Settings, get_settings
-from services.blocking_publish import BlockingPublisher
 from services.worker_runtime import service_name, setup_logging
 
 QUEUE = Queue.celery
@@ -104,9 +104,17 @@ class Producer:
     async def enqueue(self, msg: TaskMessage) -> None:
         # retry=False: an unreachable broker raises at once instead of
         # retrying; the transport's socket timeouts bound the rest.
-        await self.publisher.publish(partial(
-            app.send_task, TASK_NAME, args=[msg.payload()], task_id=msg.task_id, retry=False,
-            argsrepr=_argsrepr(msg), kwargsrepr="{}"))
+        await self.publisher.publish(
+            partial(
+                app.send_task,
+                TASK_NAME,
+                args=[msg.payload()],
+                task_id=msg.task_id,
+                retry=False,
+                argsrepr=_argsrepr(msg),
+                kwargsrepr="{}",
+            )
+        )
 
     async def close(self) -> None:
         await self.publisher.close()

@@ -41,17 +41,17 @@ import redis
 from dramatiq import Message, Middleware, Worker
 from dramatiq import actor as dramatiq_actor
 from dramatiq.asyncio import get_event_loop_thread
-from dramatiq.errors import ConnectionClosed
 from dramatiq.brokers.redis import RedisBroker, _RedisConsumer
 from dramatiq.common import current_millis
+from dramatiq.errors import ConnectionClosed
 from dramatiq.middleware import AsyncIO
 from dramatiq.middleware.prometheus import Prometheus
 
+from services.blocking_publish import BlockingPublisher
+from services.metrics import REGISTRY, Count, LibraryMetrics, Observe, library_exporter
 from services.protocol import Queue, TaskMessage
 from services.redis_clients import sync_client
 from services.settings import Settings, get_settings
-from services.blocking_publish import BlockingPublisher
-from services.metrics import REGISTRY, Count, LibraryMetrics, Observe, library_exporter
 from services.worker_runtime import WorkerRuntime, setup_logging
 
 QUEUE = Queue.dramatiq
@@ -153,8 +153,14 @@ class Producer:
         pass
 
     async def enqueue(self, msg: TaskMessage) -> None:
-        message = Message(queue_name=QUEUE_NAME, actor_name=TASK_NAME, args=(msg.payload(),), kwargs={},
-                          options={}, message_id=msg.task_id)
+        message = Message(
+            queue_name=QUEUE_NAME,
+            actor_name=TASK_NAME,
+            args=(msg.payload(),),
+            kwargs={},
+            options={},
+            message_id=msg.task_id,
+        )
         await self.publisher.publish(partial(self.broker.enqueue, message))
 
     async def close(self) -> None:
@@ -271,8 +277,14 @@ def main() -> None:
     async def lab_task(message: dict) -> None:
         await runtime.runner.run(message)
 
-    dramatiq_actor(lab_task, broker=broker, actor_name=TASK_NAME, queue_name=QUEUE_NAME, max_retries=0,
-                   time_limit=settings.task_timeout_s * 1000)
+    dramatiq_actor(
+        lab_task,
+        broker=broker,
+        actor_name=TASK_NAME,
+        queue_name=QUEUE_NAME,
+        max_retries=0,
+        time_limit=settings.task_timeout_s * 1000,
+    )
 
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -37,8 +37,11 @@ log = logging.getLogger("lab.faststream")
 
 
 def make_broker(settings: Settings, timeout_s: float | None, logs: bool = True) -> RedisBroker:
-    options = ({"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s,
-                "connection_class": TimelyConnection} if timeout_s else {})
+    options = (
+        {"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s, "connection_class": TimelyConnection}
+        if timeout_s
+        else {}
+    )
     return RedisBroker(
         settings.redis_url,
         graceful_timeout=settings.shutdown_grace_s,
@@ -108,8 +111,13 @@ def make_app(settings: Settings) -> FastStream:
     # One entry per read: entries wait in memory only as long as a worker slot
     # takes to free up, far less than the reclaim delay.
     read = StreamSub(STREAM, group=GROUP, consumer=consumer, max_records=1)
-    reclaim = StreamSub(STREAM, group=GROUP, consumer=consumer, polling_interval=reclaim_poll_ms(settings),
-                        min_idle_time=int(settings.faststream_reclaim_s * 1000))
+    reclaim = StreamSub(
+        STREAM,
+        group=GROUP,
+        consumer=consumer,
+        polling_interval=reclaim_poll_ms(settings),
+        min_idle_time=int(settings.faststream_reclaim_s * 1000),
+    )
     broker.subscriber(stream=read, max_workers=settings.concurrency_for(QUEUE), ack_policy=AckPolicy.ACK)(handle)
     broker.subscriber(stream=reclaim, ack_policy=AckPolicy.ACK)(handle)
     return FastStream(broker, after_startup=[lab.start], after_shutdown=[lab.stop])

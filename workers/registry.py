@@ -37,10 +37,16 @@ class Broker:
 BROKERS: tuple[Broker, ...] = (
     Broker("arq", "workers.arq_queue", "ARQ_MAX_JOBS", ("ARQ_POLL_DELAY",), ("arq",)),
     Broker("saq", "workers.saq_queue", "SAQ_CONCURRENCY", (), ("saq", "aiohttp.access")),
-    Broker("faststream", "workers.faststream_queue", "FASTSTREAM_MAX_WORKERS", ("FASTSTREAM_CHANNEL",),
-           ("faststream",)),
-    Broker("celery", "workers.celery_queue", "CELERY_CONCURRENCY",
-           ("CELERY_POOL", "CELERY_PREFETCH_MULTIPLIER", "CELERY_TASK_EVENTS"), ("celery", "kombu")),
+    Broker(
+        "faststream", "workers.faststream_queue", "FASTSTREAM_MAX_WORKERS", ("FASTSTREAM_CHANNEL",), ("faststream",)
+    ),
+    Broker(
+        "celery",
+        "workers.celery_queue",
+        "CELERY_CONCURRENCY",
+        ("CELERY_POOL", "CELERY_PREFETCH_MULTIPLIER", "CELERY_TASK_EVENTS"),
+        ("celery", "kombu"),
+    ),
     Broker("taskiq", "workers.taskiq_queue", "TASKIQ_MAX_ASYNC_TASKS", ("TASKIQ_RECLAIM_S",), ("taskiq",)),
     Broker("dramatiq", "workers.dramatiq_queue", "DRAMATIQ_THREADS", (), ("dramatiq",)),
     Broker("streaq", "workers.streaq_queue", "STREAQ_CONCURRENCY", ("STREAQ_IDLE_TIMEOUT_S",), ("streaq",)),

@@ -46,7 +46,10 @@ class Producer:
 
     async def enqueue(self, msg: TaskMessage) -> None:
         job = await self.queue.enqueue(
-            TASK_NAME, key=msg.task_id, timeout=self.settings.task_timeout_s, message=msg.payload(),
+            TASK_NAME,
+            key=msg.task_id,
+            timeout=self.settings.task_timeout_s,
+            message=msg.payload(),
             # SAQ's default (1) is one attempt in all: a job swept from a dead
             # worker would be aborted, never run. 2 runs it again (and retries a
             # task that raised once; the ledger counts either as a duplicate).
@@ -105,7 +108,8 @@ class LabRedisQueue(RedisQueue):
         await asyncio.sleep(QUEUED_RECHECK_S)
         now = dict(zip(waiting, await self.redis.mget(waiting)))
         return [
-            (job_id, now.get(job_id, job)) for job_id, job in id_jobs
+            (job_id, now.get(job_id, job))
+            for job_id, job in id_jobs
             if job_id not in now or self._is_queued(now[job_id])
         ]
 

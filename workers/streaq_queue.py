@@ -26,9 +26,9 @@ import logging
 from pathlib import Path
 
 import streaq
-from redis import exceptions as redis_errors
 from coredis.exceptions import ResponseError
 from coredis.retry import NoRetryPolicy
+from redis import exceptions as redis_errors
 from streaq import Worker
 
 from services.protocol import Queue, TaskMessage
@@ -66,9 +66,15 @@ class Producer:
     def __init__(self, settings: Settings):
         self.timeout = settings.redis_timeout_s
         # coredis waits forever by default, and retries a timed-out command twice.
-        self.worker = Worker(redis_url=settings.redis_url, queue_name=QUEUE_NAME, redis_kwargs={
-            "connect_timeout": settings.redis_timeout_s, "stream_timeout": 10 * settings.redis_timeout_s,
-            "retry_policy": NoRetryPolicy()})
+        self.worker = Worker(
+            redis_url=settings.redis_url,
+            queue_name=QUEUE_NAME,
+            redis_kwargs={
+                "connect_timeout": settings.redis_timeout_s,
+                "stream_timeout": 10 * settings.redis_timeout_s,
+                "retry_policy": NoRetryPolicy(),
+            },
+        )
         self.redis = async_client(settings)
         self._holder: asyncio.Task | None = None
         self._closing = asyncio.Event()

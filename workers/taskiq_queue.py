@@ -184,9 +184,13 @@ async def run(settings: Settings) -> None:
     await startup(broker)
     await runtime.start()
     try:
-        receiver = Receiver(broker, max_async_tasks=settings.concurrency_for(QUEUE),
-                            ack_type=AcknowledgeType.WHEN_EXECUTED, wait_tasks_timeout=settings.shutdown_grace_s,
-                            run_startup=False)
+        receiver = Receiver(
+            broker,
+            max_async_tasks=settings.concurrency_for(QUEUE),
+            ack_type=AcknowledgeType.WHEN_EXECUTED,
+            wait_tasks_timeout=settings.shutdown_grace_s,
+            run_startup=False,
+        )
         await receiver.listen(finish)
     finally:
         await broker.shutdown()

@@ -19,8 +19,8 @@ from services.api.outbox import Outbox
 from services.api.routes import publish_after_response, router
 from services.cgroup import register_cgroup_metrics
 from services.heap import freeze_startup_heap
-from services.loop_lag import start_loop_lag_watch
 from services.ledger import Ledger
+from services.loop_lag import start_loop_lag_watch
 from services.metrics import ENQUEUED, flush, touch_task_series
 from services.protocol import ENDPOINTS, Queue
 from services.redis_clients import async_client
@@ -33,7 +33,6 @@ log = logging.getLogger("lab.api")
 # Redis round trip or two: a few are enough to keep up with what a CPU limit
 # lets the API answer).
 AFTER_RESPONSE_PUBLISHERS = 16
-
 
 
 class Lab:

@@ -1,14 +1,13 @@
 """Every error the API returns is a JSON body; none is a traceback.
 
-  4xx {"error": "...", "detail": [{"field": "body.value", "message": "..."}]}
-  503 {"error": "queue unavailable", "queue": "...", "reason": "timeout|connection|..."}
+4xx {"error": "...", "detail": [{"field": "body.value", "message": "..."}]}
+503 {"error": "queue unavailable", "queue": "...", "reason": "timeout|connection|..."}
 """
 
 import json
 import logging
 
 import httpx
-
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -47,8 +46,9 @@ async def queue_unavailable(_: Request, exc: QueueUnavailable) -> JSONResponse:
 
 async def upstream_unavailable(_: Request, exc: httpx.HTTPError) -> JSONResponse:
     """The remote API of the event-loop experiments failed or is not running."""
-    return JSONResponse({"error": "upstream unavailable", "detail": f"{type(exc).__name__}: {exc}"[:300]},
-                        status_code=502)
+    return JSONResponse(
+        {"error": "upstream unavailable", "detail": f"{type(exc).__name__}: {exc}"[:300]}, status_code=502
+    )
 
 
 async def unexpected(_: Request, exc: Exception) -> JSONResponse:
@@ -112,6 +112,11 @@ class BodySizeLimit:
 
     async def _reject(self, send: Send) -> None:
         body = json.dumps({"error": "request body too large", "limit_bytes": self.limit}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": body})

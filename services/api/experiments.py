@@ -91,11 +91,19 @@ def make_clients(count: int) -> list[Client]:
             name=f"Client {i}",
             email=f"client{i}@example.com",
             active=rng.random() > 0.1,
-            address=Address(street=f"{rng.randint(1, 999)} Main Street", city=rng.choice(["Lyon", "Porto", "Graz"]),
-                            postcode=f"{rng.randint(10000, 99999)}", country="EU"),
+            address=Address(
+                street=f"{rng.randint(1, 999)} Main Street",
+                city=rng.choice(["Lyon", "Porto", "Graz"]),
+                postcode=f"{rng.randint(10000, 99999)}",
+                country="EU",
+            ),
             accounts=[
-                BankAccount(iban=f"EU{rng.randint(10**15, 10**16 - 1)}", bank=rng.choice(["North", "South"]),
-                            currency="EUR", balance=round(rng.uniform(0, 10_000), 2))
+                BankAccount(
+                    iban=f"EU{rng.randint(10**15, 10**16 - 1)}",
+                    bank=rng.choice(["North", "South"]),
+                    currency="EUR",
+                    balance=round(rng.uniform(0, 10_000), 2),
+                )
                 for _ in range(2)
             ],
         )

@@ -10,6 +10,7 @@ counted but kept out of the latency percentiles, which describe the work routes.
 """
 
 import time
+
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.metrics import HTTP_DURATION, HTTP_DURATION_ALL, HTTP_IN_PROGRESS, HTTP_REQUESTS, Count, Observe

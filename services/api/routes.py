@@ -50,11 +50,17 @@ RUN_HEADER = "X-Lab-Run"
 _RUN_OK = re.compile(RUN_PATTERN).fullmatch
 # Documented here, read in the handler: FastAPI's Header() re-inspects the
 # parameter's type on every request, a tenth of the whole route's cost.
-_RUN_HEADER_DOC = {"parameters": [{
-    "name": RUN_HEADER, "in": "header", "required": False,
-    "description": "The run this task belongs to (its ledger); `default` when absent.",
-    "schema": {"type": "string", "pattern": RUN_PATTERN, "default": DEFAULT_RUN},
-}]}
+_RUN_HEADER_DOC = {
+    "parameters": [
+        {
+            "name": RUN_HEADER,
+            "in": "header",
+            "required": False,
+            "description": "The run this task belongs to (its ledger); `default` when absent.",
+            "schema": {"type": "string", "pattern": RUN_PATTERN, "default": DEFAULT_RUN},
+        }
+    ]
+}
 
 
 _RUN_HEADER_KEY = RUN_HEADER.lower().encode()
@@ -66,8 +72,16 @@ def run_of(request: Request) -> str:
         return DEFAULT_RUN
     run = value.decode("latin-1")
     if _RUN_OK(run) is None:
-        raise RequestValidationError([{"loc": ("header", RUN_HEADER), "type": "string_pattern_mismatch",
-                                       "msg": f"String should match pattern '{RUN_PATTERN}'", "input": run}])
+        raise RequestValidationError(
+            [
+                {
+                    "loc": ("header", RUN_HEADER),
+                    "type": "string_pattern_mismatch",
+                    "msg": f"String should match pattern '{RUN_PATTERN}'",
+                    "input": run,
+                }
+            ]
+        )
     return run
 
 
@@ -132,8 +146,13 @@ async def publish_after_response(lab, msg: TaskMessage) -> None:
 
 # The answer is written out directly: validating and serialising a response
 # model cost as much CPU as the enqueue itself. `responses` keeps it documented.
-@router.post("/api/v1/incr/{kind}/{variant}/{queue}", status_code=202, response_model=None,
-             openapi_extra=_RUN_HEADER_DOC, responses={202: {"model": Accepted, "description": "Accepted: the task is (or will be) in its queue"}})
+@router.post(
+    "/api/v1/incr/{kind}/{variant}/{queue}",
+    status_code=202,
+    response_model=None,
+    openapi_extra=_RUN_HEADER_DOC,
+    responses={202: {"model": Accepted, "description": "Accepted: the task is (or will be) in its queue"}},
+)
 async def incr(
     request: Request,
     kind: KindName,
@@ -145,8 +164,14 @@ async def incr(
     run = run_of(request)
     kind, variant, queue = _KINDS[kind], _VARIANTS[variant], _QUEUES[queue]
     if (kind, variant) not in ENDPOINTS:
-        raise HTTPException(404, {"error": f"unknown task {kind}/{variant}", "field": "path.variant",
-                                  "allowed": [f"{k}/{v}" for k, v in ENDPOINTS]})
+        raise HTTPException(
+            404,
+            {
+                "error": f"unknown task {kind}/{variant}",
+                "field": "path.variant",
+                "allowed": [f"{k}/{v}" for k, v in ENDPOINTS],
+            },
+        )
     msg = TaskMessage.new(run, queue, kind, variant, body.value)
     lab = request.app.state.lab
     # `background` has nothing to publish: its task is scheduled either way.
@@ -155,8 +180,9 @@ async def incr(
     else:
         await enqueue(lab, msg, background)
     # Every value is an enum's, a hex id or a run name (RUN_PATTERN): nothing to escape.
-    body = (f'{{"task_id": "{msg.task_id}", "queue": "{queue}", "kind": "{kind}", '
-            f'"variant": "{variant}", "run": "{run}"}}')
+    body = (
+        f'{{"task_id": "{msg.task_id}", "queue": "{queue}", "kind": "{kind}", "variant": "{variant}", "run": "{run}"}}'
+    )
     return Response(body.encode(), status_code=202, media_type="application/json")
 
 

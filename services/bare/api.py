@@ -44,8 +44,9 @@ async def _background(value: int) -> None:
 
 
 @app.post("/api/v1/incr/{kind}/{variant}/{queue}", status_code=202)
-async def incr(kind: str, variant: str, queue: str, background: BackgroundTasks,
-               body: Annotated[IncrBody, Body()]) -> dict:
+async def incr(
+    kind: str, variant: str, queue: str, background: BackgroundTasks, body: Annotated[IncrBody, Body()]
+) -> dict:
     if queue == "background":
         background.add_task(_background, body.value)
     elif queue not in app.state.queues:

@@ -43,7 +43,7 @@ async def drive(url: str, requests: int, users: int, headers: dict) -> dict:
                     async with session.post(url, data=BODY) as response:
                         await response.read()
                         status = str(response.status)
-                except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                except (TimeoutError, aiohttp.ClientError) as exc:
                     status = type(exc).__name__
                 latencies.append(time.perf_counter() - started)
                 statuses[status] = statuses.get(status, 0) + 1
@@ -54,8 +54,12 @@ async def drive(url: str, requests: int, users: int, headers: dict) -> dict:
     latencies.sort()
     ok = sum(n for s, n in statuses.items() if s.startswith("2"))
     return {
-        "requests": requests, "ok": ok, "errors": requests - ok, "statuses": statuses,
-        "elapsed_s": round(wall, 3), "rps": round(ok / wall, 1) if wall else None,
+        "requests": requests,
+        "ok": ok,
+        "errors": requests - ok,
+        "statuses": statuses,
+        "elapsed_s": round(wall, 3),
+        "rps": round(ok / wall, 1) if wall else None,
         "p50_ms": round(1000 * percentile(latencies, 0.5), 1) if latencies else None,
         "p95_ms": round(1000 * percentile(latencies, 0.95), 1) if latencies else None,
         "generator_cpu": round(cpu / wall, 2) if wall else None,

@@ -37,6 +37,7 @@ class Arq:
     async def start(self, url: str) -> None:
         from arq import create_pool
         from arq.connections import RedisSettings
+
         self.pool = await create_pool(RedisSettings.from_dsn(url), default_queue_name=self.QUEUE)
 
     async def publish(self, value: int) -> None:
@@ -53,9 +54,15 @@ class Arq:
         async def bench_task(ctx: dict, value: int) -> None:
             await ctx["redis"].incrby(done_key("arq"), value)
 
-        Worker(functions=[func(bench_task, name=TASK)], redis_settings=RedisSettings.from_dsn(settings.redis_url),
-               queue_name=cls.QUEUE, max_jobs=settings.concurrency_for("arq"), poll_delay=settings.arq_poll_delay,
-               job_timeout=settings.task_timeout_s, keep_result=60).run()
+        Worker(
+            functions=[func(bench_task, name=TASK)],
+            redis_settings=RedisSettings.from_dsn(settings.redis_url),
+            queue_name=cls.QUEUE,
+            max_jobs=settings.concurrency_for("arq"),
+            poll_delay=settings.arq_poll_delay,
+            job_timeout=settings.task_timeout_s,
+            keep_result=60,
+        ).run()
 
 
 class Saq:
@@ -65,6 +72,7 @@ class Saq:
 
     async def start(self, url: str) -> None:
         from saq import Queue
+
         self.queue = Queue.from_url(url, name=self.NAME)
         self.timeout_s = get_settings().task_timeout_s
         await self.queue.connect()
@@ -90,8 +98,9 @@ class Saq:
 
         async def run() -> None:
             queue = Queue.from_url(settings.redis_url, name=cls.NAME)
-            await Worker(queue, functions=[(TASK, bench_task)], concurrency=settings.concurrency_for("saq"),
-                         dequeue_timeout=1.0).start()  # as the lab's worker
+            await Worker(
+                queue, functions=[(TASK, bench_task)], concurrency=settings.concurrency_for("saq"), dequeue_timeout=1.0
+            ).start()  # as the lab's worker
 
         asyncio.run(run())
 
@@ -104,6 +113,7 @@ class FastStream:
     async def start(self, url: str) -> None:
         from faststream.redis import RedisBroker
         from redis.exceptions import ResponseError
+
         self.broker = RedisBroker(url)
         await self.broker.connect()
         client = aioredis.Redis.from_url(url)
@@ -128,11 +138,9 @@ class FastStream:
 
         broker = RedisBroker(settings.redis_url, logger=None)
         client = aioredis.Redis.from_url(settings.redis_url)
-        read = StreamSub(cls.STREAM, group=cls.GROUP, consumer=f"{socket.gethostname()}-{os.getpid()}",
-                         max_records=1)
+        read = StreamSub(cls.STREAM, group=cls.GROUP, consumer=f"{socket.gethostname()}-{os.getpid()}", max_records=1)
 
-        @broker.subscriber(stream=read, max_workers=settings.concurrency_for("faststream"),
-                           ack_policy=AckPolicy.ACK)
+        @broker.subscriber(stream=read, max_workers=settings.concurrency_for("faststream"), ack_policy=AckPolicy.ACK)
         async def bench_task(message: dict) -> None:
             await client.incrby(done_key("faststream"), message["value"])
 
@@ -146,6 +154,7 @@ class Celery:
 
     async def start(self, url: str) -> None:
         from celery import Celery as App
+
         self.app = App("bench", broker=url)
         self.app.conf.task_default_queue = self.QUEUE
 
@@ -161,8 +170,11 @@ class Celery:
 
         app = App("bench", broker=settings.redis_url)
         app.conf.update(
-            task_default_queue=cls.QUEUE, task_ignore_result=True, task_acks_late=True,
-            task_reject_on_worker_lost=True, worker_prefetch_multiplier=settings.celery_prefetch_multiplier,
+            task_default_queue=cls.QUEUE,
+            task_ignore_result=True,
+            task_acks_late=True,
+            task_reject_on_worker_lost=True,
+            worker_prefetch_multiplier=settings.celery_prefetch_multiplier,
             worker_send_task_events=settings.celery_task_events,  # as the lab's worker: Flower's events
             worker_hijack_root_logger=False,
             # The lab worker's limits, as the other bare workers take theirs: the
@@ -176,10 +188,16 @@ class Celery:
         def bench_task(value: int) -> None:
             client.incrby(done_key("celery"), value)
 
-        app.worker_main(["worker", f"--pool={settings.celery_pool}",
-                         f"--concurrency={settings.concurrency_for('celery')}", f"--queues={cls.QUEUE}",
-                         f"--loglevel={settings.library_log_level}",
-                         *(["--events"] if settings.celery_task_events else [])])
+        app.worker_main(
+            [
+                "worker",
+                f"--pool={settings.celery_pool}",
+                f"--concurrency={settings.concurrency_for('celery')}",
+                f"--queues={cls.QUEUE}",
+                f"--loglevel={settings.library_log_level}",
+                *(["--events"] if settings.celery_task_events else []),
+            ]
+        )
 
 
 class Taskiq:
@@ -190,10 +208,16 @@ class Taskiq:
     @classmethod
     def make_broker(cls, url: str, worker: bool):
         from taskiq_redis import RedisStreamBroker
-        return RedisStreamBroker(url, queue_name=cls.STREAM, consumer_group_name=cls.GROUP,
-                                 consumer_name=f"{socket.gethostname()}-{os.getpid()}" if worker else None,
-                                 consumer_id="0", xread_count=1,  # as the lab's: see workers/taskiq_queue.py
-                                 idle_timeout=int(get_settings().taskiq_reclaim_s * 1000))
+
+        return RedisStreamBroker(
+            url,
+            queue_name=cls.STREAM,
+            consumer_group_name=cls.GROUP,
+            consumer_name=f"{socket.gethostname()}-{os.getpid()}" if worker else None,
+            consumer_id="0",
+            xread_count=1,  # as the lab's: see workers/taskiq_queue.py
+            idle_timeout=int(get_settings().taskiq_reclaim_s * 1000),
+        )
 
     async def start(self, url: str) -> None:
         self.broker = self.make_broker(url, worker=False)
@@ -236,8 +260,12 @@ class Taskiq:
             # after every read: with one left there, a bare worker drained 762
             # tasks/s at 0.5 CPU, against 452 without it (the lab's: 393).
             await client.delete(f"autoclaim:{cls.GROUP}:{cls.STREAM}")
-            receiver = Receiver(broker, max_async_tasks=settings.concurrency_for("taskiq"),
-                                ack_type=AcknowledgeType.WHEN_EXECUTED, run_startup=False)
+            receiver = Receiver(
+                broker,
+                max_async_tasks=settings.concurrency_for("taskiq"),
+                ack_type=AcknowledgeType.WHEN_EXECUTED,
+                run_startup=False,
+            )
             await receiver.listen(finish)
             await broker.shutdown()
 
@@ -252,6 +280,7 @@ class Dramatiq:
     async def start(self, url: str) -> None:
         from dramatiq import actor
         from dramatiq.brokers.redis import RedisBroker
+
         self.actor = actor(lambda value: None, broker=RedisBroker(url=url), actor_name=TASK, queue_name=self.QUEUE)
 
     async def publish(self, value: int) -> None:
@@ -273,16 +302,25 @@ class Dramatiq:
         # The lab worker's settings (workers/dramatiq_queue.py): its housekeeping
         # chance, heartbeat timeout TASK_TIMEOUT_S, no retries, an async task on
         # the AsyncIO middleware's loop, DRAMATIQ_THREADS threads.
-        broker = RedisBroker(url=settings.redis_url, heartbeat_timeout=settings.task_timeout_s * 1000,
-                             maintenance_chance=MAINTENANCE_CHANCE)
+        broker = RedisBroker(
+            url=settings.redis_url,
+            heartbeat_timeout=settings.task_timeout_s * 1000,
+            maintenance_chance=MAINTENANCE_CHANCE,
+        )
         broker.add_middleware(AsyncIO())
         client = aioredis.Redis.from_url(settings.redis_url)
 
         async def bench_task(value: int) -> None:
             await client.incrby(done_key("dramatiq"), value)
 
-        actor(bench_task, broker=broker, actor_name=TASK, queue_name=cls.QUEUE, max_retries=0,
-              time_limit=settings.task_timeout_s * 1000)
+        actor(
+            bench_task,
+            broker=broker,
+            actor_name=TASK,
+            queue_name=cls.QUEUE,
+            max_retries=0,
+            time_limit=settings.task_timeout_s * 1000,
+        )
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
@@ -303,9 +341,14 @@ class Streaq:
     @classmethod
     def worker_for(cls, settings: Settings):
         from streaq import Worker
-        worker = Worker(redis_url=settings.redis_url, queue_name=cls.NAME,
-                        concurrency=settings.concurrency_for("streaq"), idle_timeout=settings.streaq_idle_timeout_s,
-                        grace_period=settings.shutdown_grace_s)
+
+        worker = Worker(
+            redis_url=settings.redis_url,
+            queue_name=cls.NAME,
+            concurrency=settings.concurrency_for("streaq"),
+            idle_timeout=settings.streaq_idle_timeout_s,
+            grace_period=settings.shutdown_grace_s,
+        )
         client = aioredis.Redis.from_url(settings.redis_url)
 
         @worker.task(name=TASK, timeout=settings.task_timeout_s, ttl=0)
@@ -332,7 +375,14 @@ class Streaq:
 
 # The broker queues that have a bare counterpart (a class above and a
 # bench-<queue> compose service); `make bench` measures these and background.
-BARE = {"arq": Arq, "saq": Saq, "faststream": FastStream, "celery": Celery, "taskiq": Taskiq,
-        "dramatiq": Dramatiq, "streaq": Streaq}
+BARE = {
+    "arq": Arq,
+    "saq": Saq,
+    "faststream": FastStream,
+    "celery": Celery,
+    "taskiq": Taskiq,
+    "dramatiq": Dramatiq,
+    "streaq": Streaq,
+}
 # What `make bench` deletes before a run (never anything outside these).
 KEYS = tuple(key for bare in BARE.values() for key in bare.keys)

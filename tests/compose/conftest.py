@@ -93,17 +93,23 @@ def compose_command() -> list[str]:
 
 def require_engine() -> None:
     try:
-        info = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"],
-                              capture_output=True, text=True, timeout=60)
+        info = subprocess.run(
+            ["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=60
+        )
     except FileNotFoundError:
-        pytest.fail("NO DOCKER ENGINE: the `docker` command is not installed. make test-compose needs a running "
-                    "engine (offline machines: ../shared/offline-docker/start-engine).", pytrace=False)
+        pytest.fail(
+            "NO DOCKER ENGINE: the `docker` command is not installed. make test-compose needs a running "
+            "engine (offline machines: ../shared/offline-docker/start-engine).",
+            pytrace=False,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail("NO DOCKER ENGINE: `docker info` hung for 60 s.", pytrace=False)
     if info.returncode != 0:
-        pytest.fail("NO DOCKER ENGINE: `docker info` failed, so make test-compose cannot run. Start one "
-                    f"(offline machines: ../shared/offline-docker/start-engine).\n{info.stderr.strip()}",
-                    pytrace=False)
+        pytest.fail(
+            "NO DOCKER ENGINE: `docker info` failed, so make test-compose cannot run. Start one "
+            f"(offline machines: ../shared/offline-docker/start-engine).\n{info.stderr.strip()}",
+            pytrace=False,
+        )
 
 
 def compose_variables() -> set[str]:
@@ -137,18 +143,23 @@ class Stack:
         return _run([*self.compose_cmd, *args], env=self.env, timeout=timeout, check=check)
 
     def make(self, *args: str, check: bool = True, timeout: float = UP_TIMEOUT_S) -> subprocess.CompletedProcess:
-        return _run(["make", "--no-print-directory", "-C", str(ROOT), *args], env=self.env, timeout=timeout, check=check)
+        return _run(
+            ["make", "--no-print-directory", "-C", str(ROOT), *args], env=self.env, timeout=timeout, check=check
+        )
 
     def up(self, **variables: str) -> subprocess.CompletedProcess:
         """`make up VAR=value ...` for every service but Grafana, as a user types it."""
         started = time.monotonic()
-        proc = self.make("up", f"services={' '.join(self.services)}", *(f"{k}={v}" for k, v in variables.items()),
-                         check=False)
+        proc = self.make(
+            "up", f"services={' '.join(self.services)}", *(f"{k}={v}" for k, v in variables.items()), check=False
+        )
         if proc.returncode != 0:
             ps = self.compose("ps", "-a", check=False).stdout
             logs = self.compose("logs", "--no-color", "--tail=30", check=False).stdout
-            pytest.fail(f"make up {variables} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}\n"
-                        f"--- compose ps\n{ps}\n--- logs\n{logs[-8000:]}")
+            pytest.fail(
+                f"make up {variables} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}\n"
+                f"--- compose ps\n{ps}\n--- logs\n{logs[-8000:]}"
+            )
         label = " ".join(f"{k}={v}" for k, v in variables.items())
         key = f"make up {label}".strip()
         if key in self.timings:

@@ -29,8 +29,9 @@ def wait_until(check, timeout: float, interval: float = 1.0, what: str = "condit
         time.sleep(interval)
 
 
-def post_tasks(api_url: str, run: str, per_queue: dict[str, int], kind_variant: str = "io/simple",
-               concurrency: int = 16) -> Counter:
+def post_tasks(
+    api_url: str, run: str, per_queue: dict[str, int], kind_variant: str = "io/simple", concurrency: int = 16
+) -> Counter:
     """POST tasks through the API, interleaving the queues, at most `concurrency`
     requests in flight; every one must be accepted (202)."""
 
@@ -43,8 +44,9 @@ def post_tasks(api_url: str, run: str, per_queue: dict[str, int], kind_variant: 
 
             async def one(queue: str) -> None:
                 async with gate:
-                    r = await client.post(f"/api/v1/incr/{kind_variant}/{queue}", json={"value": 1},
-                                          headers={"X-Lab-Run": run})
+                    r = await client.post(
+                        f"/api/v1/incr/{kind_variant}/{queue}", json={"value": 1}, headers={"X-Lab-Run": run}
+                    )
                 codes[r.status_code] += 1
                 if r.status_code != 202 and len(errors) < 5:
                     errors.append(f"{queue}: {r.status_code} {r.text[:300]}")

@@ -124,8 +124,12 @@ def substitute(expr: str, values: Mapping[str, str]) -> str:
     return _VAR.sub(repl, expr)
 
 
-def dashboard_values(dashboard: dict, substitutions: Mapping[str, str | Iterable[str]] | None = None,
-                     window_s: int = WINDOW_S, step_s: int = STEP_S) -> dict[str, str]:
+def dashboard_values(
+    dashboard: dict,
+    substitutions: Mapping[str, str | Iterable[str]] | None = None,
+    window_s: int = WINDOW_S,
+    step_s: int = STEP_S,
+) -> dict[str, str]:
     values = builtin_values(window_s, step_s) | variable_values(dashboard)
     for name, value in (substitutions or {}).items():
         values[name.lstrip("$")] = _as_value(value)
@@ -165,9 +169,16 @@ def _has_values(series: dict) -> bool:
     return any(not math.isnan(float(v)) for _, v in points)
 
 
-def query_panels(prometheus_url: str, substitutions: Mapping[str, str | Iterable[str]] | None = None,
-                 skip_dashboards: Iterable[str] = (), *, window_s: int = WINDOW_S, step_s: int = STEP_S,
-                 instant: bool = False, directory: Path = DASHBOARDS) -> list[QueryResult]:
+def query_panels(
+    prometheus_url: str,
+    substitutions: Mapping[str, str | Iterable[str]] | None = None,
+    skip_dashboards: Iterable[str] = (),
+    *,
+    window_s: int = WINDOW_S,
+    step_s: int = STEP_S,
+    instant: bool = False,
+    directory: Path = DASHBOARDS,
+) -> list[QueryResult]:
     """One result per (dashboard, panel, target); query errors are recorded, not raised."""
     skip = {s.lower() for s in skip_dashboards}
     results = []
@@ -186,14 +197,21 @@ def query_panels(prometheus_url: str, substitutions: Mapping[str, str | Iterable
                     error = None
                 except PanelQueryError as exc:
                     series, error = 0, str(exc)
-                results.append(QueryResult(title, panel.get("title", "?"), target.get("refId", "?"),
-                                           expr, series, error))
+                results.append(
+                    QueryResult(title, panel.get("title", "?"), target.get("refId", "?"), expr, series, error)
+                )
     return results
 
 
-def check_panels(prometheus_url: str, substitutions: dict[str, str] | None = None,
-                 skip_dashboards: Iterable[str] = (), *, window_s: int = WINDOW_S, step_s: int = STEP_S,
-                 instant: bool = False) -> list[str]:
+def check_panels(
+    prometheus_url: str,
+    substitutions: dict[str, str] | None = None,
+    skip_dashboards: Iterable[str] = (),
+    *,
+    window_s: int = WINDOW_S,
+    step_s: int = STEP_S,
+    instant: bool = False,
+) -> list[str]:
     """Titles ("Dashboard / Panel") of the panels whose queries all returned no series.
 
     `substitutions` sets dashboard variables (e.g. {"queue": "arq|celery"}); the
@@ -203,8 +221,9 @@ def check_panels(prometheus_url: str, substitutions: dict[str, str] | None = Non
     query). A query Prometheus rejects raises PanelQueryError: that is a broken
     panel, not missing data.
     """
-    results = query_panels(prometheus_url, substitutions, skip_dashboards,
-                           window_s=window_s, step_s=step_s, instant=instant)
+    results = query_panels(
+        prometheus_url, substitutions, skip_dashboards, window_s=window_s, step_s=step_s, instant=instant
+    )
     errors = [f"{r.title} [{r.ref_id}]: {r.error} -- {r.expr}" for r in results if r.error]
     if errors:
         raise PanelQueryError("\n".join(errors))
@@ -217,18 +236,29 @@ def check_panels(prometheus_url: str, substitutions: dict[str, str] | None = Non
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.compose.panels", description=__doc__.split("\n")[0])
     parser.add_argument("--prometheus", default="http://127.0.0.1:9090", help="Prometheus base URL")
-    parser.add_argument("--set", action="append", default=[], metavar="VAR=VALUE",
-                        help="a dashboard variable's value (regex for multi-value ones), repeatable")
-    parser.add_argument("--skip", action="append", default=[], metavar="DASHBOARD",
-                        help="a dashboard (title, uid or file name) not to query, repeatable")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="VAR=VALUE",
+        help="a dashboard variable's value (regex for multi-value ones), repeatable",
+    )
+    parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        metavar="DASHBOARD",
+        help="a dashboard (title, uid or file name) not to query, repeatable",
+    )
     parser.add_argument("--window", type=int, default=WINDOW_S, help="range query window, seconds")
     parser.add_argument("--step", type=int, default=STEP_S, help="range query step, seconds")
     parser.add_argument("--instant", action="store_true", help="instant queries instead of range queries")
     args = parser.parse_args(argv)
     substitutions = dict(item.split("=", 1) for item in args.set)
 
-    results = query_panels(args.prometheus, substitutions, args.skip,
-                           window_s=args.window, step_s=args.step, instant=args.instant)
+    results = query_panels(
+        args.prometheus, substitutions, args.skip, window_s=args.window, step_s=args.step, instant=args.instant
+    )
     panels: dict[str, list[QueryResult]] = {}
     for r in results:
         panels.setdefault(r.title, []).append(r)
@@ -242,8 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         if total == 0:
             empty.append(title)
     errors = sum(1 for r in results if r.error)
-    print(f"\n{len(panels)} panels, {len(results)} queries, {len(empty)} panels without series, "
-          f"{errors} query errors")
+    print(f"\n{len(panels)} panels, {len(results)} queries, {len(empty)} panels without series, {errors} query errors")
     for title in empty:
         print(f"  no series: {title}")
     return 2 if errors else 0

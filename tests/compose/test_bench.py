@@ -14,8 +14,16 @@ pytestmark = pytest.mark.compose
 
 def test_make_bench_records_bare_beside_lab_and_restores_the_lab(stack, tmp_path):
     # Enough tasks for the drain's windows: it measures only while both backlogs last.
-    proc = stack.make("bench", "worker=saq", "requests=1500", "users=20", "warmup=20", "rounds=1",
-                      f"results_dir={tmp_path}", timeout=900)
+    proc = stack.make(
+        "bench",
+        "worker=saq",
+        "requests=1500",
+        "users=20",
+        "warmup=20",
+        "rounds=1",
+        f"results_dir={tmp_path}",
+        timeout=900,
+    )
     out = proc.stdout
     assert "| queue | mode | API / worker limits | bare RPS | lab RPS | RPS ratio" in out, out
     [path] = list(tmp_path.glob("bench-*.json"))
@@ -23,7 +31,7 @@ def test_make_bench_records_bare_beside_lab_and_restores_the_lab(stack, tmp_path
     assert record["schema"] == "bench/1" and record["mode"] == "await" and record["requests"] == 1500
     assert record["api_limits"]["cpus"] == 0.2 and record["worker_limits"]["saq"]["cpus"] == 0.2
     [row] = record["rows"]
-    assert row["queue"] == "saq" and f"| saq | await | 0.2cpu/200M / 0.2cpu/200M |" in out
+    assert row["queue"] == "saq" and "| saq | await | 0.2cpu/200M / 0.2cpu/200M |" in out
     for side in ("bare", "lab"):
         assert row[side]["ok"] == 1500 and row[side]["errors"] == 0, row[side]
         assert row[side]["rps"] > 0 and row[side]["p50_ms"] <= row[side]["p95_ms"]
@@ -61,8 +69,9 @@ def test_make_bench_refuses_a_lab_queue_that_holds_earlier_tasks(stack, tmp_path
     stack.compose("pause", "arq")
     try:
         post_tasks(stack.api_url, run, {"arq": 5})
-        proc = stack.make("bench", "worker=arq", "backlog_wait_s=3", f"results_dir={tmp_path}", check=False,
-                          timeout=300)
+        proc = stack.make(
+            "bench", "worker=arq", "backlog_wait_s=3", f"results_dir={tmp_path}", check=False, timeout=300
+        )
     finally:
         stack.compose("unpause", "arq")
     assert proc.returncode != 0, proc.stdout

@@ -28,14 +28,17 @@ def test_make_chaos_oom_kill_loses_nothing_and_shows(stack, results_dir):
     run = f"compose-chaos-{secrets.token_hex(4)}"
     # A timed load, as make chaos's own default: a count of requests can end
     # before the fault (1200 from 10 users took 2.7 s at 0.2 CPU).
-    proc = stack.make("chaos", "worker=saq", "fault=oom", "duration=10s", f"run={run}",
-                      f"results_dir={results_dir}", timeout=900)
+    proc = stack.make(
+        "chaos", "worker=saq", "fault=oom", "duration=10s", f"run={run}", f"results_dir={results_dir}", timeout=900
+    )
     out = proc.stdout
     assert "chaos: oom on saq injected" in out and "chaos: oom on saq restored" in out, out
     record = json.loads((results_dir / f"{run}.json").read_text())
     chaos = record["chaos"]
     assert chaos["errors"] == [] and chaos["running"] is True, chaos
-    assert record["load_started_at"] < chaos["injected_at"] < record["load_ended_at"], "the fault landed outside the load"
+    assert record["load_started_at"] < chaos["injected_at"] < record["load_ended_at"], (
+        "the fault landed outside the load"
+    )
     assert chaos["injected_at"] < chaos["restored_at"], chaos
     # The kernel killed the worker (the engine saw it), the restart policy started it again.
     assert chaos["oom_events"] >= 1 and chaos["oom_killed"] is True, chaos
@@ -69,8 +72,15 @@ def test_make_chaos_kill_of_the_api_loses_background_tasks_but_never_a_count(sta
     tasks it held (they stay pending), never the count of a task it answered
     202 for, and takes tasks again once started."""
     run = f"compose-chaos-bg-{secrets.token_hex(4)}"
-    proc = stack.make("chaos", "worker=background", "fault=kill-worker", f"run={run}",
-                      f"results_dir={results_dir}", timeout=600, check=False)
+    proc = stack.make(
+        "chaos",
+        "worker=background",
+        "fault=kill-worker",
+        f"run={run}",
+        f"results_dir={results_dir}",
+        timeout=600,
+        check=False,
+    )
     assert "chaos: kill-worker on api injected" in proc.stdout and "chaos: kill-worker on api restored" in proc.stdout
     record = json.loads((results_dir / f"{run}.json").read_text())
     chaos = record["chaos"]

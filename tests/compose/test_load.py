@@ -57,24 +57,42 @@ def assert_locust_is_gone(stack):
 
 
 def test_make_load_arq_ends_by_itself_and_its_record_matches_the_ledger(stack, fast_arq, results_dir):
-    run, proc, record = load(stack, results_dir, "worker=arq", "endpoint=io/simple", "users=20",
-                             f"iterations={ARQ_ITERATIONS}")
+    run, proc, record = load(
+        stack, results_dir, "worker=arq", "endpoint=io/simple", "users=20", f"iterations={ARQ_ITERATIONS}"
+    )
     out = proc.stdout
     assert f"/{ARQ_ITERATIONS}" in out and "ledger enqueued" in out, out  # live progress toward the target
     assert "all tasks settled" in out and "Grafana is not running" in out, out
     assert "| arq |" in out and run in out  # the table row at the end
 
     n = ARQ_ITERATIONS
-    assert (record["run"], record["worker"], record["endpoint"], record["users"], record["iterations"]) == \
-        (run, "arq", "io/simple", 20, n)
+    assert (record["run"], record["worker"], record["endpoint"], record["users"], record["iterations"]) == (
+        run,
+        "arq",
+        "io/simple",
+        20,
+        n,
+    )
     # Exactly `iterations` POSTs, every one accepted, every task completed once.
     assert (record["requests"], record["failures"], record["status_codes"]) == (n, 0, {"202": n})
     ledger = run_report(stack.api_url, run)
-    assert ledger["totals"] == {"enqueued": n, "started": n, "completed": n, "failed": 0, "duplicates": 0,
-                                "pending": 0, "unfinished": 0}
+    assert ledger["totals"] == {
+        "enqueued": n,
+        "started": n,
+        "completed": n,
+        "failed": 0,
+        "duplicates": 0,
+        "pending": 0,
+        "unfinished": 0,
+    }
     tasks = record["tasks"]
-    assert (tasks["enqueued"], tasks["completed"], tasks["failed"], tasks["duplicates"], tasks["lost"]) == \
-        (n, n, 0, 0, 0)
+    assert (tasks["enqueued"], tasks["completed"], tasks["failed"], tasks["duplicates"], tasks["lost"]) == (
+        n,
+        n,
+        0,
+        0,
+        0,
+    )
     assert tasks["settled"] and tasks["first_enqueued_at"] == ledger["first_enqueued_at"]
     assert tasks["time_to_execute_all_s"] == round(ledger["last_settled_at"] - ledger["first_enqueued_at"], 2)
     assert 0 <= tasks["drain_s"] <= tasks["time_to_execute_all_s"]
@@ -83,8 +101,13 @@ def test_make_load_arq_ends_by_itself_and_its_record_matches_the_ledger(stack, f
 
     # The limits the engine applied and the knobs the worker ran with.
     assert record["limits"]["api"] == {"cpus": 0.2, "memory": "200M", "memory_bytes": 200 * MiB, "replicas": 1}
-    assert record["limits"]["workers"]["arq"] == {"cpus": 0.2, "memory": "200M", "memory_bytes": 200 * MiB,
-                                                  "replicas": 1, "concurrency": 3}
+    assert record["limits"]["workers"]["arq"] == {
+        "cpus": 0.2,
+        "memory": "200M",
+        "memory_bytes": 200 * MiB,
+        "replicas": 1,
+        "concurrency": 3,
+    }
     assert record["knobs"]["arq"]["ARQ_POLL_DELAY"] == "0.05"
     # Prometheus over the run: the worker's memory and throttling; the generator's own CPU.
     arq = record["resources"]["arq"]
@@ -100,17 +123,24 @@ def test_make_load_arq_ends_by_itself_and_its_record_matches_the_ledger(stack, f
     window = f"{int(at - record['load_started_at'] + 20)}s"
 
     def scraped():
-        sent = stack.prometheus("/api/v1/query", query=f"sum(max_over_time(locust_requests_total[{window}]))",
-                                time=f"{at:.3f}")["result"]
+        sent = stack.prometheus(
+            "/api/v1/query", query=f"sum(max_over_time(locust_requests_total[{window}]))", time=f"{at:.3f}"
+        )["result"]
         return sent if sent and float(sent[0]["value"][1]) == n else None
 
     wait_until(scraped, timeout=20, interval=2, what=f"Prometheus counting {n} Locust requests")
-    users = stack.prometheus("/api/v1/query", query=f"max(max_over_time(locust_users[{window}]))",
-                             time=f"{at:.3f}")["result"]
+    users = stack.prometheus("/api/v1/query", query=f"max(max_over_time(locust_users[{window}]))", time=f"{at:.3f}")[
+        "result"
+    ]
     assert float(users[0]["value"][1]) == 20
-    cpu = by_label(stack.prometheus("/api/v1/query", query=f"max by (service) (max_over_time("
-                                    f"lab_cpu_seconds_total{{service=~\"locust-.*\"}}[{window}]))",
-                                    time=f"{at:.3f}")["result"], "service")
+    cpu = by_label(
+        stack.prometheus(
+            "/api/v1/query",
+            query=f'max by (service) (max_over_time(lab_cpu_seconds_total{{service=~"locust-.*"}}[{window}]))',
+            time=f"{at:.3f}",
+        )["result"],
+        "service",
+    )
     assert set(cpu) == {"locust-master", "locust-worker"}, cpu
     # Locust's own report beside the record: the HTML page and the CSVs, the stats
     # counting the same requests.
@@ -118,8 +148,14 @@ def test_make_load_arq_ends_by_itself_and_its_record_matches_the_ledger(stack, f
     assert "<html" in (results_dir / f"{run}.html").read_text().lower()
     stats = (results_dir / f"{run}_stats.csv").read_text().splitlines()
     header, aggregated = stats[0].split(","), next(line for line in stats if ",Aggregated," in line).split(",")
-    assert int(aggregated[header.index('"Request Count"') if '"Request Count"' in header
-                          else header.index("Request Count")]) == n
+    assert (
+        int(
+            aggregated[
+                header.index('"Request Count"') if '"Request Count"' in header else header.index("Request Count")
+            ]
+        )
+        == n
+    )
     assert_locust_is_gone(stack)
 
 
@@ -130,8 +166,9 @@ def locust_rate(history: Path, start: float, end: float) -> float:
     """Requests per second Locust itself counted between two instants (its
     per-second stats history, the "Aggregated" rows' running total)."""
     with history.open() as f:
-        points = [(int(r["Timestamp"]), int(r["Total Request Count"])) for r in csv.DictReader(f)
-                  if r["Name"] == "Aggregated"]
+        points = [
+            (int(r["Timestamp"]), int(r["Total Request Count"])) for r in csv.DictReader(f) if r["Name"] == "Aggregated"
+        ]
 
     def count_at(t: float) -> int:
         return max((n for at, n in points if at <= t), default=0)
@@ -145,16 +182,19 @@ def test_throughput_panels_agree_with_the_record_during_a_steady_load(stack, res
     within 10 % of what Locust counted over the window those panels read,
     once their 15 s windows are full of load; and about the run's recorded
     RPS (within 20 %: a run's pace may drift, and its record is its mean)."""
-    panels = {"Load: requests per second": "sum(name_method:locust_requests:rate10s)",
-              "Queues: enqueue rate": 'sum(queue_kind_variant:lab_enqueued:rate10s{queue="background"})'}
+    panels = {
+        "Load: requests per second": "sum(name_method:locust_requests:rate10s)",
+        "Queues: enqueue rate": 'sum(queue_kind_variant:lab_enqueued:rate10s{queue="background"})',
+    }
     samples: list[tuple[float, dict]] = []
     outcome: dict = {}
 
     def run_load():
         # The background queue: its tasks run in the API, so no worker's drain
         # takes CPU from the API as a backlog grows.
-        outcome["run"], _, outcome["record"] = load(stack, results_dir, "worker=background", "endpoint=io/simple",
-                                                    "users=20", f"duration={STEADY_S}s")
+        outcome["run"], _, outcome["record"] = load(
+            stack, results_dir, "worker=background", "endpoint=io/simple", "users=20", f"duration={STEADY_S}s"
+        )
 
     thread = threading.Thread(target=run_load)
     thread.start()
@@ -177,10 +217,12 @@ def test_throughput_panels_agree_with_the_record_during_a_steady_load(stack, res
         # 15 s windows it opens and closes, not the steady reading.
         seen = statistics.median(p for p, _ in pairs)
         truth = statistics.median(t for _, t in pairs)
-        assert seen == pytest.approx(truth, rel=0.10), \
+        assert seen == pytest.approx(truth, rel=0.10), (
             f"{name} read {seen:.1f}/s at steady state, Locust counted {truth:.1f}/s then: {pairs}"
-        assert seen == pytest.approx(record["rps"], rel=0.20), \
+        )
+        assert seen == pytest.approx(record["rps"], rel=0.20), (
             f"{name} read {seen:.1f}/s at steady state, the record says {record['rps']}/s: {pairs}"
+        )
 
 
 def test_make_results_and_report_show_the_run(stack, results_dir):
@@ -201,16 +243,23 @@ def test_make_results_and_report_show_the_run(stack, results_dir):
     assert "no data for" not in out, out  # every panel had series over the run's window
 
 
-@pytest.mark.parametrize("args, endpoint", [
-    (("scenario=upstream", "variant=async-native", "users=10", "iterations=20"), "upstream/async-native"),
-    (("scenario=clients", "mode=prejson", "count=1000", "users=5", "iterations=10"), "clients/prejson-1000"),
-    (("scenario=payload", "users=5", "iterations=10"), "payload/1024"),
-])
+@pytest.mark.parametrize(
+    "args, endpoint",
+    [
+        (("scenario=upstream", "variant=async-native", "users=10", "iterations=20"), "upstream/async-native"),
+        (("scenario=clients", "mode=prejson", "count=1000", "users=5", "iterations=10"), "clients/prejson-1000"),
+        (("scenario=payload", "users=5", "iterations=10"), "payload/1024"),
+    ],
+)
 def test_event_loop_scenarios_leave_a_record_with_the_probe(stack, results_dir, args, endpoint):
     run, proc, record = load(stack, results_dir, *args)
     iterations = int(args[-1].split("=")[1])
-    assert (record["scenario"], record["endpoint"], record["worker"], record["tasks"]) == \
-        (args[0].split("=")[1], endpoint, None, None)
+    assert (record["scenario"], record["endpoint"], record["worker"], record["tasks"]) == (
+        args[0].split("=")[1],
+        endpoint,
+        None,
+        None,
+    )
     assert (record["requests"], record["failures"], record["status_codes"]) == (iterations, 0, {"200": iterations})
     probe = record["probe"]
     assert probe["sent"] > 0 and 0 <= probe["success_rate"] <= 1 and probe["worst_gap_s"] is not None, probe

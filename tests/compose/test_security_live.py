@@ -34,11 +34,24 @@ def test_prometheus_admin_api_is_disabled(stack):
 
 def test_no_secret_in_the_image(stack):
     image = stack.env["LAB_IMAGE"]
-    inspect = json.loads(subprocess.run(["docker", "image", "inspect", image], capture_output=True,
-                                        text=True, check=True).stdout)[0]
+    inspect = json.loads(
+        subprocess.run(["docker", "image", "inspect", image], capture_output=True, text=True, check=True).stdout
+    )[0]
     env = " ".join(inspect["Config"]["Env"]).upper()
     assert "PASSWORD" not in env and "SECRET" not in env and "TOKEN" not in env
-    listing = subprocess.run(["docker", "run", "--rm", "--entrypoint", "sh", image, "-c",
-                              "ls -a /app; test ! -e /app/.env && echo no-dotenv"],
-                             capture_output=True, text=True, timeout=60)
+    listing = subprocess.run(
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--entrypoint",
+            "sh",
+            image,
+            "-c",
+            "ls -a /app; test ! -e /app/.env && echo no-dotenv",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert "no-dotenv" in listing.stdout, listing.stdout + listing.stderr

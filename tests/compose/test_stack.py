@@ -81,8 +81,15 @@ def test_every_task_settles_exactly_once(loaded_run):
         row = loaded_run["queues"][queue]["io/simple"]
         assert {k: row[k] for k in expected} == expected, (queue, row)
     total = len(QUEUES) * n
-    assert loaded_run["totals"] == {"enqueued": total, "started": total, "completed": total, "failed": 0,
-                                     "duplicates": 0, "pending": 0, "unfinished": 0}
+    assert loaded_run["totals"] == {
+        "enqueued": total,
+        "started": total,
+        "completed": total,
+        "failed": 0,
+        "duplicates": 0,
+        "pending": 0,
+        "unfinished": 0,
+    }
 
 
 def test_prometheus_has_the_lab_series(stack, loaded_run):
@@ -92,6 +99,7 @@ def test_prometheus_has_the_lab_series(stack, loaded_run):
         def check():
             values = by_label(stack.query(f"sum by (queue) ({metric})"), "queue")
             return values if all(values.get(q, 0) >= n for q in QUEUES) else None
+
         return check
 
     wait_until(counted("lab_task_completed_total"), timeout=30, what="lab_task_completed_total >= 1000 per queue")
@@ -168,9 +176,11 @@ def test_arq_replicas_are_scraped_and_share_the_work(stack):
 def test_make_down_removes_every_container_and_keeps_the_volumes(stack):
     stack.make("down", timeout=300)
     label = f"label=com.docker.compose.project={stack.project}"
-    containers = subprocess.run(["docker", "ps", "-a", "-q", "--filter", label],
-                                capture_output=True, text=True, check=True).stdout.split()
+    containers = subprocess.run(
+        ["docker", "ps", "-a", "-q", "--filter", label], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert containers == [], containers
-    volumes = subprocess.run(["docker", "volume", "ls", "-q", "--filter", label],
-                             capture_output=True, text=True, check=True).stdout.split()
+    volumes = subprocess.run(
+        ["docker", "volume", "ls", "-q", "--filter", label], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert f"{stack.project}_prometheus-data" in volumes, volumes
