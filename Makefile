@@ -7,7 +7,7 @@ UV ?= uv
 export UV_LOCKED := 1
 RUN_ARG = $(if $(run),--run $(run),)
 
-.PHONY: help install test test-compose up down ps logs limits reset clean \
+.PHONY: help install lint test test-compose up down ps logs limits reset clean \
         run-api run-worker run-monitor flower
 
 help: ## list the targets
@@ -15,6 +15,11 @@ help: ## list the targets
 
 install: ## install the Python environment (uv sync, from uv.lock)
 	$(UV) sync --locked --all-groups
+
+lint: ## ruff (lint, format check) and mypy
+	$(UV) run ruff check .
+	$(UV) run ruff format --check .
+	$(UV) run mypy
 
 test: ## run the test suite: real Redis, real API and worker processes (no Docker)
 	$(UV) run pytest -m "not compose" $(args)

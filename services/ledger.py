@@ -337,7 +337,7 @@ class _SettleCommands:
         if parts is None:
             if len(self._runs) >= self.MAX_RUNS:
                 self._runs.clear()
-            # EVALSHA, the script, 2 KEYS (settled, ledger) and 7 ARGV: time, work prefix, op, id, fields, value, started
+            # EVALSHA, the script, 2 KEYS (settled, ledger), 7 ARGV: time, work prefix, op, id, fields, value, started
             head = b"*12\r\n" + b"".join(
                 _bulk(part.encode())
                 for part in ("EVALSHA", self.sha, "2", run_key(msg.run, "settled"), run_key(msg.run, "ledger"))

@@ -109,7 +109,9 @@ class TimelyConnection(aioredis.Connection):
                 # our cancel, not the caller's
                 raise redis.exceptions.TimeoutError(f"Timeout reading from {self._host_error()}") from None
             if isinstance(exc, OSError):
-                raise redis.exceptions.ConnectionError(f"Error while reading from {self._host_error()} : {exc.args}")
+                raise redis.exceptions.ConnectionError(
+                    f"Error while reading from {self._host_error()} : {exc.args}"
+                ) from exc
             raise
         finally:
             watch.pending.discard(self)

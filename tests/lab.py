@@ -158,7 +158,7 @@ class LabProcess:
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(5)
-            raise AssertionError(f"{self.name} did not stop within {timeout}s of SIGTERM")
+            raise AssertionError(f"{self.name} did not stop within {timeout}s of SIGTERM") from None
 
     def metrics(self) -> "Metrics":
         return Metrics(httpx.get(self.ready_url, timeout=5).text)

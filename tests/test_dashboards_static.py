@@ -352,7 +352,7 @@ def test_queues_dashboard_variables_and_legends():
 @pytest.mark.parametrize("path", DASHBOARD_FILES, ids=lambda p: p.stem)
 def test_every_variable_is_defined(path):
     d = load(path)
-    for _, target, expr in queries(d):  # substitute() raises on an unknown variable
+    for _, _target, expr in queries(d):  # substitute() raises on an unknown variable
         assert "$" not in re.sub(r'"\$\d+"|\$\{\d+\}', "", expr), expr
 
 
