@@ -7,7 +7,7 @@ UV ?= uv
 export UV_LOCKED := 1
 RUN_ARG = $(if $(run),--run $(run),)
 
-.PHONY: help install lint test test-compose up down ps logs limits reset clean \
+.PHONY: help install lint dashboards test test-compose up down ps logs limits reset clean \
         run-api run-worker run-monitor flower
 
 help: ## list the targets
@@ -20,6 +20,9 @@ lint: ## ruff (lint, format check) and mypy
 	$(UV) run ruff check .
 	$(UV) run ruff format --check .
 	$(UV) run mypy
+
+dashboards: ## regenerate grafana/dashboards/*.json from grafana/generate.py
+	$(UV) run python grafana/generate.py
 
 test: ## run the test suite: real Redis, real API and worker processes (no Docker)
 	$(UV) run pytest -m "not compose" $(args)
