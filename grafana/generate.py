@@ -303,13 +303,13 @@ FAILED = per_queue("lab_task_failed_total")
 QUEUES = dashboard(
     "lab-queues",
     "Queues",
-    "The five task queues side by side: throughput, backlog, timing and the workers' resources. Variables: queue, kind and variant filter the task metrics (labels queue/kind/variant). `run` is NOT a metric label (the ledger's run lives only in Redis): it only filters the 'Lab runs' annotations, which the load tool writes with tags [\"lab-run\", <run>, <worker>]; leave it empty to see every run, type a run name to see only that one. See grafana/README.md.",
+    "Every task queue side by side: throughput, backlog, timing and the workers' resources. Variables: queue, kind and variant filter the task metrics (labels queue/kind/variant). `run` is NOT a metric label (the ledger's run lives only in Redis): it only filters the 'Lab runs' annotations, which the load tool writes with tags [\"lab-run\", <run>, <worker>]; leave it empty to see every run, type a run name to see only that one. See grafana/README.md.",
     [
         row(
             "Throughput and backlog",
             timeseries(
                 "Enqueue rate vs completion rate",
-                "Tasks per second accepted by each queue (API side) against tasks completed and failed (worker side), over 15 s. When completions stay below enqueues the backlog grows.",
+                "Tasks per second accepted by each queue (API side) against tasks completed and failed (worker side), over 10 s. When completions stay below enqueues the backlog grows.",
                 "suffix:tasks/s",
                 {
                     "{{queue}} enqueued": per_queue("queue_kind_variant:lab_enqueued:rate10s"),
@@ -352,7 +352,7 @@ QUEUES = dashboard(
             "Timing",
             timeseries(
                 "Task duration p50 and p95",
-                "Execution time of a task's work, from start to end, over 15 s.",
+                "Execution time of a task's work, from start to end, over 10 s.",
                 "s",
                 {
                     "{{queue}} {{kind}}/{{variant}} p50": f"queue_kind_variant:lab_task_duration_seconds:p50_10s{QKV}",
@@ -400,7 +400,7 @@ QUEUES = dashboard(
             ),
             timeseries(
                 "Worker memory vs limit",
-                "Memory: the working set, as docker stats shows it (cgroup usage minus inactive page cache, peak over 15 s), against the container's limit (dashed; the host's memory when it has none). Reaching it means an OOM kill.",
+                "Memory: the working set, as docker stats shows it (cgroup usage minus inactive page cache, peak over 10 s), against the container's limit (dashed; the host's memory when it has none). Reaching it means an OOM kill.",
                 "bytes",
                 {
                     "{{queue}} used ({{job}} {{instance}})": 'instance:lab_memory_bytes:max10s{queue=~"$queue"}',
@@ -474,7 +474,7 @@ API = dashboard(
             "HTTP",
             timeseries(
                 "Requests per second by route and status",
-                "Requests the API answered, by route template and status code, over 15 s (/metrics excluded).",
+                "Requests the API answered, by route template and status code, over 10 s (/metrics excluded).",
                 "reqps",
                 {
                     "{{handler}} {{status}}": 'sum by (handler, status) (job_handler_method_status:http_requests:rate10s{job="api"})'
@@ -509,7 +509,7 @@ API = dashboard(
             ),
             timeseries(
                 "Mean response time by route",
-                "Mean duration per route over 15 s (exact: sum over count of the per-route histogram, whose buckets run from 1 ms to 10 s).",
+                "Mean duration per route over 10 s (exact: sum over count of the per-route histogram, whose buckets run from 1 ms to 10 s).",
                 "s",
                 {"{{handler}}": 'job_handler:http_request_duration_seconds:mean10s{job="api"}'},
                 w=8,
@@ -563,7 +563,7 @@ API = dashboard(
             ),
             timeseries(
                 "API memory vs limit",
-                "Memory: the working set, as docker stats shows it (peak over 15 s), against the container's limit (dashed).",
+                "Memory: the working set, as docker stats shows it (peak over 10 s), against the container's limit (dashed).",
                 "bytes",
                 {
                     "api used ({{instance}})": 'instance:lab_memory_bytes:max10s{job="api"}',
@@ -605,7 +605,7 @@ LOAD = dashboard(
             ),
             timeseries(
                 "Response time as Locust sees it, p50, p95 and p99",
-                "Client-side response time over 15 s: the API's time plus the network and the generator's own delays.",
+                "Client-side response time over 10 s: the API's time plus the network and the generator's own delays.",
                 "s",
                 {
                     "{{name}} p50": "name:locust_response_time_seconds:p50_10s",
@@ -648,7 +648,7 @@ REDIS = dashboard(
             "Redis",
             timeseries(
                 "Redis commands per second",
-                "Commands Redis processed per second, over 15 s.",
+                "Commands Redis processed per second, over 10 s.",
                 "ops",
                 {"all commands": "sum by (instance) (instance:redis_commands_processed:rate10s)"},
             ),
@@ -695,7 +695,7 @@ REDIS = dashboard(
             ),
             timeseries(
                 "Queue lengths in Redis",
-                "Length of each broker queue's key (redis_exporter --check-keys, in docker-compose.yml), labelled with the queue its name starts with (after an optional lab: or lab-): lab:arq:queue (ZSET), saq:lab:queued, lab-celery (LISTs), lab:faststream (a STREAM: its length is not its backlog), and the new queues' keys.",
+                "Length of each broker queue's key (redis_exporter --check-keys, in docker-compose.yml), labelled with the queue its name starts with (after an optional lab: or lab-): lab:arq:queue (a ZSET), saq:lab:queued, lab-celery, dramatiq:lab (LISTs), lab:faststream, lab:taskiq, streaq:lab:queues:normal (STREAMs: a stream's length is not its backlog).",
                 "short",
                 {
                     "{{queue}} ({{key}})": 'max by (queue, key) (label_replace(redis_key_size, "queue", "$1", "key", "(?:lab[:-])?([a-z]+).*"))'
