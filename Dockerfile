@@ -1,4 +1,4 @@
-# One image for the API, the four queue workers, the queue monitor and Flower
+# One image for the API, the queue workers, the queue monitor and Flower
 # (target `app`, the default), plus the Locust load generator (target `load`).
 # The services differ only by their command (see docker-compose.yml).
 #
@@ -33,8 +33,8 @@ WORKDIR /app
 
 FROM runtime AS load
 COPY --from=build-load /app/.venv /app/.venv
-COPY services ./services
-COPY workers ./workers
+# The locustfiles (mounted, see docker-compose.yml) import the shared core only.
+COPY lab ./lab
 USER lab
 EXPOSE 8089
 CMD ["locust", "--help"]
@@ -42,8 +42,10 @@ CMD ["locust", "--help"]
 # Last stage: what `docker build .` gives without --target.
 FROM runtime AS app
 COPY --from=build /app/.venv /app/.venv
-COPY services ./services
+# The three floors of the code: the shared core, the queue adapters, the processes.
+COPY lab ./lab
 COPY workers ./workers
+COPY services ./services
 USER lab
 EXPOSE 8000 8001 9000 5555 8082
 CMD ["python", "-m", "services.api"]

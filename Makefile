@@ -33,8 +33,8 @@ test-compose: ## start the real compose project and test it (needs a Docker engi
 run-api: ## run the API on the host (no Docker), on port 8000
 	$(UV) run uvicorn services.api.app:app --host 127.0.0.1 --port $${API_PORT:-8000}
 
-run-worker: ## run one queue's worker on the host: make run-worker queue=arq (any queue of workers/registry.py)
-	@test -n "$(queue)" || { echo "usage: make run-worker queue=arq (any queue of workers/registry.py)"; exit 2; }
+run-worker: ## run one queue's worker on the host: make run-worker queue=arq (any queue of lab/queues.py)
+	@test -n "$(queue)" || { echo "usage: make run-worker queue=arq (any queue of lab/queues.py)"; exit 2; }
 	$(UV) run python -m workers.$(queue)_queue
 
 run-monitor: ## run the queue monitor (lab_queue_depth) on the host
@@ -45,9 +45,9 @@ flower: ## run Flower on the host against REDIS_URL, on port 5555
 
 reset: ## delete the lab's ledger keys: every run, or run=NAME (never FLUSHALL)
 	@if $(COMPOSE) ps --status running --services 2>/dev/null | grep -qx api; then \
-	  $(COMPOSE) exec -T api python -m services.ledger reset $(RUN_ARG); \
+	  $(COMPOSE) exec -T api python -m lab.ledger reset $(RUN_ARG); \
 	else \
-	  $(UV) run python -m services.ledger reset $(RUN_ARG); \
+	  $(UV) run python -m lab.ledger reset $(RUN_ARG); \
 	fi
 
 # ---- Docker Compose ---------------------------------------------------------
@@ -160,6 +160,6 @@ bench: ## the lab's API and workers beside bare ones (each library's plain call)
 # ---- Fault experiments ----------------------------------------------------------------
 .PHONY: chaos
 chaos: ## a load run with a fault injected: make chaos worker=arq fault=kill-worker|stop-worker|restart-redis|oom [at=3 hold=5]
-	@test -n "$(worker)" -a -n "$(fault)" || { echo "usage: make chaos worker=NAME (background, or a queue of workers/registry.py) fault=kill-worker|stop-worker|restart-redis|oom [at=3 hold=5]"; exit 2; }
+	@test -n "$(worker)" -a -n "$(fault)" || { echo "usage: make chaos worker=NAME (background, or a queue of lab/queues.py) fault=kill-worker|stop-worker|restart-redis|oom [at=3 hold=5]"; exit 2; }
 	@COMPOSE="$(COMPOSE)" $(UV) run python -m scripts.chaos --fault '$(fault)' $(if $(at),--at $(at)) $(if $(hold),--hold $(hold)) \
 	  $(load-args) --results-dir '$(results_dir)'

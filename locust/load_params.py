@@ -23,7 +23,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from services.protocol import ENDPOINTS, RUN_PATTERN, Queue
+from lab.protocol import ENDPOINTS, RUN_PATTERN, Queue
 
 SCENARIOS = ("queue", "upstream", "clients", "payload")
 QUEUES = tuple(q.value for q in Queue)

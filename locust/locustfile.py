@@ -44,8 +44,8 @@ from load_params import ENV_NAMES, USER_CLASSES, ParamError, TicketBook, parse_p
 from locust.runners import MasterRunner, WorkerRunner  # noqa: E402
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, make_wsgi_app  # noqa: E402
 
+from lab.cgroup import read_cgroup, register_cgroup_metrics  # noqa: E402
 from locust import FastHttpUser, constant, events, task  # noqa: E402
-from services.cgroup import read_cgroup, register_cgroup_metrics  # noqa: E402
 
 SCENARIO = os.environ.get("LOAD_SCENARIO") or "queue"
 if SCENARIO not in USER_CLASSES:

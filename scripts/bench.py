@@ -38,12 +38,12 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 
+from lab.cgroup import cpu_seconds_of, memory_of
+from lab.queues import BROKERS
 from scripts import lab_results as R
 from scripts.bench_drain import Counter, PairedDrain, Side, container_id, pair_ratios, spread
 from scripts.load import Compose, Grafana, LoadError
 from services.bare.queues import BARE, KEYS, done_key
-from services.cgroup import cpu_seconds_of, memory_of
-from workers.registry import BROKERS
 
 QUEUES = ("background", *BARE)
 LIMIT_KNOBS = {b.name: b.limits_prefix for b in BROKERS if b.name in BARE}

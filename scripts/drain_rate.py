@@ -9,9 +9,9 @@ One worker process, default concurrency, no container limits, a Redis of its own
 import argparse
 import time
 
-from services.settings import Settings
+from lab.queues import BROKER_NAMES
+from lab.settings import Settings
 from tests.lab import SHORTENED, RedisServer, ledger, new_run, post_tasks, start_api, start_worker, wait_settled
-from workers.registry import BROKER_NAMES
 
 # What tests.lab shortens, back at the lab's defaults.
 LIBRARY_DEFAULTS = {knob: str(Settings.model_fields[knob.lower()].default) for knob in SHORTENED}

@@ -12,7 +12,7 @@ import math
 import time
 from collections.abc import Iterable, Mapping
 
-from workers.registry import BROKER_NAMES, BROKERS
+from lab.queues import BROKER_NAMES, BROKERS
 
 SCHEMA = 1
 QUEUES = ("background", *BROKER_NAMES)
@@ -23,7 +23,7 @@ def service_of(queue: str) -> str:
     return "api" if queue == "background" else queue
 
 
-# Per-queue override of CONCURRENCY, as the worker reads it (services/settings.py).
+# Per-queue override of CONCURRENCY, as the worker reads it (lab/settings.py).
 CONCURRENCY_KNOB = {b.name: b.concurrency_knob for b in BROKERS}
 # Container settings that change a result, kept in the record (read from the container).
 TASK_KNOBS = ("CPU_WORK", "IO_LATENCY_MS", "THREAD_POOL_SIZE", "PROCESS_POOL_SIZE")

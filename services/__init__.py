@@ -1,1 +1,2 @@
-"""Code shared by the lab's API and its queue workers."""
+"""The lab's processes: the API, the queue monitor, the stand-ins (probe,
+upstream) and the bench's bare baseline. They stand on lab/ and workers/."""

@@ -20,8 +20,8 @@ import httpx
 from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram, generate_latest
 
-from services.cgroup import register_cgroup_metrics
-from services.settings import get_settings
+from lab.cgroup import register_cgroup_metrics
+from lab.settings import get_settings
 
 TARGET = get_settings().probe_target
 RATE = get_settings().probe_rate

@@ -11,11 +11,11 @@ import asyncio
 import logging
 import signal
 
-from services.metrics import QUEUE_DEPTH
-from services.redis_clients import async_client
-from services.settings import get_settings
-from services.worker_runtime import WorkerRuntime, setup_logging
-from workers.registry import BROKER_NAMES, adapter
+from lab.metrics import QUEUE_DEPTH
+from lab.queues import BROKER_NAMES, adapter
+from lab.redis_clients import async_client
+from lab.settings import get_settings
+from lab.worker_runtime import WorkerRuntime, setup_logging
 
 log = logging.getLogger("lab.queue_monitor")
 

@@ -10,7 +10,7 @@ import random
 
 from fastapi import FastAPI
 
-from services.settings import get_settings
+from lab.settings import get_settings
 
 LATENCY_S = get_settings().upstream_latency_ms / 1000
 JITTER_S = get_settings().upstream_jitter_ms / 1000

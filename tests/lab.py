@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from workers.registry import BROKERS
+from lab.queues import BROKERS
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = Path(os.environ.get("LAB_TEST_LOGS", "/tmp/lab-test-logs"))

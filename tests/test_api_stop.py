@@ -2,8 +2,8 @@
 connected by whichever request came first, and is closed at shutdown by the
 server's own task."""
 
+from lab.queues import BROKER_NAMES
 from tests.lab import RedisServer, new_run, post_tasks, start_api
-from workers.registry import BROKER_NAMES
 
 
 def test_api_stops_cleanly_after_using_every_producer():

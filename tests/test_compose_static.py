@@ -12,15 +12,15 @@ import pytest
 import yaml
 from pydantic import TypeAdapter
 
-from services.settings import Settings
-from workers.registry import BROKER_NAMES
+from lab.queues import BROKER_NAMES
+from lab.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 PROMETHEUS_CONFIG = ROOT / "prometheus" / "prometheus.yml"
 
 WORKERS = BROKER_NAMES
-# Services run from the lab's own image, so they read services/settings.py.
+# Services run from the lab's own image, so they read lab/settings.py.
 LAB_IMAGE_SERVICES = ("api", *WORKERS, "queue-monitor", "flower", "saq-ui", "upstream")
 PUBLISHED = {"api": 8000, "prometheus": 9090, "grafana": 3000, "flower": 5555, "saq-ui": 8082, "locust-ui": 8089}
 PORT_VARIABLES = {
@@ -209,7 +209,7 @@ def test_images_are_pinned_by_tag(render):
 
 
 def test_every_settings_knob_reaches_the_lab_services_with_its_default(render):
-    """Each field of services/settings.py is an environment variable of every
+    """Each field of lab/settings.py is an environment variable of every
     service running the lab's image, with settings.py's own default."""
     config = render()
     # Addresses inside the stack, not settings.py's localhost ones.

@@ -4,8 +4,8 @@ recording rules: no Docker, no Grafana, no Prometheus server (promtool only).
 Every metric a panel (or a recording rule) queries must be one of:
   * the lab's documented metrics: the README's metrics table once README.md
     exists (a table whose header starts with `metric` and whose first column
-    holds the names in backticks), else the names in services/metrics.py and
-    services/cgroup.py;
+    holds the names in backticks), else the names in lab/metrics.py and
+    lab/cgroup.py;
   * a named exporter's metric (EXPORTERS below);
   * a recording rule of prometheus/rules/*.yml.
 """
@@ -198,8 +198,8 @@ def documented_metrics() -> tuple[set[str], str]:
         )
         return names, "README.md metrics table"
     names = source_metrics()
-    assert names, "no metric names found in services/metrics.py and services/cgroup.py"
-    return names, "services/metrics.py + services/cgroup.py"
+    assert names, "no metric names found in lab/metrics.py and lab/cgroup.py"
+    return names, "lab/metrics.py + lab/cgroup.py"
 
 
 def test_readme_table_parser():

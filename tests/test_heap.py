@@ -1,4 +1,4 @@
-"""The lab's processes freeze their start-up heap (services/heap.py): each case
+"""The lab's processes freeze their start-up heap (lab/heap.py): each case
 starts the real thing in a fresh Python process against a real Redis and asks
 the collector what it tracks once start-up is done."""
 
@@ -29,8 +29,8 @@ asyncio.run(main())
 
 WORKER = f"""
 import asyncio
-from services.settings import get_settings
-from services.worker_runtime import WorkerRuntime
+from lab.settings import get_settings
+from lab.worker_runtime import WorkerRuntime
 import MODULE
 
 async def main():

@@ -8,8 +8,8 @@ import time
 
 import redis.asyncio as aioredis
 
-from services.ledger import Batcher, Ledger, work_key
-from services.protocol import Kind, Queue, TaskMessage, Variant
+from lab.ledger import Batcher, Ledger, work_key
+from lab.protocol import Kind, Queue, TaskMessage, Variant
 from tests.lab import RedisServer, new_run
 
 

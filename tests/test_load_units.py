@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from lab.protocol import RUN_PATTERN
 from scripts import lab_results as R
 from scripts import load as L
-from services.protocol import RUN_PATTERN
 
 ROOT = Path(__file__).resolve().parents[1]
 P = L.P  # locust/load_params.py, loaded by path the way the driver loads it

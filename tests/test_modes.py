@@ -6,9 +6,9 @@ import asyncio
 import pytest
 import redis
 
+from lab.protocol import ENDPOINTS
 from services.bare.drain import bare_backlog, published
 from services.bare.queues import BARE, KEYS
-from services.protocol import ENDPOINTS
 from tests.lab import RedisServer, new_run, post_tasks, start_api, start_worker, wait_settled
 
 

@@ -6,7 +6,7 @@ import time
 import httpx
 import pytest
 
-from services.protocol import Queue
+from lab.protocol import Queue
 from tests.lab import RedisServer, ledger, new_run, start_api, wait_until
 
 DEADLINE_S = 2.0  # the API's promise: an answer within 2 s, whatever Redis does

@@ -8,11 +8,11 @@ from concurrent.futures.process import BrokenProcessPool
 
 import pytest
 
-from services.ledger import work_key
-from services.protocol import TaskMessage
-from services.redis_clients import async_client, sync_client
-from services.settings import Settings
-from services.tasks import TaskWork
+from lab.ledger import work_key
+from lab.protocol import TaskMessage
+from lab.redis_clients import async_client, sync_client
+from lab.settings import Settings
+from lab.tasks import TaskWork
 from tests.lab import new_run
 
 

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from services.protocol import BROKER_QUEUES
+from lab.protocol import BROKER_QUEUES
 from tests.lab import (
     LabProcess,
     RedisServer,

@@ -4,7 +4,7 @@ library's own metrics too where it has an exporter."""
 
 import pytest
 
-from services.protocol import ENDPOINTS, Queue
+from lab.protocol import ENDPOINTS, Queue
 from tests.lab import new_run, post_tasks, wait_settled, wait_until
 
 CASES = [(q.value, f"{k}/{v}") for q in Queue for k, v in ENDPOINTS]

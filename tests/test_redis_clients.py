@@ -9,7 +9,7 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
-from services.redis_clients import TimelyConnection
+from lab.redis_clients import TimelyConnection
 from tests.lab import RedisServer
 
 TIMEOUT_S = 0.3

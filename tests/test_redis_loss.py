@@ -7,7 +7,7 @@ import time
 import pytest
 import redis as sync_redis
 
-from services.protocol import BROKER_QUEUES
+from lab.protocol import BROKER_QUEUES
 from tests.lab import RedisServer, new_run, post_tasks, start_api, start_worker, wait_settled, wait_until
 
 QUEUES = [q.value for q in BROKER_QUEUES]

@@ -3,7 +3,7 @@ pub/sub (the original experiment's setup) duplicates, and the ledger sees it."""
 
 import pytest
 
-from services.protocol import BROKER_QUEUES
+from lab.protocol import BROKER_QUEUES
 from tests.lab import new_run, post_tasks, start_api, start_worker, wait_settled, wait_until
 
 COUNT = 200

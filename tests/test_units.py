@@ -8,11 +8,11 @@ import pytest
 import redis.asyncio as aioredis
 from pydantic import ValidationError
 
-from services.cgroup import read_cgroup
-from services.ledger import Ledger, _executions_call, _SettleCommands
-from services.protocol import _VALIDATOR, Kind, Queue, TaskMessage, Variant
-from services.redis_clients import REDIS_DOWN, _pack
-from services.settings import Settings
+from lab.cgroup import read_cgroup
+from lab.ledger import Ledger, _executions_call, _SettleCommands
+from lab.protocol import _VALIDATOR, Kind, Queue, TaskMessage, Variant
+from lab.redis_clients import REDIS_DOWN, _pack
+from lab.settings import Settings
 from tests.lab import RedisServer
 
 
@@ -307,9 +307,9 @@ def test_every_setting_is_documented_in_env_example():
 
 
 def test_readme_queue_and_delivery_tables_have_a_row_for_every_queue():
-    """A queue added to workers/registry.py must be described where users read
+    """A queue added to lab/queues.py must be described where users read
     about the queues: its row in the Queues table and in the delivery table."""
-    from workers.registry import BROKER_NAMES
+    from lab.queues import BROKER_NAMES
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 
@@ -359,8 +359,8 @@ def test_a_blocking_settle_counts_once_and_waits_for_redis_to_come_back():
     waits for it."""
     import threading
 
-    from services.ledger import BlockingSettle
-    from services.redis_clients import sync_client
+    from lab.ledger import BlockingSettle
+    from lab.redis_clients import sync_client
 
     server = RedisServer(persist=True).start()
     settings = Settings(redis_url=server.url, redis_timeout_s=0.5)
@@ -418,8 +418,8 @@ def test_run_blocking_runs_loop_free_bodies_without_the_loop_and_the_rest_on_it(
     """Celery's prefork and solo children call TaskRunner.run_blocking: every
     task shape completes once and writes its value, and only the shapes that
     await (io/thread, cpu/process) start the event loop."""
-    from services.protocol import ENDPOINTS
-    from services.runner import TaskRunner
+    from lab.protocol import ENDPOINTS
+    from lab.runner import TaskRunner
 
     class CountingLoop(asyncio.SelectorEventLoop):
         runs = 0
@@ -464,7 +464,7 @@ def test_a_link_keeps_its_connection_in_step_through_a_restart_and_a_frozen_redi
     new connection and sends the script's body; a call that times out on a
     frozen Redis drops its connection, so the next call reads its own reply,
     never the late one."""
-    from services.redis_clients import Link, async_client
+    from lab.redis_clients import Link, async_client
 
     server = RedisServer().start()
 
@@ -501,11 +501,11 @@ def test_a_link_keeps_its_connection_in_step_through_a_restart_and_a_frozen_redi
 def test_the_hot_paths_metric_updates_expose_what_prometheus_clients_own_calls_do():
     """Count and Observe add up in plain Python and flush() hands the totals to
     prometheus_client's children through their private parts
-    (services/metrics.py): the same updates through the public calls give the
+    (lab/metrics.py): the same updates through the public calls give the
     same exposition, bucket by bucket, however many flushes come between."""
     from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-    from services.metrics import LATENCY_BUCKETS, Count, Observe, flush
+    from lab.metrics import LATENCY_BUCKETS, Count, Observe, flush
 
     def exposition(fast: bool) -> bytes:
         registry = CollectorRegistry()
@@ -544,7 +544,7 @@ def test_dramatiqs_metrics_counted_by_the_lab_read_as_dramatiqs_own_middleware_c
     from dramatiq import Message
 
     import workers.dramatiq_queue as dq
-    from services.metrics import LibraryMetrics, flush, library_exporter
+    from lab.metrics import LibraryMetrics, flush, library_exporter
 
     clock = threading.local()  # each thread's "now", in ms
     for module in (dramatiq_prometheus, dq):
@@ -614,7 +614,7 @@ def test_a_scrape_of_the_registry_sees_every_update_made_before_it():
     """No update waits for the flusher thread: collecting REGISTRY flushes first."""
     from prometheus_client import REGISTRY, generate_latest
 
-    from services.metrics import ENQUEUE_SECONDS, ENQUEUED, Count, Observe
+    from lab.metrics import ENQUEUE_SECONDS, ENQUEUED, Count, Observe
 
     labels = {"queue": "arq", "kind": "cpu", "variant": "process"}
     count, seconds = Count(ENQUEUED.labels(**labels)), Observe(ENQUEUE_SECONDS.labels("arq"))
@@ -631,7 +631,7 @@ def test_a_forked_child_flushes_its_own_updates_and_not_its_parents():
     thread of its own) what it added, never what its parent had not flushed yet."""
     import time
 
-    from services.metrics import ENQUEUED, FLUSH_S, Count, flush
+    from lab.metrics import ENQUEUED, FLUSH_S, Count, flush
 
     child_value = ENQUEUED.labels(queue="saq", kind="cpu", variant="process")._value
     count = Count(ENQUEUED.labels(queue="saq", kind="cpu", variant="process"))

@@ -14,7 +14,7 @@ import signal
 
 import pytest
 
-from services.protocol import BROKER_QUEUES
+from lab.protocol import BROKER_QUEUES
 from tests.lab import RedisServer, ledger, new_run, post_tasks, start_api, start_worker, wait_settled, wait_until
 
 QUEUES = [q.value for q in BROKER_QUEUES]

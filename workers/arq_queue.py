@@ -22,10 +22,10 @@ from arq.connections import ArqRedis, RedisSettings
 from arq.worker import Worker
 from redis.asyncio import ConnectionPool
 
-from services.protocol import Queue, TaskMessage
-from services.redis_clients import REDIS_DOWN, async_options
-from services.settings import Settings, get_settings
-from services.worker_runtime import WorkerRuntime, setup_logging
+from lab.protocol import Queue, TaskMessage
+from lab.redis_clients import REDIS_DOWN, async_options
+from lab.settings import Settings, get_settings
+from lab.worker_runtime import WorkerRuntime, setup_logging
 
 QUEUE = Queue.arq
 QUEUE_KEY = "lab:arq:queue"  # a ZSET of job ids; jobs themselves live at arq:job:<id>

@@ -40,15 +40,15 @@ from functools import partial
 from celery import Celery
 from celery.signals import worker_init, worker_process_init, worker_process_shutdown, worker_ready, worker_shutdown
 
-from services.blocking_publish import BlockingPublisher
-from services.cgroup import register_cgroup_metrics
-from services.heap import freeze_startup_heap
-from services.loop_lag import start_loop_lag_watch
-from services.metrics import flush, touch_task_series
-from services.protocol import Queue, TaskMessage
-from services.runner import TaskRunner
-from services.settings import Settings, get_settings
-from services.worker_runtime import service_name, setup_logging
+from lab.blocking_publish import BlockingPublisher
+from lab.cgroup import register_cgroup_metrics
+from lab.heap import freeze_startup_heap
+from lab.loop_lag import start_loop_lag_watch
+from lab.metrics import flush, touch_task_series
+from lab.protocol import Queue, TaskMessage
+from lab.runner import TaskRunner
+from lab.settings import Settings, get_settings
+from lab.worker_runtime import service_name, setup_logging
 
 QUEUE = Queue.celery
 QUEUE_NAME = "lab-celery"  # the Redis LIST kombu pushes to
@@ -93,7 +93,7 @@ class Producer:
     """kombu's publish is blocking I/O: made on the loop, or with
     BLOCKING_PUBLISH=threads in threads of its own (as many as kombu has
     producer connections, broker_pool_limit), behind a breaker that answers
-    503 at once while Redis is away (services/blocking_publish.py)."""
+    503 at once while Redis is away (lab/blocking_publish.py)."""
 
     def __init__(self, settings: Settings):
         self.publisher = BlockingPublisher(settings, app.conf.broker_pool_limit or 10, "celery", start_down=True)

@@ -25,11 +25,11 @@ Celery's): a task that raised goes to the dead-letter set `dramatiq:lab.XQ`.
 
 Dramatiq's own Prometheus metrics are kept too (LabPrometheus, below); the
 worker's /metrics serves its `dramatiq_*` metrics beside the lab's
-(services/metrics.py says how).
+(lab/metrics.py says how).
 
 The API's publish is redis-py's blocking call, made as Celery's is: on the
 loop or in threads of its own (BLOCKING_PUBLISH), behind a breaker
-(services/blocking_publish.py).
+(lab/blocking_publish.py).
 """
 
 import logging
@@ -47,24 +47,18 @@ from dramatiq.errors import ConnectionClosed
 from dramatiq.middleware import AsyncIO
 from dramatiq.middleware.prometheus import Prometheus
 
-from services.blocking_publish import BlockingPublisher
-from services.metrics import REGISTRY, Count, LibraryMetrics, Observe, library_exporter
-from services.protocol import Queue, TaskMessage
-from services.redis_clients import sync_client
-from services.settings import Settings, get_settings
-from services.worker_runtime import WorkerRuntime, setup_logging
+from lab.blocking_publish import BlockingPublisher
+from lab.metrics import REGISTRY, Count, LibraryMetrics, Observe, library_exporter
+from lab.protocol import Queue, TaskMessage
+from lab.queues import DRAMATIQ_MAINTENANCE_CHANCE
+from lab.redis_clients import sync_client
+from lab.settings import Settings, get_settings
+from lab.worker_runtime import WorkerRuntime, setup_logging
 
 QUEUE = Queue.dramatiq
 QUEUE_NAME = "lab"  # keys dramatiq:lab (LIST of ids), dramatiq:lab.msgs (HASH), dramatiq:__acks__.*
 QUEUE_KEY = f"dramatiq:{QUEUE_NAME}"
 TASK_NAME = "lab_task"
-# Housekeeping (requeueing a dead worker's messages) runs on this many of a
-# million Redis calls of a broker: 100000 = 10 %, a hundred times Dramatiq's
-# default. An idle worker calls Redis once or twice a second, so a killed
-# worker's tasks come back seconds after its heartbeat expired, not many
-# minutes later. Each run costs a few Redis calls (and a KEYS over the dead
-# workers' ack sets).
-MAINTENANCE_CHANCE = 100_000
 PUBLISH_THREADS = 10
 log = logging.getLogger("lab.dramatiq")
 
@@ -139,7 +133,7 @@ def make_broker(settings: Settings, client: redis.Redis, middleware: list | None
         client=client,
         middleware=middleware,
         heartbeat_timeout=settings.task_timeout_s * 1000,
-        maintenance_chance=MAINTENANCE_CHANCE,
+        maintenance_chance=DRAMATIQ_MAINTENANCE_CHANCE,
     )
 
 

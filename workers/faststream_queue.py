@@ -24,11 +24,11 @@ from faststream import AckPolicy, FastStream
 from faststream.redis import RedisBroker, StreamSub
 from redis.exceptions import ResponseError
 
-from services.protocol import Queue, TaskMessage
-from services.redis_clients import REDIS_DOWN, TimelyConnection, async_client
-from services.settings import Settings, get_settings
-from services.stream_groups import ensure_group, find_group, group_lag
-from services.worker_runtime import WorkerRuntime, setup_logging
+from lab.protocol import Queue, TaskMessage
+from lab.redis_clients import REDIS_DOWN, TimelyConnection, async_client
+from lab.settings import Settings, get_settings
+from lab.stream_groups import ensure_group, find_group, group_lag
+from lab.worker_runtime import WorkerRuntime, setup_logging
 
 QUEUE = Queue.faststream
 STREAM = "lab:faststream"  # a STREAM (or, with pubsub, the channel of that name)

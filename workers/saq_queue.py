@@ -23,10 +23,10 @@ from saq.job import Status
 from saq.queue.redis import RedisQueue
 from saq.web.aiohttp import create_app
 
-from services.protocol import Queue, TaskMessage
-from services.redis_clients import async_client
-from services.settings import Settings, get_settings
-from services.worker_runtime import WorkerRuntime, setup_logging
+from lab.protocol import Queue, TaskMessage
+from lab.redis_clients import async_client
+from lab.settings import Settings, get_settings
+from lab.worker_runtime import WorkerRuntime, setup_logging
 
 QUEUE = Queue.saq
 QUEUE_NAME = "lab"  # SAQ keys: saq:lab:queued (LIST), saq:lab:active, saq:job:lab:<key>

@@ -31,10 +31,10 @@ from coredis.retry import NoRetryPolicy
 from redis import exceptions as redis_errors
 from streaq import Worker
 
-from services.protocol import Queue, TaskMessage
-from services.redis_clients import async_client
-from services.settings import Settings, get_settings
-from services.worker_runtime import WorkerRuntime, setup_logging
+from lab.protocol import Queue, TaskMessage
+from lab.redis_clients import async_client
+from lab.settings import Settings, get_settings
+from lab.worker_runtime import WorkerRuntime, setup_logging
 
 QUEUE = Queue.streaq
 QUEUE_NAME = "lab"

@@ -35,12 +35,12 @@ from taskiq.middlewares.prometheus_middleware import PrometheusMiddleware
 from taskiq.receiver import Receiver
 from taskiq_redis import RedisStreamBroker
 
-from services.metrics import Count, Observe, library_exporter
-from services.protocol import Queue, TaskMessage
-from services.redis_clients import REDIS_DOWN, async_options
-from services.settings import Settings, get_settings
-from services.stream_groups import group_lag
-from services.worker_runtime import WorkerRuntime, setup_logging
+from lab.metrics import Count, Observe, library_exporter
+from lab.protocol import Queue, TaskMessage
+from lab.redis_clients import REDIS_DOWN, async_options
+from lab.settings import Settings, get_settings
+from lab.stream_groups import group_lag
+from lab.worker_runtime import WorkerRuntime, setup_logging
 
 QUEUE = Queue.taskiq
 STREAM = "lab:taskiq"
@@ -76,7 +76,7 @@ class LabPrometheusMiddleware(PrometheusMiddleware):
     """taskiq's own metrics (received_tasks, success_tasks, found_errors,
     saved_results, execution_time) on the default registry, which the
     worker's /metrics serves; the server taskiq would start for them is not
-    started (services/metrics.py says why they are not in multi-process mode).
+    started (lab/metrics.py says why they are not in multi-process mode).
 
     Its hooks count as taskiq's do, into the same series, but through the
     lab's Count and Observe: taskiq's `.labels(name).inc()` in each hook cost

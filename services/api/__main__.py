@@ -11,7 +11,7 @@ import tempfile
 
 import uvicorn
 
-from services.settings import get_settings
+from lab.settings import get_settings
 
 
 def main() -> None:

@@ -9,6 +9,16 @@ import anyio.to_thread
 from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+from lab.cgroup import register_cgroup_metrics
+from lab.heap import freeze_startup_heap
+from lab.ledger import Ledger
+from lab.loop_lag import start_loop_lag_watch
+from lab.metrics import ENQUEUED, flush, touch_task_series
+from lab.protocol import ENDPOINTS, Queue
+from lab.queues import BROKER_NAMES, adapter
+from lab.redis_clients import async_client
+from lab.runner import TaskRunner
+from lab.settings import Settings, get_settings
 from services.api import errors
 from services.api.background import BackgroundQueue
 from services.api.experiments import clients_for
@@ -17,16 +27,6 @@ from services.api.http_metrics import HttpMetrics
 from services.api.metrics_server import serve_metrics_in_thread
 from services.api.outbox import Outbox
 from services.api.routes import publish_after_response, router
-from services.cgroup import register_cgroup_metrics
-from services.heap import freeze_startup_heap
-from services.ledger import Ledger
-from services.loop_lag import start_loop_lag_watch
-from services.metrics import ENQUEUED, flush, touch_task_series
-from services.protocol import ENDPOINTS, Queue
-from services.redis_clients import async_client
-from services.runner import TaskRunner
-from services.settings import Settings, get_settings
-from workers.registry import BROKER_NAMES, adapter
 
 log = logging.getLogger("lab.api")
 # ENQUEUE_MODE=after-response: tasks published at once, at most (a publish is a

@@ -4,9 +4,9 @@ dies, its scheduled tasks are gone (the ledger shows them as pending)."""
 
 from starlette.background import BackgroundTasks
 
-from services.metrics import QUEUE_DEPTH
-from services.protocol import Queue, TaskMessage
-from services.runner import TaskRunner
+from lab.metrics import QUEUE_DEPTH
+from lab.protocol import Queue, TaskMessage
+from lab.runner import TaskRunner
 
 QUEUE = Queue.background
 

@@ -13,7 +13,7 @@ import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.metrics import HTTP_DURATION, HTTP_DURATION_ALL, HTTP_IN_PROGRESS, HTTP_REQUESTS, Count, Observe
+from lab.metrics import HTTP_DURATION, HTTP_DURATION_ALL, HTTP_IN_PROGRESS, HTTP_REQUESTS, Count, Observe
 
 NOT_COUNTED = frozenset({"/metrics"})
 NOT_IN_PERCENTILES = frozenset({"/healthz", "/readyz"})
@@ -67,7 +67,7 @@ class HttpMetrics:
 
 
 class _RouteSeries:
-    """The series of one route and method, looked up once (services/metrics.py: Count, Observe)."""
+    """The series of one route and method, looked up once (lab/metrics.py: Count, Observe)."""
 
     __slots__ = ("handler", "method", "in_progress", "duration", "in_percentiles", "_requests")
 

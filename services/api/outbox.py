@@ -12,7 +12,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 
-from services.protocol import TaskMessage
+from lab.protocol import TaskMessage
 
 log = logging.getLogger("lab.api")
 

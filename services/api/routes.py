@@ -11,11 +11,12 @@ from fastapi import APIRouter, BackgroundTasks, Body, HTTPException, Request, Re
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
+from lab.metrics import ENQUEUE_ERRORS, ENQUEUE_SECONDS, ENQUEUED, Count, Observe
+from lab.protocol import DEFAULT_RUN, ENDPOINTS, RUN_PATTERN, Kind, Queue, TaskMessage, Variant
+
 # A module name, not Queue.background: a member looked up on its Enum class takes the same slow way.
 from services.api.background import QUEUE as BACKGROUND
 from services.api.errors import QueueUnavailable, raw_header
-from services.metrics import ENQUEUE_ERRORS, ENQUEUE_SECONDS, ENQUEUED, Count, Observe
-from services.protocol import DEFAULT_RUN, ENDPOINTS, RUN_PATTERN, Kind, Queue, TaskMessage, Variant
 
 router = APIRouter()
 log = logging.getLogger("lab.api")
@@ -128,7 +129,7 @@ _SERIES: dict[tuple, tuple] = {}
 
 
 def _series(msg: TaskMessage) -> tuple:
-    """The enqueue series of a task's queue/kind/variant, looked up once (services/metrics.py: Observe, Count)."""
+    """The enqueue series of a task's queue/kind/variant, looked up once (lab/metrics.py: Observe, Count)."""
     key = (msg.queue, msg.kind, msg.variant)
     series = _SERIES.get(key)
     if series is None:

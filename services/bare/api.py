@@ -14,8 +14,8 @@ import redis.asyncio as aioredis
 from fastapi import BackgroundTasks, Body, FastAPI, HTTPException
 from pydantic import BaseModel
 
+from lab.settings import get_settings
 from services.bare.queues import BARE, done_key
-from services.settings import get_settings
 
 
 class IncrBody(BaseModel):

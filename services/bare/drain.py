@@ -20,9 +20,9 @@ import urllib.request
 
 import redis
 
-from services.ledger import run_key
-from services.redis_clients import async_client
-from services.settings import get_settings
+from lab.ledger import run_key
+from lab.redis_clients import async_client
+from lab.settings import get_settings
 
 
 def done_count(client: redis.Redis, counter: str | None, run: str | None) -> int:
@@ -40,7 +40,7 @@ def watch(client: redis.Redis, counter: str, run: str, lines=sys.stdin, out=sys.
 
 async def backlog(queue: str) -> int | float:
     """Tasks waiting in the lab's queue, as lab_queue_depth reads them."""
-    from workers.registry import adapter  # the adapters' imports, only for this question
+    from lab.queues import adapter  # the adapters' imports, only for this question
 
     client = async_client(get_settings())
     try:

@@ -19,7 +19,8 @@ import socket
 import redis
 import redis.asyncio as aioredis
 
-from services.settings import Settings, get_settings
+from lab.queues import DRAMATIQ_MAINTENANCE_CHANCE
+from lab.settings import Settings, get_settings
 
 TASK = "bench_task"
 
@@ -297,15 +298,13 @@ class Dramatiq:
         from dramatiq.brokers.redis import RedisBroker
         from dramatiq.middleware import AsyncIO
 
-        from workers.dramatiq_queue import MAINTENANCE_CHANCE
-
         # The lab worker's settings (workers/dramatiq_queue.py): its housekeeping
         # chance, heartbeat timeout TASK_TIMEOUT_S, no retries, an async task on
         # the AsyncIO middleware's loop, DRAMATIQ_THREADS threads.
         broker = RedisBroker(
             url=settings.redis_url,
             heartbeat_timeout=settings.task_timeout_s * 1000,
-            maintenance_chance=MAINTENANCE_CHANCE,
+            maintenance_chance=DRAMATIQ_MAINTENANCE_CHANCE,
         )
         broker.add_middleware(AsyncIO())
         client = aioredis.Redis.from_url(settings.redis_url)

@@ -6,8 +6,8 @@ the drain rate a library reaches without the lab's runner, ledger and metrics.
 
 import sys
 
+from lab.settings import get_settings
 from services.bare.queues import BARE
-from services.settings import get_settings
 
 if __name__ == "__main__":
     if sys.argv[1:2] not in ([q] for q in BARE):

@@ -10,7 +10,7 @@ from datetime import datetime
 import httpx
 import pytest
 
-from workers.registry import BROKER_NAMES
+from lab.queues import BROKER_NAMES
 
 WORKERS = BROKER_NAMES
 QUEUES = ("background", *WORKERS)

@@ -43,7 +43,7 @@ def test_make_bench_records_bare_beside_lab_and_restores_the_lab(stack, tmp_path
         assert all(w["tasks"] > 0 and w["cpu_s"] > 0 for w in drain["windows"]), drain
         assert drain["cpu_us_per_task"] > 0, drain
     # Every task the lab's API accepted was run by the lab's worker, once.
-    report = stack.compose("exec", "-T", "api", "python", "-m", "services.ledger", "show", row["run"]).stdout
+    report = stack.compose("exec", "-T", "api", "python", "-m", "lab.ledger", "show", row["run"]).stdout
     totals = json.loads(report)["totals"]
     assert (totals["enqueued"], totals["completed"], totals["pending"]) == (1520, 1520, 0), totals
     assert totals["duplicates"] == 0, totals  # paused and thawed, no task ran twice

@@ -11,8 +11,8 @@ import logging
 import time
 from collections.abc import Coroutine
 
-from services.ledger import BlockingSettle, Ledger
-from services.metrics import (
+from lab.ledger import BlockingSettle, Ledger
+from lab.metrics import (
     TASK_COMPLETED,
     TASK_DUPLICATES,
     TASK_DURATION,
@@ -24,10 +24,10 @@ from services.metrics import (
     Count,
     Observe,
 )
-from services.protocol import TaskMessage
-from services.redis_clients import async_client, sync_client
-from services.settings import Settings
-from services.tasks import TaskWork
+from lab.protocol import TaskMessage
+from lab.redis_clients import async_client, sync_client
+from lab.settings import Settings
+from lab.tasks import TaskWork
 
 log = logging.getLogger("lab.runner")
 

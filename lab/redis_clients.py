@@ -6,7 +6,7 @@ import threading
 import redis
 import redis.asyncio as aioredis
 
-from services.settings import Settings
+from lab.settings import Settings
 
 # What a client raises when Redis cannot be reached or does not answer in time
 # (as opposed to Redis answering with an error).

@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from workers.registry import BY_NAME
+from lab.queues import BY_NAME
 
 
 class Settings(BaseSettings):
@@ -24,7 +24,7 @@ class Settings(BaseSettings):
 
     # API behaviour.
     enqueue_mode: Literal["await", "after-response"] = "await"
-    # Where Celery's and Dramatiq's blocking publish runs (services/blocking_publish.py).
+    # Where Celery's and Dramatiq's blocking publish runs (lab/blocking_publish.py).
     blocking_publish: Literal["inline", "threads"] = "inline"
     max_body_bytes: int = Field(4096, ge=64)
 
@@ -93,7 +93,7 @@ class Settings(BaseSettings):
     queue_depth_interval_s: float = Field(1.0, gt=0)
 
     def concurrency_for(self, queue: str) -> int:
-        """CONCURRENCY, or the queue's own knob (workers/registry.py names it) when set."""
+        """CONCURRENCY, or the queue's own knob (lab/queues.py names it) when set."""
         broker = BY_NAME.get(queue)
         override = getattr(self, broker.concurrency_knob.lower()) if broker else None
         return override or self.concurrency

@@ -9,7 +9,7 @@ from typing import Annotated
 
 from pydantic import Field, TypeAdapter
 
-from workers.registry import BROKER_NAMES
+from lab.queues import BROKER_NAMES
 
 RUN_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 DEFAULT_RUN = "default"
@@ -28,7 +28,7 @@ class Variant(StrEnum):
 
 
 # `background` (FastAPI's BackgroundTasks, in the API process) and every broker
-# queue of workers/registry.py.
+# queue of lab/queues.py.
 Queue = StrEnum("Queue", {name: name for name in ("background", *BROKER_NAMES)})
 
 

@@ -28,8 +28,8 @@ from collections.abc import Awaitable, Callable
 import redis
 import redis.asyncio as aioredis
 
-from services.protocol import TaskMessage
-from services.redis_clients import REDIS_DOWN, BlockingLink, Link, _bulk
+from lab.protocol import TaskMessage
+from lab.redis_clients import REDIS_DOWN, BlockingLink, Link, _bulk
 
 log = logging.getLogger("lab.ledger")
 STATS = ("enqueued", "started", "completed", "failed", "duplicates")
@@ -605,15 +605,15 @@ class BlockingSettle:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m services.ledger reset [--run NAME]` / `... show RUN` / `... runs`."""
+    """`python -m lab.ledger reset [--run NAME]` / `... show RUN` / `... runs`."""
     import argparse
     import asyncio
     import json
 
-    from services.redis_clients import async_client
-    from services.settings import get_settings
+    from lab.redis_clients import async_client
+    from lab.settings import get_settings
 
-    parser = argparse.ArgumentParser(prog="python -m services.ledger", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m lab.ledger", description=main.__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     reset = sub.add_parser("reset", help="delete the lab's keys: every run, or one (never FLUSHALL)")
     reset.add_argument("--run", help="only this run")

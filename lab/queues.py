@@ -1,16 +1,14 @@
 """Every broker queue of the lab, in one table: the API's `queue` path parameter,
 the queue monitor, the scripts (`make load|chaos|bench|results`), the tests and
 the README's checks all read it. A new queue is an adapter module in `workers/`,
-its row here and its service in docker-compose.yml (plus its scrape job in
-prometheus/prometheus.yml).
+its row here, its service in docker-compose.yml (plus its scrape job in
+prometheus/prometheus.yml) and its bare counterpart in services/bare/queues.py.
 
 Each adapter module has a `Producer` (used by the API), `depth(redis)` (used by
-the queue monitor) and `main()` (its worker: `python -m <module>`), and, for
-`make bench`, `bare_publisher(url)` and `bare_worker()` (the library's plain
-documented calls, see services/bare/).
+the queue monitor) and `main()` (its worker: `python -m <module>`).
 
-This file is plain data: importing it imports no queue library; `adapter(name)`
-imports one adapter."""
+This file is plain data: importing it imports no queue library, and nothing of
+workers/; `adapter(name)` imports one adapter module by its dotted name."""
 
 from __future__ import annotations
 
@@ -53,6 +51,15 @@ BROKERS: tuple[Broker, ...] = (
 )
 BROKER_NAMES: tuple[str, ...] = tuple(b.name for b in BROKERS)
 BY_NAME: dict[str, Broker] = {b.name: b for b in BROKERS}
+
+# Dramatiq's housekeeping (requeueing a dead worker's messages) runs on this
+# many of a million Redis calls of a broker: 100000 = 10 %, a hundred times
+# Dramatiq's default. An idle worker calls Redis once or twice a second, so a
+# killed worker's tasks come back seconds after its heartbeat expired, not
+# many minutes later. Each run costs a few Redis calls (and a KEYS over the
+# dead workers' ack sets). The lab's worker (workers/dramatiq_queue.py) and
+# the bench's bare one (services/bare/queues.py) both use it.
+DRAMATIQ_MAINTENANCE_CHANCE = 100_000
 
 
 @cache

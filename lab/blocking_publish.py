@@ -5,7 +5,7 @@ BLOCKING_PUBLISH=inline (the default) makes the call on the loop, as a plain
 FastAPI app does: each publish holds the loop for its round trip to Redis.
 Under a 0.2-CPU limit and 50-100 connections that adds up to loop turns longer
 than REDIS_TIMEOUT_S; the lab's asyncio Redis clients tolerate such turns
-(services/redis_clients.TimelyConnection), so a late loop is not taken for a
+(lab/redis_clients.TimelyConnection), so a late loop is not taken for a
 dead Redis. BLOCKING_PUBLISH=threads runs the call in threads of their own
 instead: the loop never waits on the library, but every publish pays a thread
 hop and the GIL handover back and forth, which cost Celery a third and Dramatiq
@@ -24,8 +24,8 @@ import asyncio
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from services.redis_clients import async_client
-from services.settings import Settings
+from lab.redis_clients import async_client
+from lab.settings import Settings
 
 
 class BlockingPublisher:

@@ -7,14 +7,14 @@ import logging
 
 from prometheus_async.aio.web import start_http_server
 
-from services.cgroup import register_cgroup_metrics
-from services.heap import freeze_startup_heap
-from services.loop_lag import start_loop_lag_watch
-from services.metrics import touch_task_series
-from services.protocol import BROKER_QUEUES
-from services.runner import TaskRunner
-from services.settings import Settings, get_settings
-from workers.registry import BROKERS
+from lab.cgroup import register_cgroup_metrics
+from lab.heap import freeze_startup_heap
+from lab.loop_lag import start_loop_lag_watch
+from lab.metrics import touch_task_series
+from lab.protocol import BROKER_QUEUES
+from lab.queues import BROKERS
+from lab.runner import TaskRunner
+from lab.settings import Settings, get_settings
 
 LIBRARY_LOGGERS = tuple(name for b in BROKERS for name in b.loggers)
 

@@ -269,7 +269,7 @@ class Observe:
 def touch_task_series(queues) -> None:
     """Create every task series at 0 when a process starts, so that rate() sees
     the very first tasks instead of starting its series at their count."""
-    from services.protocol import ENDPOINTS
+    from lab.protocol import ENDPOINTS
 
     for queue in queues:
         for kind, variant in ENDPOINTS:

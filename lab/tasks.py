@@ -21,9 +21,9 @@ from concurrent.futures.process import BrokenProcessPool
 import redis
 import redis.asyncio as aioredis
 
-from services.ledger import work_key
-from services.protocol import Kind, TaskMessage, Variant
-from services.settings import Settings
+from lab.ledger import work_key
+from lab.protocol import Kind, TaskMessage, Variant
+from lab.settings import Settings
 
 
 def cpu_work(iterations: int) -> int:

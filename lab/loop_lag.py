@@ -3,7 +3,7 @@
 import asyncio
 from collections import deque
 
-from services.metrics import EVENT_LOOP_LAG
+from lab.metrics import EVENT_LOOP_LAG
 
 WINDOW_S = 5.0  # report the worst lag over this window, so a scrape never misses a stall
 
