@@ -2,8 +2,8 @@
 recording rules: no Docker, no Grafana, no Prometheus server (promtool only).
 
 Every metric a panel (or a recording rule) queries must be one of:
-  * the lab's documented metrics: the README's metrics table once README.md
-    exists (a table whose header starts with `metric` and whose first column
+  * the lab's documented metrics: the metrics table of docs/metrics.md once
+    it exists (a table whose header starts with `metric` and whose first column
     holds the names in backticks), else the names in lab/metrics.py and
     lab/cgroup.py;
   * a named exporter's metric (EXPORTERS below);
@@ -26,7 +26,7 @@ GRAFANA = ROOT / "grafana"
 DASHBOARD_DIR = GRAFANA / "dashboards"
 PROVISIONING = GRAFANA / "provisioning"
 RULES_DIR = ROOT / "prometheus" / "rules"
-README = ROOT / "README.md"
+METRICS_DOC = ROOT / "docs" / "metrics.md"
 DASHBOARD_MOUNT = "/var/lib/grafana/dashboards"  # docker-compose.yml mounts grafana/dashboards there
 HOME_DASHBOARD = "queues.json"
 GRAFANA_DS = {"type": "grafana", "uid": "-- Grafana --"}
@@ -159,7 +159,7 @@ def test_metric_name_extraction():
 
 # --- the documented metrics -------------------------------------------------------
 def readme_metrics(text: str) -> set[str]:
-    """Names in backticks in the first column of the README's metrics table(s)."""
+    """Names in backticks in the first column of a metrics table (docs/metrics.md)."""
     names: set[str] = set()
     lines = text.splitlines()
     i = 0
@@ -190,13 +190,13 @@ def source_metrics() -> set[str]:
 
 
 def documented_metrics() -> tuple[set[str], str]:
-    if README.exists():
-        names = readme_metrics(README.read_text())
+    if METRICS_DOC.exists():
+        names = readme_metrics(METRICS_DOC.read_text())
         assert names, (
-            "README.md exists but has no metrics table (header `| metric | type | labels | "
+            "docs/metrics.md exists but has no metrics table (header `| metric | type | labels | "
             "exported by | meaning |`, names in backticks in the first column)"
         )
-        return names, "README.md metrics table"
+        return names, "docs/metrics.md metrics table"
     names = source_metrics()
     assert names, "no metric names found in lab/metrics.py and lab/cgroup.py"
     return names, "lab/metrics.py + lab/cgroup.py"
