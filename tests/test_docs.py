@@ -189,7 +189,6 @@ def test_every_list_of_queues_names_every_queue(path: Path):
 
 
 def test_the_readme_has_the_queue_table():
-    background, brokers = queue_names()
     headers = [rows[0] for _, rows, _ in tables(README.read_text()) if rows and rows[0][0].lower() == "queue"]
     assert headers, "README.md has no table whose first column is `queue`"
 
