@@ -115,25 +115,35 @@ compose-services: ## print every compose service but Grafana (for the tests)
 	@echo $(compose-services)
 
 # ---- Load runs (Locust in the compose profile `load`) -------------------------------
-# make load worker=arq [endpoint=io/simple users=100 spawn=100 iterations=5000|duration=60s run=NAME]
+# make load worker=arq [endpoint=io/simple users=100 spawn=100 iterations=N|duration=60s run=NAME]
+#                      [drain_watch=60 | wait=1]
 # make load scenario=upstream variant=async-blocking users=50 iterations=100
 # Only the parameters given are passed: the defaults live in locust/load_params.py.
 LOAD_PARAMS = worker endpoint users spawn iterations duration run scenario variant mode count size \
-              locust_workers drain_timeout drain_stall
-load-args = $(foreach p,$(LOAD_PARAMS),$(if $(strip $($(p))),--$(subst _,-,$(p)) '$(strip $($(p)))'))
+              locust_workers drain_watch drain_timeout drain_stall
+load-args = $(foreach p,$(LOAD_PARAMS),$(if $(strip $($(p))),--$(subst _,-,$(p)) '$(strip $($(p)))')) \
+            $(if $(filter-out 0,$(strip $(wait))),--wait)
 # Where the run records go (the compose tests point it at a temporary directory).
 results_dir ?= results
 
 .PHONY: load results report sweep locust-ui locust-ui-down
 
-load: ## drive the lab with Locust and record the run: make load worker=arq|...|all [endpoint= users= iterations=|duration= run=]
+load: ## drive the lab with Locust and record the run: make load worker=arq|...|all [endpoint= users= iterations=|duration= run= drain_watch=60|wait=1]
 	@COMPOSE="$(COMPOSE)" $(UV) run python -m scripts.load $(load-args) --results-dir '$(results_dir)'
 
-locust-ui: ## Locust's web UI on 127.0.0.1:8089 against the lab's API, for interactive runs: make locust-ui [worker=arq endpoint=io/simple run=NAME]
+locust-ui: ## Locust's web UI on 127.0.0.1:8089 against the lab's API, for interactive runs: make locust-ui worker=arq [endpoint=io/simple run=NAME]
+	@$(UV) run python -m scripts.params worker='$(worker)' endpoint='$(endpoint)' run='$(run)' \
+	  || { echo "usage: make locust-ui worker=arq|...|all [endpoint=io/simple run=NAME]"; exit 2; }
 	@$(COMPOSE) --profile load build locust-master
 	@LOAD_WORKER='$(worker)' LOAD_ENDPOINT='$(endpoint)' LOAD_RUN='$(run)' \
 	  $(COMPOSE) --profile locust-ui up --detach --no-deps --force-recreate locust-ui
-	@echo "Locust: http://127.0.0.1:$${LOCUST_UI_PORT:-8089}  (make locust-ui-down to stop it)"
+	@port=$${LOCUST_UI_PORT:-8089}; for i in $$(seq 60); do \
+	  curl -fsS -o /dev/null "http://127.0.0.1:$$port/" 2>/dev/null && break; sleep 0.5; done; \
+	if curl -fsS -o /dev/null "http://127.0.0.1:$$port/" 2>/dev/null; then \
+	  echo "Locust: http://127.0.0.1:$$port  (make locust-ui-down to stop it)"; \
+	else \
+	  echo "Locust's web UI did not come up; its last lines:"; $(COMPOSE) --profile locust-ui logs --tail=20 locust-ui; exit 1; \
+	fi
 
 locust-ui-down: ## stop Locust's web UI
 	@$(COMPOSE) --profile locust-ui rm --stop --force locust-ui

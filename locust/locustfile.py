@@ -27,6 +27,7 @@ What core Locust lacks, added here:
   once at the end, `LAB-ERROR`/`LAB-ABORT` when it cannot run.
 """
 
+import dataclasses
 import json
 import os
 import random
@@ -50,7 +51,7 @@ from locust import FastHttpUser, constant, events, task  # noqa: E402
 SCENARIO = os.environ.get("LOAD_SCENARIO") or "queue"
 if SCENARIO not in USER_CLASSES:
     raise SystemExit(f"LAB-ERROR LOAD_SCENARIO={SCENARIO!r}: choose from {', '.join(USER_CLASSES)}")
-LINGER_S = float(os.environ.get("LOAD_LINGER_S") or 6)
+LINGER_S = float(os.environ.get("LOAD_LINGER_S") or 4)
 # The master waits for this file before its users start (make load creates it
 # once Prometheus has scraped every Locust process), so the dashboards see the
 # Locust counters from zero. Unset: no wait.
@@ -161,6 +162,12 @@ class State:
 STATE = State()
 
 
+def in_web_ui(environment) -> bool:
+    """Locust's web UI drives the run (make locust-ui): not headless, not autostarted."""
+    opts = environment.parsed_options
+    return not (getattr(opts, "headless", False) or getattr(opts, "autostart", False))
+
+
 def options_of(environment) -> dict:
     opts = environment.parsed_options
     raw = {key: getattr(opts, f"lab_{key}", None) for key in OPTIONS}
@@ -197,7 +204,11 @@ def on_init(environment, runner=None, **_):
 
     if STATE.role != "worker":
         try:  # fail before any user starts; the workers get the master's values
-            STATE.params = parse_params(options_of(environment))
+            raw = options_of(environment)
+            STATE.params = parse_params(raw)
+            if in_web_ui(environment) and not (raw.get("iterations") or raw.get("duration")):
+                # In the web UI the person stops the run: no default request count.
+                STATE.params = dataclasses.replace(STATE.params, iterations=None)
         except ParamError as exc:
             emit("ERROR", {"role": STATE.role, "error": str(exc)})
             raise SystemExit(2) from None
@@ -385,6 +396,9 @@ def control(environment):
             break
     emit("RESULT", result(environment, started))
     runner.stop()
+    STATE.controller = None
+    if in_web_ui(environment):
+        return  # the UI stays up for the next run
     gevent.sleep(LINGER_S)
     environment.process_exit_code = 0
     runner.quit()

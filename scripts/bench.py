@@ -42,7 +42,8 @@ from lab.cgroup import cpu_seconds_of, memory_of
 from lab.queues import BROKERS
 from scripts import lab_results as R
 from scripts.bench_drain import Counter, PairedDrain, Side, container_id, pair_ratios, spread
-from scripts.load import Compose, Grafana, LoadError
+from scripts.compose import Compose, LoadError
+from scripts.grafana import Grafana
 from services.bare.queues import BARE, KEYS, done_key
 
 QUEUES = ("background", *BARE)

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from scripts.load import LoadError
+from scripts.compose import LoadError
 
 WARM_S = 1.0  # a side runs this long after its first task before it is measured: imports, connections, caches
 MIN_TASKS_PER_WINDOW = 40

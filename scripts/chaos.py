@@ -33,10 +33,17 @@ import threading
 import time
 from pathlib import Path
 
-from scripts import load as L
+from scripts import lab_results
+from scripts.compose import Compose, LoadError, setting
+from scripts.console import Display
+from scripts.lab_api import ledger
+from scripts.load import parser as load_parser
+from scripts.load import run_load
+from scripts.params import load_params
+from scripts.prometheus import rfc3339
 
 FAULTS = ("kill-worker", "stop-worker", "restart-redis", "oom")
-WORKERS = L.R.QUEUES
+WORKERS = lab_results.QUEUES
 # `background` runs its tasks in the API process: nothing comes back from a
 # dead API, and what waited for Redis settles seconds after it is back. A
 # drain that sees nothing settle for this long is over.
@@ -72,9 +79,9 @@ def docker(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 class Fault:
     """Injects one fault into one compose service, and undoes it."""
 
-    def __init__(self, compose: L.Compose, fault: str, worker: str, hold_s: float, say):
+    def __init__(self, compose: Compose, fault: str, worker: str, hold_s: float, say):
         self.compose, self.fault, self.worker, self.hold_s, self.say = compose, fault, worker, hold_s, say
-        self.service = "redis" if fault == "restart-redis" else L.R.service_of(worker)
+        self.service = "redis" if fault == "restart-redis" else lab_results.service_of(worker)
         self.events: dict[str, float] = {}
         self.errors: list[str] = []
         self._limits: tuple[int, int] | None = None
@@ -83,7 +90,7 @@ class Fault:
     def container(self) -> str:
         ids = self.compose.ids(self.service, include_stopped=True)
         if not ids:
-            raise L.LoadError(f"no container for service {self.service}: is the lab up?")
+            raise LoadError(f"no container for service {self.service}: is the lab up?")
         return ids[0]
 
     def check(self) -> None:
@@ -91,7 +98,7 @@ class Fault:
             info = self.compose.inspect("redis")
             cmd = " ".join(info[0]["Config"]["Cmd"]) if info else ""
             if "--appendonly yes" not in cmd:
-                raise L.LoadError(
+                raise LoadError(
                     "restart-redis needs Redis to keep its data (the ledger lives there too): "
                     "`make up REDIS_APPENDONLY=yes` first"
                 )
@@ -161,7 +168,7 @@ class Fault:
             if not state.get("Running"):
                 self._run("start", cid)
             # The restart policy, not this restore, brought the killed worker back.
-            started = L.rfc3339(state.get("StartedAt", ""))
+            started = rfc3339(state.get("StartedAt", ""))
             if started > self.events["injected_at"]:
                 self.events["restarted_at"] = started
         self.events["restored_at"] = time.time()
@@ -201,7 +208,7 @@ class CompletionWatch(threading.Thread):
 
     def run(self) -> None:
         while not self.stop.wait(0.5):
-            report = L.ledger(self.api, self.run_name)
+            report = ledger(self.api, self.run_name)
             if report:
                 self.samples.append((time.time(), report["totals"]["completed"]))
 
@@ -242,8 +249,8 @@ def late_fault(injected: float | None, load_ended: float | None, recovered_s: fl
 
 
 def run_chaos(args: argparse.Namespace) -> int:
-    compose = L.Compose()
-    ui = L.Display()
+    compose = Compose()
+    ui = Display()
     args.run = args.run or f"chaos-{args.worker}-{args.fault}-{secrets.token_hex(3)}"
     args.endpoint = args.endpoint or "io/simple"
     args.users = args.users or "10"
@@ -253,12 +260,12 @@ def run_chaos(args: argparse.Namespace) -> int:
         # A dead worker's tasks come back once their lease runs out: TASK_TIMEOUT_S
         # (+10 s for arq, +60 s sweep for SAQ; Celery's visibility timeout is twice
         # it). Waiting less would call them lost when they are only late.
-        args.drain_stall = BACKGROUND_DRAIN_STALL_S if background else 3 * float(L.setting("TASK_TIMEOUT_S", "60"))
+        args.drain_stall = BACKGROUND_DRAIN_STALL_S if background else 3 * float(setting("TASK_TIMEOUT_S", "60"))
     fault = Fault(compose, args.fault, args.worker, args.hold, ui.say)
     fault.check()
     api = compose.port("api", 8000)
     if not api:
-        raise L.LoadError("the lab is not running: `make up`")
+        raise LoadError("the lab is not running: `make up`")
     watch = CompletionWatch(api, args.run)
 
     load_started = threading.Event()
@@ -278,17 +285,15 @@ def run_chaos(args: argparse.Namespace) -> int:
     watch.start()
     injector.start()
     try:
-        code = L.run_load(args, compose, ui, on_start=lambda _: load_started.set())
+        code = run_load(args, compose, ui, on_start=lambda _: load_started.set())
     finally:
         watch.stop.set()
         injector.join(timeout=args.hold + 120)
 
     path = Path(args.results_dir) / f"{args.run}.json"
     record = json.loads(path.read_text()) if path.exists() else {"run": args.run}
-    report = L.ledger(api, args.run) or {}
-    totals = report.get("totals", {})
+    report = ledger(api, args.run) or {}
     injected, restored = fault.events.get("injected_at"), fault.events.get("restored_at")
-    last = report.get("last_settled_at")
     recovered = watch.resumed(injected, fault.events.get("restarted_at", restored)) if injected and restored else None
     if problem := late_fault(injected, record.get("load_ended_at"), recovered):
         fault.errors.append(problem)
@@ -299,24 +304,18 @@ def run_chaos(args: argparse.Namespace) -> int:
         "hold_s": args.hold,
         **fault.events,
         "recovered_s": recovered,
-        # The last task settled this long after the fault: a dead worker's
-        # tasks come back only when their lease runs out (TASK_TIMEOUT_S).
-        "last_settled_after_fault_s": round(last - injected, 1) if injected and last else None,
-        "enqueued": totals.get("enqueued"),
-        "completed": totals.get("completed"),
-        "failed": totals.get("failed"),
-        "duplicates": totals.get("duplicates"),
-        "lost": totals.get("pending"),
-        # executions cut off by the fault (started, never ended); re-run unless lost
-        "interrupted": totals.get("unfinished"),
+        **lab_results.chaos_totals(report, injected),
         **fault.container_state(),
         "errors": fault.errors,
     }
+    if lab_results.is_draining(record):
+        record["chaos"]["lost"] = None  # not known while the drain goes on: `make results` fills it in
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=2) + "\n")
     c = record["chaos"]
+    lost = "not yet known (still draining: make results)" if c["lost"] is None else c["lost"]
     ui.say(
-        f"\nchaos {args.fault} on {fault.service}: lost {c['lost']}, duplicated {c['duplicates']}, "
+        f"\nchaos {args.fault} on {fault.service}: lost {lost}, duplicated {c['duplicates']}, "
         f"failed {c['failed']}, interrupted {c['interrupted']}, work resumed {c['recovered_s']} s and the "
         f"last task settled {c['last_settled_after_fault_s']} s after the fault, "
         f"restarts {c['restart_count']}, OOM kills {c.get('oom_events', 0)}"
@@ -327,7 +326,7 @@ def run_chaos(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = L.parser()
+    p = load_parser()
     p.prog = "python -m scripts.chaos"
     p.description = __doc__
     p.add_argument("--fault", required=True, choices=FAULTS)
@@ -344,10 +343,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return run_chaos(args)
-    except L.P.ParamError as exc:
+    except load_params.ParamError as exc:
         print(f"make chaos: {exc}", file=sys.stderr)
         return 2
-    except L.LoadError as exc:
+    except LoadError as exc:
         print(f"\nmake chaos: {exc}", file=sys.stderr)
         return 1
 

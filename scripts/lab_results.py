@@ -159,16 +159,18 @@ def annotation(
 
 # Dashboards a run links to (grafana/dashboards/*.json uids).
 RUN_DASHBOARDS = {"queues": "lab-queues", "api": "lab-api", "load": "lab-load"}
-LINK_MARGIN_S = (15, 30)  # before the run, after it (the 15 s rates trail its end)
+LINK_MARGIN_S = (10, 15)  # before the run, after it (the 10 s rates trail its end)
 
 
-def grafana_link(addr: str, dashboard: str, start: float, end: float, queue: str | None = None) -> str:
-    """The URL of a lab dashboard over a run's window, scoped to one queue if given."""
+def grafana_link(addr: str, dashboard: str, start: float, end: float | None, queue: str | None = None) -> str:
+    """The URL of a lab dashboard over a run's window, scoped to one queue if given;
+    `end` None: up to now, refreshing (a drain that goes on)."""
     host, _, port = addr.rpartition(":")
     host = "127.0.0.1" if host in ("", "0.0.0.0") else host
+    to = "now" if end is None else str(int((end + LINK_MARGIN_S[1]) * 1000))
     url = (
         f"http://{host}:{port}/d/{RUN_DASHBOARDS[dashboard]}/?orgId=1"
-        f"&from={int((start - LINK_MARGIN_S[0]) * 1000)}&to={int((end + LINK_MARGIN_S[1]) * 1000)}"
+        f"&from={int((start - LINK_MARGIN_S[0]) * 1000)}&to={to}"
     )
     if queue and dashboard == "queues":
         url += "".join(f"&var-queue={q}" for q in queue.split(","))
@@ -208,9 +210,13 @@ def _round(x, digits=2):
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(x, digits)
 
 
-def task_fields(ledger: Mapping | None, load_ended_at: float | None, settled: bool) -> dict | None:
+def task_fields(
+    ledger: Mapping | None, load_ended_at: float | None, settled: bool, draining: Mapping | None = None
+) -> dict | None:
     """The ledger part of a queue run: counts, time to execute all tasks (first
-    enqueue to last completion) and the drain after the load stopped."""
+    enqueue to last completion) and the drain after the load stopped. `draining`:
+    the watch ended with a backlog (scripts/drain.py), which is not lost: the run
+    settles later (settle_later)."""
     if ledger is None:
         return None
     totals = ledger.get("totals", {})
@@ -221,11 +227,13 @@ def task_fields(ledger: Mapping | None, load_ended_at: float | None, settled: bo
         "completed": totals.get("completed", 0),
         "failed": totals.get("failed", 0),
         "duplicates": totals.get("duplicates", 0),
-        "lost": max(0, totals.get("pending", 0)),  # still pending when we stopped waiting
+        # still pending when we stopped waiting; none yet while the run drains
+        "lost": None if draining is not None else max(0, totals.get("pending", 0)),
         # Executions that began and never ended: cut off by a crash (and, if the
         # task is not lost, run again). Ledgers older than the `started` count: None.
         "unfinished": totals.get("unfinished") if "started" in totals else None,
         "settled": done,
+        "draining": dict(draining) if draining is not None else None,
         "first_enqueued_at": first,
         "last_settled_at": last,
         "time_to_execute_all_s": _round(last - first) if done and first and last else None,
@@ -240,6 +248,44 @@ def task_fields(ledger: Mapping | None, load_ended_at: float | None, settled: bo
     }
 
 
+def is_draining(record: Mapping) -> bool:
+    """The run's watch ended before its tasks did, and no later look found it settled."""
+    tasks = record.get("tasks") or {}
+    return bool(tasks.get("draining")) and not tasks.get("settled")
+
+
+def settle_later(record: dict, ledger: Mapping) -> bool:
+    """Fill in a draining run's task figures from its ledger once nothing is
+    pending (`make results` asks); True when the record changed."""
+    if not is_draining(record) or ledger.get("totals", {}).get("pending", 1) > 0:
+        return False
+    watch = record["tasks"]["draining"]
+    record["tasks"] = {**task_fields(ledger, record.get("load_ended_at"), True), "draining": watch}
+    record["settled_later_at"] = ledger.get("last_settled_at")
+    record["warnings"] = [w for w in record.get("warnings", []) if not w.startswith("still draining")]
+    if "chaos" in record:
+        record["chaos"].update(chaos_totals(ledger, record["chaos"].get("injected_at")))
+    return True
+
+
+def chaos_totals(ledger: Mapping, injected_at: float | None) -> dict:
+    """The ledger's part of a chaos run's section."""
+    totals = ledger.get("totals", {})
+    last = ledger.get("last_settled_at")
+    return {
+        # The last task settled this long after the fault: a dead worker's
+        # tasks come back only when their lease runs out (TASK_TIMEOUT_S).
+        "last_settled_after_fault_s": round(last - injected_at, 1) if injected_at and last else None,
+        "enqueued": totals.get("enqueued"),
+        "completed": totals.get("completed"),
+        "failed": totals.get("failed"),
+        "duplicates": totals.get("duplicates"),
+        "lost": totals.get("pending"),
+        # executions cut off by the fault (started, never ended); re-run unless lost
+        "interrupted": totals.get("unfinished"),
+    }
+
+
 def build_record(
     *,
     params: Mapping,
@@ -247,6 +293,7 @@ def build_record(
     ledger: Mapping | None,
     settled: bool,
     limits: Mapping,
+    draining: Mapping | None = None,
     knobs: Mapping,
     resources: Mapping | None,
     probe: Mapping | None,
@@ -260,6 +307,7 @@ def build_record(
     params: run, scenario, worker, endpoint, users, spawn_rate, iterations, duration_target_s
     locust: the master's LAB-RESULT
     ledger: GET /api/v1/runs/{run} at the end (queue runs), settled: pending reached 0
+    draining: the drain watch's backlog, rate and projection when it ended before the drain
     limits: {"api": {...}, "workers": {queue: {...}}} (limits_of)
     resources: per service from Prometheus: peak_memory_bytes, cpu_throttled_pct, cpu_used_cores, cpu_limit_cores
     subjects: the services under test (the queues' workers; the API for `background`
@@ -281,10 +329,15 @@ def build_record(
         )
     if params.get("iterations") is not None and requests != params["iterations"]:
         warnings.append(f"{requests} requests recorded, not the {params['iterations']} asked for")
-    tasks = task_fields(ledger, end, settled)
+    tasks = task_fields(ledger, end, settled, draining)
     accepted = locust.get("status_codes", {}).get("202")
     if tasks is not None:
-        if not tasks["settled"]:
+        if draining is not None and not tasks["settled"]:
+            warnings.append(
+                f"still draining: {draining['backlog']} task(s) pending when the watch ended; "
+                "`make results` shows the run settled once it has"
+            )
+        elif not tasks["settled"]:
             warnings.append(f"not settled: {tasks['lost']} task(s) still pending when the wait ended")
         if accepted is not None and tasks["enqueued"] != accepted:
             warnings.append(f"ledger enqueued {tasks['enqueued']} != {accepted} requests answered 202")
@@ -432,7 +485,10 @@ def notes_of(record: Mapping) -> str:
     for service, r in (record.get("restarts") or {}).items():
         notes.append(f"{service} restarted" + (" (OOM)" if r.get("oom_killed") else ""))
     tasks = record.get("tasks")
-    if tasks and not tasks.get("settled"):
+    if tasks and is_draining(record):
+        watch = tasks["draining"]
+        notes.append(f"draining: {watch.get('backlog')} pending at {watch.get('rate_per_s')} tasks/s when watched")
+    elif tasks and not tasks.get("settled"):
         notes.append("NOT SETTLED")
     if record.get("duration_target_s"):
         notes.append(f"duration {record['duration_target_s']:g}s")

@@ -42,9 +42,29 @@ def load_records(directory: Path, schema=R.SCHEMA) -> list[dict]:
     return records
 
 
+def settle_draining(directory: Path, records: list[dict]) -> None:
+    """Runs whose drain watch ended with a backlog: ask their ledgers (the running
+    lab's API) whether they have settled since, and fill their figures in."""
+    draining = [r for r in records if R.is_draining(r)]
+    if not draining:
+        return
+    from scripts.compose import Compose
+    from scripts.lab_api import ledger
+
+    api = Compose().port("api", 8000)
+    if not api:
+        print(f"{len(draining)} run(s) still draining; the lab is not running to ask their ledgers (make up)")
+        return
+    for record in draining:
+        led = ledger(api, record["run"])
+        if led is not None and R.settle_later(record, led):
+            (directory / f"{record['run']}.json").write_text(json.dumps(record, indent=2) + "\n")
+
+
 def cmd_table(args) -> int:
     directory = Path(args.results_dir)
     records = load_records(directory)
+    settle_draining(directory, records)
     benches = sorted(load_records(directory, bench.SCHEMA), key=lambda r: r.get("time") or "")
     if not records and not benches:
         print(f"no run recorded in {directory}/ yet: make load worker=... or make bench (see make help)")
@@ -161,7 +181,7 @@ def cmd_report(args) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from scripts.load import Compose
+    from scripts.compose import Compose
 
     directory = Path(args.results_dir)
     path = directory / f"{args.run}.json"

@@ -23,11 +23,13 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from lab.protocol import RUN_PATTERN
+from scripts import compose, console, locust_run
 from scripts import lab_results as R
-from scripts import load as L
+from scripts.load import parser as load_parser
+from scripts.params import load_params
 
 ROOT = Path(__file__).resolve().parents[1]
-P = L.P  # locust/load_params.py, loaded by path the way the driver loads it
+P = load_params  # locust/load_params.py, loaded by path the way the driver loads it
 
 
 # -- Parameters ---------------------------------------------------------------------
@@ -130,7 +132,7 @@ def test_driver_environment_makes_the_containers_parse_the_same_run():
         {"scenario": "clients", "mode": "prejson", "count": "12"},
     ):
         params = P.parse_params(raw)
-        env = L.load_env(params, locust_workers=3)
+        env = locust_run.load_env(params, locust_workers=3)
         assert env["LOCUST_WORKERS"] == "3"
         back = {key: env[name] for key, name in P.ENV_NAMES.items()}
         back.update(users=env["LOAD_USERS"], spawn_rate=env["LOAD_SPAWN_RATE"])
@@ -149,11 +151,11 @@ def test_driver_settings_come_from_the_env_files_compose_reads(tmp_path, monkeyp
     env_file.write_text("# knobs\nLOCUST_WORKERS=4   # four containers\nGRAFANA_ADMIN_PASSWORD='s3 cret'\n\nBROKEN\n")
     monkeypatch.setenv("COMPOSE_ENV_FILES", str(env_file))
     monkeypatch.delenv("LOCUST_WORKERS", raising=False)
-    assert L.dotenv() == {"LOCUST_WORKERS": "4", "GRAFANA_ADMIN_PASSWORD": "s3 cret"}
-    assert L.setting("LOCUST_WORKERS", "2") == "4" and L.setting("LOAD_LINGER_S", "6") == "6"
-    assert L.parser().parse_args([]).locust_workers == 4
+    assert compose.dotenv() == {"LOCUST_WORKERS": "4", "GRAFANA_ADMIN_PASSWORD": "s3 cret"}
+    assert compose.setting("LOCUST_WORKERS", "2") == "4" and compose.setting("LOAD_LINGER_S", "6") == "6"
+    assert load_parser().parse_args([]).locust_workers == 4
     monkeypatch.setenv("LOCUST_WORKERS", "3")  # the environment wins, as with compose
-    assert L.parser().parse_args([]).locust_workers == 3
+    assert load_parser().parse_args([]).locust_workers == 3
 
 
 # -- Tickets: exactly `iterations` requests ----------------------------------------------
@@ -487,19 +489,19 @@ def test_annotations_follow_the_grafana_readme():
 
 def test_a_run_link_opens_its_window_on_its_queue():
     link = R.grafana_link("127.0.0.1:3000", "queues", 1000.0, 1060.0, "arq,saq")
-    assert link == ("http://127.0.0.1:3000/d/lab-queues/?orgId=1&from=985000&to=1090000&var-queue=arq&var-queue=saq")
+    assert link == ("http://127.0.0.1:3000/d/lab-queues/?orgId=1&from=990000&to=1075000&var-queue=arq&var-queue=saq")
     dashboards = {json.loads(p.read_text())["uid"] for p in (ROOT / "grafana" / "dashboards").glob("*.json")}
     assert set(R.RUN_DASHBOARDS.values()) <= dashboards
     assert R.grafana_link("0.0.0.0:3001", "api", 0, 1).startswith("http://127.0.0.1:3001/d/lab-api/")
 
 
 def test_the_progress_rate_follows_the_last_seconds():
-    rate = L.Rate(span_s=3)
+    rate = console.Rate(span_s=3)
     assert rate.rps == 0.0
     for second, total in enumerate((0, 100, 200, 300, 1300, 2300)):
         rate.add(float(second), total)
     assert rate.rps == pytest.approx(1000, rel=0.35)  # the recent pace, not the mean since the start
-    line = L.progress_line(
+    line = console.progress_line(
         P.parse_params({"worker": "arq", "iterations": "4000"}),
         {"requests": 1000, "failures": 10, "users": 100},
         12.5,
@@ -1026,3 +1028,132 @@ def test_make_chaos_calls_a_fault_after_the_load_with_no_recovery_an_error():
     assert chaos.late_fault(15.4, 14.6, 2.5) is None  # a backlog still there: work resumed
     assert chaos.late_fault(13.0, 14.6, None) is None  # inside the load
     assert chaos.late_fault(None, 14.6, None) is None  # never injected (its own error)
+
+
+# -- The drain watch (scripts/drain.py) and a run that settles later -----------------------
+def test_the_drain_rate_is_taken_over_the_last_half_minute():
+    from scripts.drain import rate_of
+
+    assert rate_of([]) is None and rate_of([(0.0, 5)]) is None
+    samples = [(float(t), 6 * t) for t in range(0, 61)]  # 6 tasks/s for a minute
+    assert rate_of(samples) == pytest.approx(6.0)
+    samples += [(61.0 + t, 360) for t in range(40)]  # then nothing for 40 s
+    assert rate_of(samples) == 0.0
+
+
+def test_a_watch_that_ends_with_a_backlog_says_what_it_saw():
+    from scripts.drain import Drain, outcome_lines
+
+    drain = Drain(
+        ledger={"totals": {"enqueued": 5000, "completed": 1400, "failed": 0, "pending": 3600}},
+        watch_ended=True,
+        rate_per_s=6.0,
+        samples=[(1000.0, 1400)],
+    )
+    assert drain.backlog == 3600 and drain.projected_s == 600
+    assert drain.watch_summary() == {
+        "backlog": 3600,
+        "rate_per_s": 6.0,
+        "projected_empty_s": 600.0,
+        "watch_ended_at": 1000.0,
+    }
+    text = "\n".join(outcome_lines(drain, run="r1", watch_s=60, timeout_s=1200, stall_s=120))
+    assert "3600 task(s) pending after 60 s" in text and "6.0 tasks/s" in text and "10 min" in text
+    assert "make results" in text and "wait=1" in text
+    stalled = Drain(ledger=drain.ledger, stalled=True)
+    assert "DRAIN STALLED" in outcome_lines(stalled, run="r1", watch_s=None, timeout_s=1200, stall_s=120)[0]
+
+
+def _draining_record(pending: int) -> dict:
+    ledger = {
+        "totals": {"enqueued": 100, "completed": 100 - pending, "failed": 0, "duplicates": 0, "pending": pending},
+        "first_enqueued_at": 1000.0,
+        "last_settled_at": 1030.0,
+    }
+    return R.build_record(
+        params={
+            "run": "r1",
+            "scenario": "queue",
+            "worker": "arq",
+            "endpoint": "io/simple",
+            "users": 10,
+            "spawn_rate": 10,
+            "iterations": 100,
+        },
+        locust={
+            "requests": 100,
+            "failures": 0,
+            "first_request_at": 1000.0,
+            "last_response_at": 1010.0,
+            "status_codes": {"202": 100},
+        },
+        ledger=ledger,
+        settled=False,
+        limits={"api": {}, "workers": {}},
+        knobs={},
+        resources=None,
+        probe=None,
+        locust_workers=1,
+        subjects=["arq"],
+        draining={"backlog": pending, "rate_per_s": 2.0, "projected_empty_s": pending / 2, "watch_ended_at": 1070.0},
+    )
+
+
+def test_a_draining_run_is_not_called_lost_and_settles_when_its_ledger_does():
+    record = _draining_record(pending=40)
+    assert R.is_draining(record) and record["tasks"]["lost"] is None
+    assert record["tasks"]["time_to_execute_all_s"] is None
+    assert any(w.startswith("still draining: 40") for w in record["warnings"])
+    assert "draining: 40 pending" in R.notes_of(record) and "NOT SETTLED" not in R.notes_of(record)
+    still = {"totals": {"enqueued": 100, "completed": 90, "failed": 0, "pending": 10}}
+    assert not R.settle_later(record, still) and R.is_draining(record)
+    done = {
+        "totals": {"enqueued": 100, "completed": 99, "failed": 1, "duplicates": 0, "pending": 0},
+        "first_enqueued_at": 1000.0,
+        "last_settled_at": 1123.5,
+    }
+    assert R.settle_later(record, done)
+    assert not R.is_draining(record) and record["tasks"]["settled"]
+    assert (record["tasks"]["time_to_execute_all_s"], record["tasks"]["drain_s"]) == (123.5, 113.5)
+    assert record["tasks"]["lost"] == 0 and record["tasks"]["failed"] == 1 and record["settled_later_at"] == 1123.5
+    assert not any(w.startswith("still draining") for w in record["warnings"])
+    assert "| 123.5 |" in R.table_row(record)
+
+
+def test_make_results_fills_in_a_run_that_settled_after_its_watch(tmp_path, monkeypatch):
+    from scripts import results
+
+    record = _draining_record(pending=40)
+    (tmp_path / "r1.json").write_text(json.dumps(record))
+    settled = {
+        "totals": {"enqueued": 100, "completed": 100, "failed": 0, "duplicates": 0, "pending": 0},
+        "first_enqueued_at": 1000.0,
+        "last_settled_at": 1050.0,
+    }
+    monkeypatch.setattr(compose.Compose, "port", lambda self, service, port: "127.0.0.1:1")
+    monkeypatch.setattr("scripts.lab_api.ledger", lambda api, run: settled if run == "r1" else None)
+    results.settle_draining(tmp_path, results.load_records(tmp_path))
+    again = json.loads((tmp_path / "r1.json").read_text())
+    assert again["tasks"]["settled"] and again["tasks"]["time_to_execute_all_s"] == 50.0
+
+
+def test_a_run_link_during_the_drain_ends_at_now():
+    link = R.grafana_link("127.0.0.1:3000", "queues", 1000.0, None, "arq")
+    assert "&to=now" in link and "from=990000" in link and link.endswith("&var-queue=arq")
+
+
+def test_make_load_passes_the_drain_flags():
+    out = subprocess.run(
+        ["make", "-n", "load", "worker=arq", "wait=1", "drain_watch=30"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "--wait" in out and "--drain-watch '30'" in out
+    out = subprocess.run(
+        ["make", "-n", "load", "worker=arq", "wait=0"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    assert "--wait" not in out
+    args = load_parser().parse_args([])
+    assert (args.drain_watch, args.wait) == (60.0, False)
