@@ -446,7 +446,7 @@ QUEUES = dashboard(
         query_variable(
             "queue",
             "Queue",
-            "Queues to show (label queue): every queue the API serves (workers/registry.py), read from lab_enqueued_total.",
+            "Queues to show (label queue): every queue the API serves (lab/queues.py), read from lab_enqueued_total.",
             "label_values(lab_enqueued_total, queue)",
         ),
         custom_variable("kind", "Kind", "Task kind (label kind).", ["io", "cpu"]),
