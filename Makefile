@@ -169,7 +169,7 @@ bench: ## the lab's API and workers beside bare ones (each library's plain call)
 
 # ---- Fault experiments ----------------------------------------------------------------
 .PHONY: chaos
-chaos: ## a load run with a fault injected: make chaos worker=arq fault=kill-worker|stop-worker|restart-redis|oom [at=3 hold=5]
+chaos: ## a load run with a fault injected: make chaos worker=arq fault=kill-worker|stop-worker|restart-redis|oom [at=3 hold=5 drain_watch=60|wait=1]
 	@test -n "$(worker)" -a -n "$(fault)" || { echo "usage: make chaos worker=NAME (background, or a queue of lab/queues.py) fault=kill-worker|stop-worker|restart-redis|oom [at=3 hold=5]"; exit 2; }
 	@COMPOSE="$(COMPOSE)" $(UV) run python -m scripts.chaos --fault '$(fault)' $(if $(at),--at $(at)) $(if $(hold),--hold $(hold)) \
 	  $(load-args) --results-dir '$(results_dir)'

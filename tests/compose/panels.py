@@ -10,7 +10,7 @@ Dashboard variables are replaced the way Grafana would for the Prometheus
 datasource: `$var`, `${var}`, `${var:format}` and `[[var]]`. A custom variable
 set to "All" becomes its allValue (or every option as a regex alternation), a
 textbox its current value; `substitutions` overrides any of them (a list of
-values becomes a regex alternation). Built-ins: $__rate_interval (20s: four 5 s scrapes, as Grafana derives it),
+values becomes a regex alternation). Built-ins: $__rate_interval (8s: four 2 s scrapes, as Grafana derives it),
 $__interval (15s), $__range / $__range_s / $__range_ms (the query window),
 $__interval_ms, all overridable too.
 
@@ -100,7 +100,7 @@ def variable_values(dashboard: dict) -> dict[str, str]:
 
 def builtin_values(window_s: int = WINDOW_S, step_s: int = STEP_S) -> dict[str, str]:
     return {
-        "__rate_interval": "20s",
+        "__rate_interval": "8s",
         "__interval": f"{step_s}s",
         "__interval_ms": str(step_s * 1000),
         "__range": f"{window_s}s",

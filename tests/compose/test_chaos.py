@@ -29,7 +29,14 @@ def test_make_chaos_oom_kill_loses_nothing_and_shows(stack, results_dir):
     # A timed load, as make chaos's own default: a count of requests can end
     # before the fault (1200 from 10 users took 2.7 s at 0.2 CPU).
     proc = stack.make(
-        "chaos", "worker=saq", "fault=oom", "duration=10s", f"run={run}", f"results_dir={results_dir}", timeout=900
+        "chaos",
+        "worker=saq",
+        "fault=oom",
+        "duration=10s",
+        "wait=1",  # the losses are this test's point: wait for SAQ's sweep to hand the tasks back
+        f"run={run}",
+        f"results_dir={results_dir}",
+        timeout=900,
     )
     out = proc.stdout
     assert "chaos: oom on saq injected" in out and "chaos: oom on saq restored" in out, out
@@ -76,6 +83,7 @@ def test_make_chaos_kill_of_the_api_loses_background_tasks_but_never_a_count(sta
         "chaos",
         "worker=background",
         "fault=kill-worker",
+        "wait=1",
         f"run={run}",
         f"results_dir={results_dir}",
         timeout=600,
