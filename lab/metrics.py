@@ -211,24 +211,24 @@ QUEUE_DEPTH = Gauge(
 
 class Count:
     """One labelled Counter or Gauge child, counted in plain Python: the hot
-    path adds to `n` (`count.n += 1`, a gauge's `-= 1`), which costs no call;
+    path adds to `value` (`count.value += 1`, a gauge's `-= 1`), which costs no call;
     flush() hands the child what was added since."""
 
-    __slots__ = ("n", "_flushed", "_inc")
+    __slots__ = ("value", "_flushed", "_inc")
 
     def __init__(self, child):
-        self.n = self._flushed = 0
+        self.value = self._flushed = 0
         self._inc = child._value.inc
         _track(self)
 
     def flush(self) -> None:
-        n = self.n
+        n = self.value
         if n != self._flushed:
             self._inc(n - self._flushed)
             self._flushed = n
 
     def forked(self) -> None:
-        self._flushed = self.n
+        self._flushed = self.value
 
 
 class Observe:

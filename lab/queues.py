@@ -16,6 +16,20 @@ import importlib
 from dataclasses import dataclass
 from functools import cache
 from types import ModuleType
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from lab.protocol import TaskMessage
+
+
+class Producer(Protocol):
+    """What every adapter module's `Producer(settings)` does for the API."""
+
+    async def start(self) -> None: ...
+
+    async def enqueue(self, msg: TaskMessage) -> None: ...
+
+    async def close(self) -> None: ...
 
 
 @dataclass(frozen=True)

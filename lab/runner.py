@@ -45,21 +45,21 @@ class _TaskMetrics:
 
     def begin(self, msg: TaskMessage) -> float:
         started = time.time()
-        self.started.n += 1
+        self.started.value += 1
         self.wait(max(0.0, started - msg.enqueued_at))
-        self.in_progress.n += 1
+        self.in_progress.value += 1
         return started
 
     def failed_once(self, first: bool) -> None:
-        (self.failed if first else self.duplicates).n += 1
+        (self.failed if first else self.duplicates).value += 1
 
     def completed_once(self, msg: TaskMessage, started: float, finished: float, first: bool) -> None:
         self.duration(finished - started)
         if first:
-            self.completed.n += 1
+            self.completed.value += 1
             self.latency(finished - msg.enqueued_at)
         else:
-            self.duplicates.n += 1
+            self.duplicates.value += 1
 
 
 def _run_without_loop(coro: Coroutine) -> None:
@@ -114,7 +114,7 @@ class TaskRunner:
                 await self.ledger.settle(msg, "completed", write=write_after, start=start, retry_s=self.retry_s),
             )
         finally:
-            m.in_progress.n -= 1
+            m.in_progress.value -= 1
 
     def run_blocking(self, msg: TaskMessage | dict, loop: asyncio.AbstractEventLoop) -> None:
         """`run`, for a process that runs one task at a time and no event loop
@@ -147,7 +147,7 @@ class TaskRunner:
                 self.blocking_ledger.settle(msg, "completed", write=write_after, retry_s=self.retry_s),
             )
         finally:
-            m.in_progress.n -= 1
+            m.in_progress.value -= 1
 
     async def close(self) -> None:
         self.work.close()

@@ -18,7 +18,7 @@ def redis_server():
     server.stop()
 
 
-class Lab:
+class LabProcesses:
     def __init__(self, redis, api, workers):
         self.redis, self.api, self.workers = redis, api, workers
 
@@ -38,7 +38,7 @@ def lab(redis_server):
         for queue in WORKER_MODULES:
             workers[queue] = start_worker(queue, redis_server.url)
             started.append(workers[queue])
-        yield Lab(redis_server, api, workers)
+        yield LabProcesses(redis_server, api, workers)
     finally:
         for proc in reversed(started):
             proc.stop()

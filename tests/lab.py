@@ -211,7 +211,7 @@ class Metrics:
 def post_tasks(
     api_url: str, run: str, queue: str, endpoint: str, count: int, value: int = 1, concurrency: int = 20
 ) -> list[httpx.Response]:
-    async def go() -> list[httpx.Response]:
+    async def post_all() -> list[httpx.Response]:
         sem = asyncio.Semaphore(concurrency)
         async with httpx.AsyncClient(base_url=api_url, timeout=30) as client:
 
@@ -223,7 +223,7 @@ def post_tasks(
 
             return await asyncio.gather(*(one() for _ in range(count)))
 
-    return asyncio.run(go())
+    return asyncio.run(post_all())
 
 
 def ledger(api_url: str, run: str) -> dict | None:

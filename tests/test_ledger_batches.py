@@ -8,7 +8,8 @@ import time
 
 import redis.asyncio as aioredis
 
-from lab.ledger import Batcher, Ledger, work_key
+from lab.batcher import Batcher
+from lab.ledger import Ledger, work_key
 from lab.protocol import Kind, Queue, TaskMessage, Variant
 from tests.lab import RedisServer, new_run
 
@@ -20,7 +21,7 @@ def msg(run: str, value: int = 3) -> TaskMessage:
 def test_concurrent_enqueues_and_settles_are_batched_and_exact(redis_server):
     run, other = new_run("batch"), new_run("batch-other")
 
-    async def go():
+    async def scenario():
         redis = aioredis.Redis.from_url(redis_server.url)
         ledger = Ledger(redis)
         calls = []
@@ -39,7 +40,7 @@ def test_concurrent_enqueues_and_settles_are_batched_and_exact(redis_server):
         await redis.aclose()
         return firsts, again, reports, work, calls
 
-    firsts, again, (mine, theirs), work, calls = asyncio.run(go())
+    firsts, again, (mine, theirs), work, calls = asyncio.run(scenario())
     assert all(firsts) and not any(again)
     row = mine["queues"]["saq"]["io/simple"]
     assert (row["enqueued"], row["started"], row["completed"], row["duplicates"], row["pending"]) == (40, 40, 40, 25, 0)
@@ -52,7 +53,7 @@ def test_a_failed_batch_fails_every_waiting_caller_fast(redis_server):
     """Redis that does not answer: every caller of the batch, and those queued
     behind it, get the error after one timeout, not one timeout each."""
 
-    async def go():
+    async def scenario():
         redis = aioredis.Redis.from_url("redis://127.0.0.1:9/0", socket_connect_timeout=0.5, socket_timeout=0.5)
         ledger = Ledger(redis)
         started = time.monotonic()
@@ -62,13 +63,13 @@ def test_a_failed_batch_fails_every_waiting_caller_fast(redis_server):
         await redis.aclose()
         return results, time.monotonic() - started
 
-    results, elapsed = asyncio.run(go())
+    results, elapsed = asyncio.run(scenario())
     assert all(isinstance(r, Exception) for r in results), results
     assert elapsed < 2.0, f"30 callers took {elapsed:.1f}s to fail"
 
 
 def test_later_items_go_within_the_linger_time_without_a_waiting_caller():
-    async def go():
+    async def scenario():
         sent = []
 
         async def send(items):
@@ -83,12 +84,12 @@ def test_later_items_go_within_the_linger_time_without_a_waiting_caller():
         assert await batcher.submit("c") is None
         return first, sent
 
-    first, sent = asyncio.run(go())
+    first, sent = asyncio.run(scenario())
     assert first == [["a", "b"]] and sent[-1] == ["c"]
 
 
 def test_a_cancelled_caller_does_not_break_the_batch():
-    async def go():
+    async def scenario():
         gate = asyncio.Event()
 
         async def send(items):
@@ -105,7 +106,7 @@ def test_a_cancelled_caller_does_not_break_the_batch():
         gate.set()
         return await first, await survivor, doomed.cancelled()
 
-    assert asyncio.run(go()) == (1, 3, True)
+    assert asyncio.run(scenario()) == (1, 3, True)
 
 
 def test_enqueue_counts_wait_out_a_frozen_redis_and_are_written_once():
@@ -116,7 +117,7 @@ def test_enqueue_counts_wait_out_a_frozen_redis_and_are_written_once():
     run = new_run("frozen")
     try:
 
-        async def go():
+        async def scenario():
             redis = aioredis.Redis.from_url(server.url, socket_timeout=0.3, socket_connect_timeout=0.3)
             ledger = Ledger(redis)
             ledger.enqueues.retry_s = 0.2
@@ -133,7 +134,7 @@ def test_enqueue_counts_wait_out_a_frozen_redis_and_are_written_once():
             await redis.aclose()
             return still_waiting, row
 
-        still_waiting, row = asyncio.run(go())
+        still_waiting, row = asyncio.run(scenario())
     finally:
         server.thaw()
         server.stop()
@@ -147,7 +148,7 @@ def test_a_start_is_counted_once_whether_it_settles_first_or_outlives_its_linger
     then does not count it again."""
     run = new_run("starts")
 
-    async def go():
+    async def scenario():
         redis = aioredis.Redis.from_url(redis_server.url)
         ledger = Ledger(redis)
         short, long = msg(run), msg(run)
@@ -162,6 +163,6 @@ def test_a_start_is_counted_once_whether_it_settles_first_or_outlives_its_linger
         await redis.aclose()
         return running, done
 
-    running, done = asyncio.run(go())
+    running, done = asyncio.run(scenario())
     assert (running["started"], running["completed"], running["unfinished"]) == (2, 1, 1)
     assert (done["started"], done["completed"], done["unfinished"]) == (2, 2, 0)

@@ -65,7 +65,7 @@ def time_out_on_a_frozen_redis(call, message: str, while_frozen=None, after=None
     server = RedisServer().start()
     try:
 
-        async def go():
+        async def scenario():
             r = client(server.url, TimelyConnection)
             await r.ping()
             server.freeze()
@@ -84,7 +84,7 @@ def time_out_on_a_frozen_redis(call, message: str, while_frozen=None, after=None
             await r.aclose()
             return elapsed
 
-        return asyncio.run(go())
+        return asyncio.run(scenario())
     finally:
         server.stop()
 

@@ -9,7 +9,8 @@ import redis.asyncio as aioredis
 from pydantic import ValidationError
 
 from lab.cgroup import read_cgroup
-from lab.ledger import Ledger, _executions_call, _SettleCommands
+from lab.ledger import Ledger
+from lab.ledger.executions import SettleCommands, executions_call
 from lab.protocol import _VALIDATOR, Kind, Queue, TaskMessage, Variant
 from lab.redis_clients import REDIS_DOWN, _pack
 from lab.settings import Settings
@@ -172,7 +173,7 @@ def test_a_message_is_checked_by_the_few_lines_exactly_as_pydantic_checks_it():
 
 
 def test_a_lone_settle_is_packed_byte_for_byte_as_the_generic_packer_packs_it():
-    commands = _SettleCommands("f" * 40)
+    commands = SettleCommands("f" * 40)
     for run, value, write, started in (
         ("run-1", 3, True, False),
         ("r.2_x", 7, False, True),
@@ -181,12 +182,12 @@ def test_a_lone_settle_is_packed_byte_for_byte_as_the_generic_packer_packs_it():
         task = TaskMessage.new(run, Queue.saq, Kind.cpu, Variant.process, value)
         for op in ("completed", "failed"):
             item = (op, task, write, started)
-            keys, args = _executions_call(run, [item], now=1795600000.123456)
+            keys, args = executions_call(run, [item], now=1795600000.123456)
             assert commands(1795600000.123456, *item) == _pack(("EVALSHA", "f" * 40, len(keys), *keys, *args))
 
 
 def test_ledger_settles_once_and_counts_duplicates(ledger_redis):
-    async def go():
+    async def scenario():
         redis = aioredis.Redis.from_url(ledger_redis)
         ledger = Ledger(redis)
         a, b, c = msg("unit-1"), msg("unit-1"), msg("unit-1")
@@ -202,7 +203,7 @@ def test_ledger_settles_once_and_counts_duplicates(ledger_redis):
         await redis.aclose()
         return row
 
-    row = asyncio.run(go())
+    row = asyncio.run(scenario())
     assert {
         k: row[k]
         for k in ("enqueued", "started", "completed", "failed", "duplicates", "pending", "unfinished", "value")
@@ -221,7 +222,7 @@ def test_ledger_settles_once_and_counts_duplicates(ledger_redis):
 def test_a_resent_enqueue_count_write_is_applied_once(ledger_redis):
     """A write whose reply was lost is sent again with its token: Redis applies it once."""
 
-    async def go():
+    async def scenario():
         redis = aioredis.Redis.from_url(ledger_redis)
         ledger = Ledger(redis)
         for m in (msg("unit-idem"), msg("unit-idem", value=5)):
@@ -235,7 +236,7 @@ def test_a_resent_enqueue_count_write_is_applied_once(ledger_redis):
         await redis.aclose()
         return applied, report
 
-    applied, row = asyncio.run(go())
+    applied, row = asyncio.run(scenario())
     assert applied == [1, 0]
     assert (row["enqueued"], row["value"], row["pending"]) == (2 + 2, 2 + 5 + 7, 4)
 
@@ -244,7 +245,7 @@ def test_a_taken_back_enqueue_count_write_counts_nothing_whichever_lands_first(l
     """A failed write is taken back: if it had landed, its counts are subtracted;
     if it lands after the take-back (a frozen Redis), it is refused."""
 
-    async def go():
+    async def scenario():
         redis = aioredis.Redis.from_url(ledger_redis)
         ledger = Ledger(redis)
         await ledger.record_enqueued(msg("unit-undo"))
@@ -263,7 +264,7 @@ def test_a_taken_back_enqueue_count_write_counts_nothing_whichever_lands_first(l
         await redis.aclose()
         return landed_first, taken_first, report
 
-    landed_first, taken_first, row = asyncio.run(go())
+    landed_first, taken_first, row = asyncio.run(scenario())
     assert landed_first == [1, 1] and taken_first == [0, 0]
     assert (row["enqueued"], row["value"], row["pending"]) == (1, 2, 1)
 
@@ -272,7 +273,7 @@ def test_reset_of_one_run_touches_nothing_else():
     # A Redis of its own: the suite's arq worker would take the job from lab:arq:queue.
     server = RedisServer().start()
 
-    async def go():
+    async def scenario():
         redis = aioredis.Redis.from_url(server.url)
         ledger = Ledger(redis)
         await redis.set("someone-elses-key", "keep")
@@ -293,7 +294,7 @@ def test_reset_of_one_run_touches_nothing_else():
         return result
 
     try:
-        dropped, kept, other, queued = asyncio.run(go())
+        dropped, kept, other, queued = asyncio.run(scenario())
     finally:
         server.stop()
     assert dropped is None and kept["totals"]["completed"] == 1
@@ -327,7 +328,7 @@ def test_a_settle_waits_for_redis_to_come_back_and_counts_once():
     left pending for ever."""
     server = RedisServer(persist=True).start()
 
-    async def go():
+    async def scenario():
         redis = aioredis.Redis.from_url(server.url, socket_timeout=0.5, socket_connect_timeout=0.5)
         ledger = Ledger(redis)
         a, b = msg("unit-retry"), msg("unit-retry")
@@ -347,7 +348,7 @@ def test_a_settle_waits_for_redis_to_come_back_and_counts_once():
         return row
 
     try:
-        row = asyncio.run(go())
+        row = asyncio.run(scenario())
     finally:
         server.stop()
     assert (row["enqueued"], row["completed"], row["duplicates"], row["pending"]) == (2, 2, 0, 0)
@@ -469,7 +470,7 @@ def test_a_link_keeps_its_connection_in_step_through_a_restart_and_a_frozen_redi
 
     server = RedisServer().start()
 
-    async def go():
+    async def scenario():
         redis = async_client(Settings(redis_url=server.url, redis_timeout_s=0.5))
         link = Link(redis)
         script = redis.register_script("return redis.call('INCRBY', KEYS[1], ARGV[1])")
@@ -493,7 +494,7 @@ def test_a_link_keeps_its_connection_in_step_through_a_restart_and_a_frozen_redi
         return first, after_restart, late, kept
 
     try:
-        first, after_restart, late, kept = asyncio.run(go())
+        first, after_restart, late, kept = asyncio.run(scenario())
     finally:
         server.stop()
     assert first == [2, b"2"] and after_restart == [5, 6] and late == b"106" and kept
@@ -517,12 +518,12 @@ def test_the_hot_paths_metric_updates_expose_what_prometheus_clients_own_calls_d
         if fast:
             inc, up, observe = Count(c), Count(g), Observe(h)
             for i, amount in enumerate(amounts):
-                inc.n += 1
-                up.n += 1
+                inc.value += 1
+                up.value += 1
                 observe(amount)
                 if i % 5 == 4:
                     flush()
-            up.n -= 1
+            up.value -= 1
             flush()
         else:
             for amount in amounts:
@@ -620,7 +621,7 @@ def test_a_scrape_of_the_registry_sees_every_update_made_before_it():
     labels = {"queue": "arq", "kind": "cpu", "variant": "process"}
     count, seconds = Count(ENQUEUED.labels(**labels)), Observe(ENQUEUE_SECONDS.labels("arq"))
     before = ENQUEUED.labels(**labels)._value.get()
-    count.n += 3
+    count.value += 3
     seconds(0.0042)
     text = generate_latest(REGISTRY).decode()
     assert f'lab_enqueued_total{{kind="cpu",queue="arq",variant="process"}} {before + 3}' in text
@@ -637,12 +638,12 @@ def test_a_forked_child_flushes_its_own_updates_and_not_its_parents():
     child_value = ENQUEUED.labels(queue="saq", kind="cpu", variant="process")._value
     count = Count(ENQUEUED.labels(queue="saq", kind="cpu", variant="process"))
     before = child_value.get()
-    count.n += 5  # not flushed yet: the parent's
+    count.value += 5  # not flushed yet: the parent's
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
-            count.n += 2
+            count.value += 2
             time.sleep(FLUSH_S * 1.5)
             os.write(write, repr(child_value.get()).encode())
         finally:
@@ -657,13 +658,31 @@ def test_a_forked_child_flushes_its_own_updates_and_not_its_parents():
 
 
 def test_the_enqueue_route_documents_and_accepts_exactly_the_enums_values():
-    """The route types its path as Literals of the enums' values (services/api/routes.py):
+    """The route types its path as Literals of the enums' values (services/api/routes/tasks.py):
     its schema still lists each enum, and what it hands on are the enums' members."""
     from services.api.app import create_app
-    from services.api.routes import _KINDS, _QUEUES, _VARIANTS
+    from services.api.routes.tasks import _KINDS, _QUEUES, _VARIANTS
 
     params = create_app().openapi()["paths"]["/api/v1/incr/{kind}/{variant}/{queue}"]["post"]["parameters"]
     schemas = {p["name"]: p["schema"] for p in params if p["in"] == "path"}
     for name, enum, members in (("kind", Kind, _KINDS), ("variant", Variant, _VARIANTS), ("queue", Queue, _QUEUES)):
         assert schemas[name]["enum"] == [m.value for m in enum]
         assert all(members[m.value] is m for m in enum)
+
+
+def test_the_api_routes_sit_in_the_apps_own_table_under_one_prefix():
+    """services/api/app.py joins each route module's routes to the app's own
+    table, under API_V1 (health and metrics at the root), with no included
+    router between: FastAPI matches an included router through a layer of its
+    own on every request. The enqueue route is matched first."""
+    from fastapi.routing import APIRoute
+    from starlette.routing import Route
+
+    from services.api.app import API_V1, create_app
+
+    app = create_app()
+    assert all(type(route) in (APIRoute, Route) for route in app.routes), [type(r) for r in app.routes]
+    paths = [route.path for route in app.routes if isinstance(route, APIRoute)]
+    assert paths[0] == f"{API_V1}/incr/{{kind}}/{{variant}}/{{queue}}"
+    assert {p for p in paths if not p.startswith(f"{API_V1}/")} == {"/healthz", "/readyz", "/metrics"}
+    assert {"/api/v1/runs", "/api/v1/runs/{run}", "/api/v1/clients", "/api/v1/payload"} <= set(paths)

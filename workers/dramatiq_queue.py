@@ -208,32 +208,32 @@ class LabPrometheus(Prometheus):
         return series
 
     def after_nack(self, broker, message):
-        self.series(message).rejected.n += 1
+        self.series(message).rejected.value += 1
 
     def after_enqueue(self, broker, message, delay):
         if "retries" in message.options:
-            self.series(message).retried.n += 1
+            self.series(message).retried.value += 1
 
     def before_delay_message(self, broker, message):
         self.delayed_messages.add(message.message_id)
-        self.series(message).delayed.n += 1
+        self.series(message).delayed.value += 1
 
     def before_process_message(self, broker, message):
         series = self.series(message)
         if message.message_id in self.delayed_messages:
             self.delayed_messages.remove(message.message_id)
-            series.delayed.n -= 1
-        series.in_progress.n += 1
+            series.delayed.value -= 1
+        series.in_progress.value += 1
         self.message_start_times[message.message_id] = current_millis()
 
     def after_process_message(self, broker, message, *, result=None, exception=None):
         series = self.series(message)
         now = current_millis()
         series.duration(now - self.message_start_times.pop(message.message_id, now))
-        series.in_progress.n -= 1
-        series.total.n += 1
+        series.in_progress.value -= 1
+        series.total.value += 1
         if exception is not None:
-            series.errors.n += 1
+            series.errors.value += 1
 
     after_skip_message = after_process_message
 

@@ -98,16 +98,16 @@ class LabPrometheusMiddleware(PrometheusMiddleware):
         return series
 
     def pre_execute(self, message):
-        self.series(message.task_name).received.n += 1
+        self.series(message.task_name).received.value += 1
         return message
 
     def post_execute(self, message, result) -> None:
         series = self.series(message.task_name)
-        (series.errors if result.is_err else series.success).n += 1
+        (series.errors if result.is_err else series.success).value += 1
         series.execution_time(result.execution_time)
 
     def post_save(self, message, result) -> None:
-        self.series(message.task_name).saved.n += 1
+        self.series(message.task_name).saved.value += 1
 
 
 class _TaskSeries:

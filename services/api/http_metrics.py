@@ -43,7 +43,7 @@ class HttpMetrics:
         key = (scope["method"], scope["path"])
         series = self._routes.get(key)
         if series is not None:
-            series.in_progress.n += 1
+            series.in_progress.value += 1
         status = 500
 
         async def send_status(message: Message) -> None:
@@ -57,13 +57,13 @@ class HttpMetrics:
         finally:
             elapsed = time.perf_counter() - started
             if series is not None:
-                series.in_progress.n -= 1
+                series.in_progress.value -= 1
             else:
                 series = self.route(scope, key)
             series.duration(elapsed)
             if series.in_percentiles:
                 self._all(elapsed)
-            series.requests(status).n += 1
+            series.requests(status).value += 1
 
 
 class _RouteSeries:

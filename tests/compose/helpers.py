@@ -35,7 +35,7 @@ def post_tasks(
     """POST tasks through the API, interleaving the queues, at most `concurrency`
     requests in flight; every one must be accepted (202)."""
 
-    async def go() -> Counter:
+    async def post_all() -> Counter:
         codes: Counter = Counter()
         errors: list[str] = []
         gate = asyncio.Semaphore(concurrency)
@@ -56,7 +56,7 @@ def post_tasks(
         assert codes == Counter({202: sum(per_queue.values())}), (codes, errors)
         return codes
 
-    return asyncio.run(go())
+    return asyncio.run(post_all())
 
 
 def run_report(api_url: str, run: str) -> dict | None:

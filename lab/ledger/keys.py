@@ -1,0 +1,28 @@
+"""The ledger's Redis keys, all under `lab:` (the only keys `make reset` ever deletes):
+
+lab:runs                      SET   run names
+lab:run:<run>:ledger          HASH  "<queue>:<kind>/<variant>:<stat>" -> count, plus
+                                    first_enqueued_at / last_settled_at (unix seconds)
+lab:enqueue-write:<token>     STRING  a written batch of enqueue counts (expires after an hour)
+lab:run:<run>:settled         SET   task_ids already completed or failed
+lab:run:<run>:work:<queue>:<kind>/<variant>   the counter the tasks INCRBY
+"""
+
+from lab.protocol import TaskMessage
+
+# What the ledger counts per queue and kind/variant.
+STATS = ("enqueued", "started", "completed", "failed", "duplicates")
+RUNS = "lab:runs"
+
+
+def run_key(run: str, suffix: str) -> str:
+    return f"lab:run:{run}:{suffix}"
+
+
+def work_key(msg: TaskMessage) -> str:
+    return run_key(msg.run, f"work:{msg.fields}")
+
+
+def enqueue_token_key(token: str) -> str:
+    """A written batch of enqueue counts: the token that makes its write apply once."""
+    return f"lab:enqueue-write:{token}"
