@@ -14,8 +14,8 @@ class Batcher:
     task into one per batch, which is most of what the ledger costs a process.
 
     A caller that finds nothing in flight sends its item itself, from its own
-    task: a worker settling one task at a time pays no task and no future per
-    settle (≈10 µs, and an extra turn of the event loop, each). What comes
+    task: a worker settling one task at a time pays no task, no future and no
+    extra turn of the event loop per settle (fast path: docs/hot-path.md). What comes
     while a send is in flight is sent by a flusher task, one batch at a time,
     so there is never more than one send in flight (the ledger's Links rely
     on it).

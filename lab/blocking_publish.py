@@ -8,8 +8,8 @@ than REDIS_TIMEOUT_S; the lab's asyncio Redis clients tolerate such turns
 (lab/redis_clients.TimelyConnection), so a late loop is not taken for a
 dead Redis. BLOCKING_PUBLISH=threads runs the call in threads of their own
 instead: the loop never waits on the library, but every publish pays a thread
-hop and the GIL handover back and forth, which cost Celery a third and Dramatiq
-half of the API's requests per second (make bench).
+hop and the GIL handover back and forth, which costs the API a large share of
+its requests per second (docs/hot-path.md).
 
 An outage must not cost a socket timeout per publish: a publish that fails
 marks the broker down, and while it is down each publish first asks Redis,

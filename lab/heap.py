@@ -2,14 +2,13 @@
 collections skip it (`gc.freeze`).
 
 A full (generation-2) collection walks every object the collector tracks. The
-lab's API imports all seven queue libraries, and each worker the lab's runner
-beside its library: 60,000-150,000 objects that live as long as the process
-and that every full collection walked again. Under 0.2 CPU one walk took
-72-86 ms of the API's quota, about once every 1,000-2,000 requests: 35-85 µs
-a request on a request of 350 µs, the largest part of what the lab's API cost
-beyond a plain app's, and the part that moved most from one round to the next.
-Frozen, they are never walked again; what the process makes later is collected
-as before, and reference counting frees frozen objects as usual.
+lab's API imports every queue library, and each worker the lab's runner
+beside its library: tens of thousands of objects that live as long as the
+process and that every full collection would walk again, under a small CPU
+limit a large part of what the lab's API costs beyond a plain app's
+(docs/hot-path.md). Frozen, they are never walked again; what the process
+makes later is collected as before, and reference counting frees frozen
+objects as usual.
 """
 
 import gc

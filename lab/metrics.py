@@ -1,6 +1,6 @@
 """The lab's one metrics vocabulary, shared by the API and every worker.
 
-The README's metrics table documents each of these. Task metrics carry the
+docs/metrics.md documents each of these. Task metrics carry the
 labels `queue`, `kind`, `variant`.
 
 Celery's prefork pool runs tasks in child processes, so its worker sets
@@ -28,11 +28,9 @@ _registry = None if MULTIPROCESS else REGISTRY
 
 # -- Updates on the hot paths -------------------------------------------------------
 # prometheus_client's inc() and observe() check the metric and take a lock on
-# every call, and a lab API request makes ten such updates, a task eight. The
-# hot paths add up in plain Python instead (Count, Observe): 17,000 fewer CPU
-# instructions per FastStream request (of the 124,000 it cost over the bare
-# API's) and 26,500 fewer per task in the runner (267,000 before), counted by
-# callgrind in-process against a real Redis. flush() hands what was added
+# every call, and a lab API request makes ten such updates, a task eight. Fast
+# path: the hot paths add up in plain Python instead (Count, Observe;
+# docs/hot-path.md). flush() hands what was added
 # since the last flush to the children: before every collection of REGISTRY,
 # so that a scrape sees every update made before it, and every FLUSH_S from a
 # thread of each process, so that a process nobody scrapes (Celery's prefork

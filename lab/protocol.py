@@ -47,11 +47,10 @@ BROKER_QUEUES: tuple[Queue, ...] = tuple(Queue(name) for name in BROKER_NAMES)
 class TaskMessage:
     """What travels through every broker, as JSON.
 
-    A plain dataclass: the API builds one per request from fields it has
-    validated already, where a pydantic model's construction alone cost a
-    tenth of the route (and a frozen dataclass's `__init__` four times a plain
-    one's: nothing changes a message, but nothing is made to forbid it).
-    Workers validate what a broker hands them with
+    Fast path: a plain dataclass, not a pydantic model (nor a frozen
+    dataclass: nothing changes a message, but nothing is made to forbid it):
+    the API builds one per request from fields it has validated already
+    (docs/hot-path.md). Workers validate what a broker hands them with
     `TaskMessage.validate(payload)`."""
 
     task_id: str
@@ -64,7 +63,7 @@ class TaskMessage:
 
     @classmethod
     def new(cls, run: str, queue: Queue, kind: Kind, variant: Variant, value: int) -> "TaskMessage":
-        # 128 random bits as 32 hex digits, the shape of uuid4().hex at a fifth of its cost.
+        # 128 random bits as 32 hex digits: the shape of uuid4().hex, for less (docs/hot-path.md).
         return cls(os.urandom(16).hex(), run, queue, kind, variant, value, time.time())
 
     @staticmethod
@@ -74,15 +73,10 @@ class TaskMessage:
         A message as the lab writes it (payload()) is checked here in a few
         lines; anything else goes to pydantic, which converts what it may and
         names what is wrong. Both accept and refuse the same messages
-        (tests/test_units.py). Why not pydantic alone: in a worker the queue
-        library's code runs between two tasks and takes the CPU's caches, and
-        there pydantic's validator cost about 24 µs of CPU a task (a FastStream
-        worker on the host, pinned to a core, drained 10,000 tasks at 492 µs a
-        task with it and 468 with these lines, six and three runs; the bare
-        worker at 415), though in a loop it takes 0.9 µs and these lines 0.5;
-        run after the caches are emptied, 16 against 9 µs. What the lab adds
-        to a task costs several times its instructions for the same reason
-        (README, "What the lab costs")."""
+        (tests/test_units.py). Fast path: not pydantic alone, because in a
+        worker the queue library's code runs between two tasks and takes the
+        CPU's caches, and a validator run on cold caches costs far more than
+        in a loop (docs/hot-path.md)."""
         try:
             task_id, run, value, enqueued_at = (
                 payload["task_id"],

@@ -17,9 +17,9 @@ class TimelyConnection(aioredis.Connection):
     """redis-py's connection, with timeouts that cost little and that a slow
     event loop does not trip.
 
-    Sends: redis-py bounds every send with `asyncio.wait_for`, which on Python
-    3.11 starts a task per command: ≈45 µs of a 0.2-CPU process per Redis call,
-    paid by every request and every task. Here the command is written to the
+    Sends: redis-py bounds every send with `asyncio.wait_for`, which starts a
+    task per command, paid by every request and every task (fast path:
+    docs/hot-path.md). Here the command is written to the
     transport, which sends what the socket takes at once; only when some of it
     is left in the write buffer (a full socket: Redis not reading) does the
     send wait for it, under `asyncio.timeout`.
@@ -33,13 +33,13 @@ class TimelyConnection(aioredis.Connection):
     an expired read gives up only if, one loop turn later, nothing has arrived;
     a Redis that takes the command and never answers still fails in about
     socket_timeout (plus at most _ReadWatch.PERIOD_S). Pending reads are
-    watched by one timer per event loop (_ReadWatch), not one per read: the
-    timers of an arq enqueue's six reads stood out in the API's profile.
+    watched by one timer per event loop (_ReadWatch), not one per read (an
+    arq enqueue makes six reads).
 
     Both do redis-py's steps themselves (its health check, its errors, its
     disconnect on failure) rather than through super() with the timeout
     switched off and on again: an arq enqueue is three sends and six reads,
-    and those layers cost its API about 20 µs a request (py-spy)."""
+    each through those layers (docs/hot-path.md)."""
 
     _read_deadline = 0.0
     _read_timeout = 0.0
@@ -168,7 +168,7 @@ class _ReadWatch:
 
 
 def _bulk(data: bytes) -> bytes:
-    """One RESP bulk string, as `_pack` writes each argument (inline there: a call per argument costs)."""
+    """One RESP bulk string, as `_pack` writes each argument (inline there, not by a call per argument)."""
     return b"$%d\r\n%s\r\n" % (len(data), data)
 
 
@@ -188,11 +188,11 @@ class Link:
 
     A command through the client checks a connection out of its pool under a
     lock, probes it with a zero-timeout read, wraps the call in its retry
-    helper, and hands it back with an event: on a worker under 0.2 CPU that
-    was half the client-side cost of a task's settle (≈55 of 115 µs, on top of
-    what the bare worker's INCRBY costs). Here a command is one send and one
-    read on the kept connection, under the same TimelyConnection timeouts,
-    and its arguments are packed by `_pack` (a third of redis-py's cost).
+    helper, and hands it back with an event: on a worker under a small CPU
+    limit, much of the client-side cost of a task's settle. Fast path: here a
+    command is one send and one read on the kept connection, under the same
+    TimelyConnection timeouts, and its arguments are packed by `_pack`, more
+    cheaply than redis-py does (docs/hot-path.md).
     A connection the server closed (Redis restarted) is seen at its EOF, once
     the event loop has read it, and opened again before the send, as the
     pool's probe would; one idle for `health_check_interval` is PINGed first,

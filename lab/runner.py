@@ -121,10 +121,8 @@ class TaskRunner:
         between tasks (Celery's prefork and solo children). A body that never
         awaits (TaskWork.loop_free) is run to its end without the loop and
         settled with a blocking call (BlockingSettle): one round trip, as the
-        bare worker's INCRBY. Through the loop and the async client the same
-        task cost such a child nearly twice as many CPU instructions
-        (callgrind: 381,000 against 198,000). Any other body runs on `loop`,
-        through `run`."""
+        bare worker's INCRBY, not through the loop and the async client (fast
+        path: docs/hot-path.md). Any other body runs on `loop`, through `run`."""
         if isinstance(msg, dict):
             msg = TaskMessage.validate(msg)
         if (msg.kind, msg.variant) not in self.work.loop_free:

@@ -57,7 +57,7 @@ class Settings(BaseSettings):
     dramatiq_threads: int | None = Field(None, ge=1)
     streaq_concurrency: int | None = Field(None, ge=1)
 
-    # Library-specific knobs that change the result (see README, "Queues").
+    # Library-specific knobs that change the result (docs/queues.md).
     arq_poll_delay: float = Field(0.5, gt=0)
     saq_web: bool = False
     saq_web_port: int = 8082
@@ -84,8 +84,9 @@ class Settings(BaseSettings):
     # How long a worker waits for in-flight tasks on SIGTERM before giving them back.
     shutdown_grace_s: int = Field(20, ge=0)
 
-    # Observability. Queue libraries log every task at INFO, which costs about as
-    # much as the task itself under a small CPU limit: their loggers use this level.
+    # Observability. Queue libraries log every task at INFO, which under a small
+    # CPU limit costs about as much as the task itself (docs/hot-path.md): their
+    # loggers use this level.
     library_log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
     metrics_port: int = 9000
     service_name: str = ""

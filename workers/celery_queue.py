@@ -67,9 +67,8 @@ def make_app(settings: Settings) -> Celery:
         task_time_limit=settings.task_timeout_s,
         worker_prefetch_multiplier=settings.celery_prefetch_multiplier,
         worker_send_task_events=settings.celery_task_events,
-        # No task-sent event: it is a second publish for every task, which
-        # doubled the API's cost of a Celery enqueue. Flower shows each task
-        # from task-received on.
+        # No task-sent event: it is a second publish for every task
+        # (docs/hot-path.md). Flower shows each task from task-received on.
         task_send_sent_event=False,
         worker_hijack_root_logger=False,
         broker_connection_retry_on_startup=True,
@@ -122,8 +121,8 @@ class Producer:
 
 def _argsrepr(msg: TaskMessage) -> str:
     """What Flower and the logs show as the task's arguments. Given, because
-    Celery's own (saferepr of the message dict) cost as much CPU as the
-    rest of the publish."""
+    Celery's own (saferepr of the message dict) is a large part of a
+    publish's CPU (docs/hot-path.md)."""
     return f"[{msg.endpoint} value={msg.value} run={msg.run} task_id={msg.task_id}]"
 
 
@@ -136,9 +135,9 @@ class _ProcessLoop:
     """Under the prefork and solo pools a process runs one task at a time, in
     its main thread: the loop runs there, for the length of each task
     (run_until_complete), and only for a body that awaits; the others run and
-    settle without it (TaskRunner.run_blocking). A loop in a thread of its
-    own, with every task handed over to it, cost a third of the worker's
-    throughput under a CPU limit. The threads pool runs several tasks at once,
+    settle without it (TaskRunner.run_blocking), not in a thread of its own
+    with every task handed over to it, which costs much of the worker's
+    throughput under a CPU limit (docs/hot-path.md). The threads pool runs several tasks at once,
     in threads: there the loop runs in a daemon thread and each task submits
     its coroutine to it, and only there is the loop's lag watched (a loop that
     runs only during tasks has none to show)."""

@@ -47,8 +47,8 @@ def make_broker(settings: Settings, timeout_s: float | None, logs: bool = True) 
         graceful_timeout=settings.shutdown_grace_s,
         # Per-message lines are INFO: LIBRARY_LOG_LEVEL (WARNING) filters them, not errors.
         # The API's producer logs nothing: a failed publish raises into the API,
-        # which answers 503 and counts it, and FastStream's logging context cost
-        # a tenth of a publish.
+        # which answers 503 and counts it, and FastStream's logging context is
+        # a noticeable part of a publish (docs/hot-path.md).
         logger=logging.getLogger("faststream") if logs else None,
         **options,
     )
@@ -89,10 +89,8 @@ async def depth(redis) -> int | float:
 def reclaim_poll_ms(settings: Settings) -> int:
     """How often the reclaimer looks: a twelfth of FASTSTREAM_RECLAIM_S, between
     1 and 5 s (FastStream's default polling is 10 times a second). Entries idle
-    for that long need no faster look: at 10 looks a second the idle XAUTOCLAIMs
-    cost the worker 6 % of a 0.2-CPU limit, at one a second 0.7 % (1.4 ms of CPU
-    a second, measured idle in its container), at the default's one every 5 s
-    a fifth of that."""
+    for that long need no faster look, and idle XAUTOCLAIMs at FastStream's
+    rate take a visible share of a small CPU limit (docs/hot-path.md)."""
     return int(1000 * min(5.0, max(1.0, settings.faststream_reclaim_s / 12)))
 
 

@@ -48,20 +48,20 @@ log = logging.getLogger("lab.streaq")
 class Producer:
     """coredis' timeout runs from the moment a command is queued on its shared
     connection, not from the send as redis-py's does: with it at REDIS_TIMEOUT_S,
-    a default load at 0.2 CPU (the API's loop seconds behind) timed out 14 of
-    5000 enqueues with Redis up, and one of those had reached Redis (the ledger
-    then counted a task completed that it never counted enqueued). So coredis
+    an API whose loop runs seconds behind under load times enqueues out with
+    Redis up, and one that reached Redis all the same would be counted
+    completed by the ledger but never enqueued (docs/hot-path.md). So coredis
     gets a long timeout, and an enqueue still waiting after half of
     REDIS_TIMEOUT_S asks whether Redis answers at all: one redis-py PING at a
     time, shared by every waiting enqueue. If it does not, the request's task
     is cancelled out of its enqueue and gets its 503 within the API's 2 s (the
     enqueue may still have landed; coredis drops that connection).
 
-    The enqueue runs in the request's own task, watched by a timer. A task of
-    its own per enqueue, raced against the timeout by asyncio.wait, kept so
-    many more objects alive per request in flight that the API's garbage
-    collector ran 34 times as often, its full collections included: about
-    100 µs per request in the collector alone."""
+    Fast path: the enqueue runs in the request's own task, watched by a
+    timer, not in a task of its own raced against the timeout by
+    asyncio.wait, which keeps many more objects alive per request in flight
+    and makes the API's garbage collector run far more often
+    (docs/hot-path.md)."""
 
     def __init__(self, settings: Settings):
         self.timeout = settings.redis_timeout_s

@@ -79,9 +79,8 @@ class LabPrometheusMiddleware(PrometheusMiddleware):
     started (lab/metrics.py says why they are not in multi-process mode).
 
     Its hooks count as taskiq's do, into the same series, but through the
-    lab's Count and Observe: taskiq's `.labels(name).inc()` in each hook cost
-    the worker 77,000 CPU instructions a task (callgrind), a third of all the
-    lab adds to a taskiq task."""
+    lab's Count and Observe, not taskiq's `.labels(name).inc()` in each hook
+    (fast path: docs/hot-path.md)."""
 
     def __init__(self):
         with library_exporter():

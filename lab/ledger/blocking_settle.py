@@ -16,7 +16,8 @@ class BlockingSettle:
     sent at once on a connection of its own (BlockingLink), as the bare worker
     sends its INCRBY.
     There is never a batch to share, and handing each settle to an event loop
-    cost such a child more than the task itself (TaskRunner.run_blocking).
+    costs such a child more than the task itself (TaskRunner.run_blocking;
+    docs/hot-path.md).
 
     The start is always counted in the settle's own write: no loop runs while
     such a task does, to write it on its own. A settle that cannot reach Redis

@@ -54,9 +54,9 @@ class SettleCommands:
     """The EVALSHA of EXECUTIONS for one item, in RESP, byte for byte what
     `_pack` makes of executions_call's KEYS and ARGV; what a run never
     changes (the script, its keys, its work counters' prefix) is packed once.
-    A task settles alone nearly always; packing its call argument by argument
-    cost a FastStream worker about 10 µs of CPU a task (py-spy), for what is
-    one concatenation here."""
+    A task settles alone nearly always: one concatenation here, where packing
+    its call argument by argument costs a worker far more (fast path:
+    docs/hot-path.md)."""
 
     MAX_RUNS = 64  # runs whose parts are kept; a worker sees one or two at a time
 

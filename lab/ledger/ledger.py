@@ -128,8 +128,8 @@ class Ledger:
         shows a long task). A crash before either loses the start, never the
         task: `unfinished` may then miss it.
 
-        One timer serves every pending start (a timer per task, set and
-        cancelled, cost a worker as much as validating the task's message)."""
+        One timer serves every pending start, not a timer per task, set and
+        cancelled (fast path: docs/hot-path.md)."""
         loop = asyncio.get_running_loop()
         start = PendingStart(msg, loop.time() + linger_s)
         self._starts[start] = True

@@ -65,9 +65,9 @@ _ROUTE_SETTINGS = [
 
 def under(prefix: str, router: APIRouter) -> list[BaseRoute]:
     """The routes of `router` with `prefix` before their paths, made as
-    include_router would make them, for the app's own route table: an included
-    router is matched through a layer of its own on every request
-    (docs/hot-path.md)."""
+    include_router would make them, for the app's own route table. Fast path:
+    not include_router, whose router is matched through a layer of its own on
+    every request (docs/hot-path.md)."""
     prefixed = APIRouter(prefix=prefix)
     for route in router.routes:
         assert isinstance(route, APIRoute), route

@@ -1,9 +1,9 @@
 """The API's metrics for Prometheus, served by a thread of its own on METRICS_PORT.
 
 A scrape sent to the API's own port waits in line behind every request the
-event loop holds: under a 0.2-CPU limit and 100 users (Celery publishing on
-the loop most of all) it took 2-4 s, past Prometheus' 4 s timeout, and the
-API's panels went blank for half a run. A thread of its own answers while the
+event loop holds: under a small CPU limit and a full load it can outlast
+Prometheus' scrape timeout, and the API's panels go blank (docs/hot-path.md).
+A thread of its own answers while the
 loop is busy; the scrape costs the same CPU. /metrics on the API's port stays,
 for people and the tests. With API_WORKERS > 1 every server process binds the
 port (SO_REUSEPORT) and any of them answers with every process's samples.

@@ -3,8 +3,8 @@
 A task accepted this way waits here, in memory, for one of a few publisher
 tasks. A BackgroundTask per request (the published article's way) keeps each
 request's whole ASGI call alive until its publish ran: under a CPU limit the
-publishes fall behind the answers, and a 3000-request run held every one of
-them (about 200 MB). Here a waiting task costs its message, a few hundred bytes.
+publishes fall behind the answers, and a run holds every one of them
+(docs/hot-path.md). Here a waiting task costs its message, a few hundred bytes.
 """
 
 import asyncio

@@ -80,9 +80,9 @@ class Saq:
 
     async def publish(self, value: int) -> None:
         # The lab's job options (workers/saq_queue.py's Producer): SAQ stores
-        # them in the job it serialises at every status update, and a bare job
-        # without them cost its worker 29,000 fewer CPU instructions a task
-        # (callgrind), for settings of SAQ's delivery, not for the lab.
+        # them in the job it serialises at every status update, which costs
+        # its worker for settings of SAQ's delivery, not for the lab
+        # (docs/hot-path.md).
         await self.queue.enqueue(TASK, value=value, timeout=self.timeout_s, retries=2)
 
     async def close(self) -> None:

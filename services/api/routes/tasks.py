@@ -28,13 +28,11 @@ class Accepted(BaseModel):
     run: str
 
 
-# The path's names, typed as Literals of the enums' values and turned into
-# members by a dict: FastAPI looks at each parameter's annotation on every
-# request (typing.get_origin, isinstance: 24 looks per parameter), and on
-# Python 3.11 each look at an Enum class goes through its metaclass'
-# __getattr__. Three Enum parameters cost the route 72 such looks: 51,000 of
-# streaq's and 82,000 of FastStream's CPU instructions per request
-# (callgrind, README "What the lab costs"); the schema and the 422 are the same.
+# Fast path: the path's names are typed as Literals of the enums' values and
+# turned into members by a dict, not typed as the enums: FastAPI looks at each
+# parameter's annotation on every request, and a look at an Enum class takes a
+# slow way through its metaclass. The schema and the 422 are the same
+# (docs/hot-path.md).
 KindName = Literal[tuple(k.value for k in Kind)]
 VariantName = Literal[tuple(v.value for v in Variant)]
 QueueName = Literal[tuple(q.value for q in Queue)]
@@ -42,8 +40,9 @@ _KINDS, _VARIANTS, _QUEUES = ({m.value: m for m in enum} for enum in (Kind, Vari
 
 RUN_HEADER = "X-Lab-Run"
 _RUN_OK = re.compile(RUN_PATTERN).fullmatch
-# Documented here, read in the handler: FastAPI's Header() re-inspects the
-# parameter's type on every request, a tenth of the whole route's cost.
+# Fast path: the run header is documented here and read from the raw headers
+# in the handler, not declared with Header(), which re-inspects the
+# parameter's type on every request (docs/hot-path.md).
 _RUN_HEADER_DOC = {
     "parameters": [
         {
@@ -79,8 +78,8 @@ def run_of(request: Request) -> str:
     return run
 
 
-# The answer is written out directly: validating and serialising a response
-# model cost as much CPU as the enqueue itself. `responses` keeps it documented.
+# Fast path: the answer is written out directly, not validated and serialised
+# through a response model; `responses` keeps it documented (docs/hot-path.md).
 @router.post(
     "/incr/{kind}/{variant}/{queue}",
     status_code=202,
@@ -108,7 +107,7 @@ async def incr(
             },
         )
     msg = TaskMessage.new(run, queue, kind, variant, body.value)
-    state = lab_state(request)
+    state = lab_state(request)  # a plain call, not a Depends (services/api/deps.py)
     # `background` has nothing to publish: its task is scheduled either way.
     if state.settings.enqueue_mode == "after-response" and queue != BACKGROUND:
         state.outbox.put(msg)
