@@ -126,9 +126,9 @@ def read_cgroup(root: Path = ROOT) -> CgroupSample:
         throttled = _stat(cpu_dir / "cpu.stat")
         if "throttled_time" in throttled:
             sample.throttled_seconds = throttled["throttled_time"] / 1e9
-        quota, period = _read(cpu_dir / "cpu.cfs_quota_us"), _read(cpu_dir / "cpu.cfs_period_us")
-        if quota and period and int(quota) > 0:
-            sample.cpu_limit_cores = int(quota) / int(period)
+        quota_us, period_us = _read(cpu_dir / "cpu.cfs_quota_us"), _read(cpu_dir / "cpu.cfs_period_us")
+        if quota_us and period_us and int(quota_us) > 0:
+            sample.cpu_limit_cores = int(quota_us) / int(period_us)
         mem_dir = _dir(root, "memory", own)
         if (memory := memory_of(mem_dir)) is not None:
             sample.memory_usage_bytes, sample.memory_bytes = memory

@@ -29,7 +29,9 @@ class Variant(StrEnum):
 
 # `background` (FastAPI's BackgroundTasks, in the API process) and every broker
 # queue of lab/queues.py.
-Queue = StrEnum("Queue", {name: name for name in ("background", *BROKER_NAMES)})
+# mypy cannot list the members of an Enum made from data; code names a member
+# by its value (Queue("arq")), which it checks as a Queue.
+Queue = StrEnum("Queue", {name: name for name in ("background", *BROKER_NAMES)})  # type: ignore[misc]
 
 
 # The five task shapes of the experiment; any other kind/variant pair is rejected.
@@ -129,4 +131,6 @@ class TaskMessage:
 
 _VALIDATOR = TypeAdapter(TaskMessage)
 _RUN = re.compile(RUN_PATTERN)
-_QUEUES, _KINDS, _VARIANTS = ({m.value: m for m in enum} for enum in (Queue, Kind, Variant))
+_QUEUES: dict[str, Queue] = {m.value: m for m in Queue}
+_KINDS: dict[str, Kind] = {m.value: m for m in Kind}
+_VARIANTS: dict[str, Variant] = {m.value: m for m in Variant}

@@ -59,7 +59,8 @@ class TimelyConnection(aioredis.Connection):
         if isinstance(command, str):
             command = command.encode()
         try:
-            writer = self._writer
+            # Connected above; redis-py types the writer as optional.
+            writer: asyncio.StreamWriter = self._writer  # type: ignore[assignment]
             if isinstance(command, bytes):
                 writer.write(command)
             else:
@@ -101,11 +102,12 @@ class TimelyConnection(aioredis.Connection):
         self._read_deadline = loop.time() + read_timeout
         watch.add(self)
         try:
-            response = await self._parser.read_response(disable_decoding=disable_decoding)
+            # Every parser redis-py connects has read_response; its BaseParser type does not list it.
+            response = await self._parser.read_response(disable_decoding=disable_decoding)  # type: ignore[attr-defined]
         except BaseException as exc:
             if disconnect_on_error:
                 await self.disconnect(nowait=True)
-            if isinstance(exc, asyncio.CancelledError) and self._gave_up and task.uncancel() == 0:
+            if isinstance(exc, asyncio.CancelledError) and self._gave_up and task is not None and task.uncancel() == 0:
                 # our cancel, not the caller's
                 raise redis.exceptions.TimeoutError(f"Timeout reading from {self._host_error()}") from None
             if isinstance(exc, OSError):
@@ -127,7 +129,8 @@ class TimelyConnection(aioredis.Connection):
         late) or the read gives up."""
         if read != self._reads or self._read_task is None:
             return  # that read has ended
-        if self._reader is not None and self._reader._buffer:
+        # The reply already in StreamReader's buffer (private: typeshed does not list it).
+        if self._reader is not None and self._reader._buffer:  # type: ignore[attr-defined]
             self._read_deadline = asyncio.get_running_loop().time() + self._read_timeout
         else:
             self._gave_up = True
@@ -212,7 +215,7 @@ class Link:
         conn = self._conn
         if conn is None:  # taken from the pool for good: the client's aclose() closes it too
             conn = self._conn = await self.client.connection_pool.get_connection()
-        elif conn.is_connected and conn._reader.at_eof():
+        elif conn.is_connected and conn._reader.at_eof():  # type: ignore[union-attr]  # connected: it has a reader
             await conn.disconnect()
         try:
             await conn.send_packed_command(command)

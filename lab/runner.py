@@ -62,7 +62,7 @@ class _TaskMetrics:
             self.duplicates.value += 1
 
 
-def _run_without_loop(coro: Coroutine) -> None:
+def _run_without_loop(coro: Coroutine[None, None, None]) -> None:
     """Run a coroutine that never suspends to its end, with no event loop."""
     try:
         coro.send(None)

@@ -14,7 +14,7 @@ with the task's ledger entry, in one round trip (see TaskWork.steps).
 import asyncio
 import multiprocessing
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -24,6 +24,9 @@ import redis.asyncio as aioredis
 from lab.ledger import work_key
 from lab.protocol import Kind, TaskMessage, Variant
 from lab.settings import Settings
+
+# A task shape's work: an async body, which the runner may also drive without a loop.
+TaskBody = Callable[[TaskMessage], Coroutine[None, None, None]]
 
 
 def cpu_work(iterations: int) -> int:
@@ -50,7 +53,7 @@ class TaskWork:
         self.latency_s = settings.io_latency_ms / 1000
         self.thread_pool = ThreadPoolExecutor(settings.thread_pool_size, thread_name_prefix="lab-io")
         self._process_pool: ProcessPoolExecutor | None = None
-        self._steps = {
+        self._steps: dict[tuple[Kind, Variant], tuple[TaskBody, bool]] = {
             (Kind.io, Variant.simple): (self.io_wait, True),
             (Kind.io, Variant.sync): (self.io_sync, False),
             (Kind.io, Variant.thread): (self.io_thread, False),
@@ -111,7 +114,7 @@ class TaskWork:
     async def write(self, msg: TaskMessage) -> None:
         await self.redis.incrby(work_key(msg), msg.value)
 
-    def steps(self, kind: Kind, variant: Variant) -> tuple[Callable[[TaskMessage], Awaitable[None]], bool]:
+    def steps(self, kind: Kind, variant: Variant) -> tuple[TaskBody, bool]:
         """A shape's work, and whether the async INCRBY is still to be sent after it."""
         return self._steps[(kind, variant)]
 

@@ -5,7 +5,7 @@ metrics, plus the TaskRunner that executes messages."""
 import asyncio
 import logging
 
-from prometheus_async.aio.web import start_http_server
+from prometheus_async.aio.web import MetricsHTTPServer, start_http_server
 
 from lab.cgroup import register_cgroup_metrics
 from lab.heap import freeze_startup_heap
@@ -39,7 +39,7 @@ class WorkerRuntime:
         self.service = service_name(settings, queue)
         self.queue = queue if queue in BROKER_QUEUES else None
         self.runner = TaskRunner(settings)
-        self._server = None
+        self._server: MetricsHTTPServer | None = None
         self._lag: asyncio.Task | None = None
 
     async def start(self) -> None:

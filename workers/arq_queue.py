@@ -27,7 +27,7 @@ from lab.redis_clients import REDIS_DOWN, async_options
 from lab.settings import Settings, get_settings
 from lab.worker_runtime import WorkerRuntime, setup_logging
 
-QUEUE = Queue.arq
+QUEUE = Queue("arq")
 QUEUE_KEY = "lab:arq:queue"  # a ZSET of job ids; jobs themselves live at arq:job:<id>
 TASK_NAME = "lab_task"
 
@@ -39,9 +39,10 @@ def redis_settings(settings: Settings) -> RedisSettings:
 
 
 class Producer:
+    pool: ArqRedis  # set by start(): the API enqueues only through started producers
+
     def __init__(self, settings: Settings):
         self.settings = settings
-        self.pool = None
 
     async def start(self) -> None:
         # arq's create_pool sets no command timeout: a frozen Redis would hang the
@@ -56,7 +57,7 @@ class Producer:
             raise RuntimeError(f"arq refused duplicate job id {msg.task_id}")
 
     async def close(self) -> None:
-        if self.pool is not None:
+        if hasattr(self, "pool"):
             await self.pool.aclose()
 
 

@@ -50,7 +50,7 @@ from lab.runner import TaskRunner
 from lab.settings import Settings, get_settings
 from lab.worker_runtime import service_name, setup_logging
 
-QUEUE = Queue.celery
+QUEUE = Queue("celery")
 QUEUE_NAME = "lab-celery"  # the Redis LIST kombu pushes to
 TASK_NAME = "lab.task"
 
@@ -142,11 +142,13 @@ class _ProcessLoop:
     its coroutine to it, and only there is the loop's lag watched (a loop that
     runs only during tasks has none to show)."""
 
-    def __init__(self):
+    # Made by get() on a process's first task; _pid says in which process.
+    loop: asyncio.AbstractEventLoop
+    runner: TaskRunner
+
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pid: int | None = None
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.runner: TaskRunner | None = None
         self.threaded = False
 
     def get(self) -> tuple[asyncio.AbstractEventLoop, TaskRunner]:
@@ -178,7 +180,7 @@ class _ProcessLoop:
             runner.run_blocking(message, loop)
 
     def stop(self) -> None:
-        if self.loop is not None and self._pid == os.getpid():
+        if self._pid == os.getpid():
             self._call(self.runner.close(), timeout=10)
 
 
@@ -203,7 +205,7 @@ def _allow_process_pool(**_) -> None:
     # let a daemonic process start children ("daemonic processes are not allowed
     # to have children"), which is what cpu/process needs. This child is a pool
     # worker that Celery itself supervises, so it may own a process pool.
-    multiprocessing.current_process()._config.pop("daemon", None)
+    multiprocessing.current_process()._config.pop("daemon", None)  # type: ignore[attr-defined]  # private: not typed
     freeze_startup_heap(collect=False)  # what the child made as it started
 
 

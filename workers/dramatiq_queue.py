@@ -36,11 +36,12 @@ import logging
 import signal
 import threading
 from functools import partial
+from typing import Any
 
 import redis
 from dramatiq import Message, Middleware, Worker
 from dramatiq import actor as dramatiq_actor
-from dramatiq.asyncio import get_event_loop_thread
+from dramatiq.asyncio import EventLoopThread, get_event_loop_thread
 from dramatiq.brokers.redis import RedisBroker, _RedisConsumer
 from dramatiq.common import current_millis
 from dramatiq.errors import ConnectionClosed
@@ -55,7 +56,7 @@ from lab.redis_clients import sync_client
 from lab.settings import Settings, get_settings
 from lab.worker_runtime import WorkerRuntime, setup_logging
 
-QUEUE = Queue.dramatiq
+QUEUE = Queue("dramatiq")
 QUEUE_NAME = "lab"  # keys dramatiq:lab (LIST of ids), dramatiq:lab.msgs (HASH), dramatiq:__acks__.*
 QUEUE_KEY = f"dramatiq:{QUEUE_NAME}"
 TASK_NAME = "lab_task"
@@ -119,7 +120,7 @@ class LabConsumer(_RedisConsumer):
 
 
 class LabRedisBroker(RedisBroker):
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.held: set[str] = set()  # ids handed to worker threads and not yet acknowledged
 
@@ -147,7 +148,7 @@ class Producer:
         pass
 
     async def enqueue(self, msg: TaskMessage) -> None:
-        message = Message(
+        message: Message[None] = Message(
             queue_name=QUEUE_NAME,
             actor_name=TASK_NAME,
             args=(msg.payload(),),
@@ -177,10 +178,18 @@ class LabRuntime(Middleware):
         self.runtime = runtime
 
     def after_worker_boot(self, broker, worker) -> None:
-        get_event_loop_thread().run_coroutine(self.runtime.start())
+        _loop_thread().run_coroutine(self.runtime.start())
 
     def after_worker_shutdown(self, broker, worker) -> None:
-        get_event_loop_thread().run_coroutine(self.runtime.stop())
+        _loop_thread().run_coroutine(self.runtime.stop())
+
+
+def _loop_thread() -> EventLoopThread:
+    """The AsyncIO middleware's loop thread (added before LabRuntime, so it runs)."""
+    thread = get_event_loop_thread()
+    if thread is None:
+        raise RuntimeError("Dramatiq's AsyncIO middleware is not running")
+    return thread
 
 
 class LabPrometheus(Prometheus):
@@ -272,13 +281,12 @@ def main() -> None:
         await runtime.runner.run(message)
 
     dramatiq_actor(
-        lab_task,
         broker=broker,
         actor_name=TASK_NAME,
         queue_name=QUEUE_NAME,
         max_retries=0,
         time_limit=settings.task_timeout_s * 1000,
-    )
+    )(lab_task)
 
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -19,6 +19,7 @@ import asyncio
 import logging
 import os
 import socket
+from typing import Any
 
 from faststream import AckPolicy, FastStream
 from faststream.redis import RedisBroker, StreamSub
@@ -30,14 +31,14 @@ from lab.settings import Settings, get_settings
 from lab.stream_groups import ensure_group, find_group, group_lag
 from lab.worker_runtime import WorkerRuntime, setup_logging
 
-QUEUE = Queue.faststream
+QUEUE = Queue("faststream")
 STREAM = "lab:faststream"  # a STREAM (or, with pubsub, the channel of that name)
 GROUP = "lab"
 log = logging.getLogger("lab.faststream")
 
 
 def make_broker(settings: Settings, timeout_s: float | None, logs: bool = True) -> RedisBroker:
-    options = (
+    options: dict[str, Any] = (
         {"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s, "connection_class": TimelyConnection}
         if timeout_s
         else {}
@@ -49,7 +50,8 @@ def make_broker(settings: Settings, timeout_s: float | None, logs: bool = True) 
         # The API's producer logs nothing: a failed publish raises into the API,
         # which answers 503 and counts it, and FastStream's logging context is
         # a noticeable part of a publish (docs/hot-path.md).
-        logger=logging.getLogger("faststream") if logs else None,
+        # None is FastStream's documented "no logger"; its type leaves None out.
+        logger=logging.getLogger("faststream") if logs else None,  # type: ignore[arg-type]
         **options,
     )
 
@@ -74,7 +76,7 @@ class Producer:
             await create_group(self.settings)
 
     async def enqueue(self, msg: TaskMessage) -> None:
-        target = {"channel": STREAM} if self.pubsub else {"stream": STREAM}
+        target: dict[str, Any] = {"channel": STREAM} if self.pubsub else {"stream": STREAM}
         await self.broker.publish(msg.payload(), **target)
 
     async def close(self) -> None:

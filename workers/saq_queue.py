@@ -28,16 +28,17 @@ from lab.redis_clients import async_client
 from lab.settings import Settings, get_settings
 from lab.worker_runtime import WorkerRuntime, setup_logging
 
-QUEUE = Queue.saq
+QUEUE = Queue("saq")
 QUEUE_NAME = "lab"  # SAQ keys: saq:lab:queued (LIST), saq:lab:active, saq:job:lab:<key>
 QUEUED_KEY = f"saq:{QUEUE_NAME}:queued"
 TASK_NAME = "lab_task"
 
 
 class Producer:
+    queue: SaqQueue  # set by start(): the API enqueues only through started producers
+
     def __init__(self, settings: Settings):
         self.settings = settings
-        self.queue: SaqQueue | None = None
 
     async def start(self) -> None:
         # Our own client, with short timeouts: enqueue must fail fast.
@@ -59,7 +60,7 @@ class Producer:
             raise RuntimeError(f"saq refused duplicate job key {msg.task_id}")
 
     async def close(self) -> None:
-        if self.queue is not None:
+        if hasattr(self, "queue"):
             await self.queue.disconnect()
 
 

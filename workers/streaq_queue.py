@@ -36,7 +36,7 @@ from lab.redis_clients import async_client
 from lab.settings import Settings, get_settings
 from lab.worker_runtime import WorkerRuntime, setup_logging
 
-QUEUE = Queue.streaq
+QUEUE = Queue("streaq")
 QUEUE_NAME = "lab"
 STREAM = f"streaq:{QUEUE_NAME}:queues:normal"  # one stream per priority; the lab uses streaq's one default
 GROUP = "workers"  # streaq's consumer group
@@ -110,7 +110,8 @@ class Producer:
                 entered.set_exception(exc)
 
     async def enqueue(self, msg: TaskMessage) -> None:
-        task = asyncio.current_task()
+        # Typed optional for code outside any task; an enqueue runs in its request's.
+        task: asyncio.Task = asyncio.current_task()  # type: ignore[assignment]
         timer = asyncio.get_running_loop().call_later(self.timeout / 2, self._is_late, task)
         try:
             await self._enqueue(msg)

@@ -26,6 +26,7 @@ import os
 import signal
 import socket
 from collections.abc import AsyncGenerator
+from typing import Any
 
 from redis.asyncio import Redis
 from taskiq import AckableMessage
@@ -42,7 +43,7 @@ from lab.settings import Settings, get_settings
 from lab.stream_groups import group_lag
 from lab.worker_runtime import WorkerRuntime, setup_logging
 
-QUEUE = Queue.taskiq
+QUEUE = Queue("taskiq")
 STREAM = "lab:taskiq"
 GROUP = "lab"
 TASK_NAME = "lab_task"
@@ -82,7 +83,7 @@ class LabPrometheusMiddleware(PrometheusMiddleware):
     lab's Count and Observe, not taskiq's `.labels(name).inc()` in each hook
     (fast path: docs/hot-path.md)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         with library_exporter():
             super().__init__()
         self._series: dict[str, _TaskSeries] = {}
@@ -127,7 +128,7 @@ def make_broker(settings: Settings, *, worker: bool) -> LabStreamBroker:
         # A blocked XREADGROUP waits up to 2 s (xread_block) for entries: the
         # worker's reads must not time out before it. A Redis that is down
         # fails the connect.
-        options = {"socket_connect_timeout": settings.redis_timeout_s}
+        options: dict[str, Any] = {"socket_connect_timeout": settings.redis_timeout_s}
     else:
         # The API's short timeouts, and no long wait for a free connection.
         options = {**async_options(settings), "timeout": settings.redis_timeout_s}
@@ -147,7 +148,7 @@ def make_broker(settings: Settings, *, worker: bool) -> LabStreamBroker:
 class Producer:
     def __init__(self, settings: Settings):
         self.broker = make_broker(settings, worker=False)
-        self.kicker = AsyncKicker(task_name=TASK_NAME, broker=self.broker, labels={})
+        self.kicker: AsyncKicker[[dict], None] = AsyncKicker(task_name=TASK_NAME, broker=self.broker, labels={})
 
     async def start(self) -> None:
         await self.broker.startup()  # creates the group (at "0"), as the worker would

@@ -44,7 +44,7 @@ def executions_call(
     run: str, items: list[tuple[str, TaskMessage, bool, bool]], now: float | None = None
 ) -> tuple[list, list]:
     """KEYS and ARGV of EXECUTIONS for items (op, msg, write, started) of one run."""
-    args = [repr(time.time() if now is None else now), run_key(run, "work:")]
+    args: list[str | int] = [repr(time.time() if now is None else now), run_key(run, "work:")]
     for op, m, write, started in items:
         args += [op, m.task_id, m.fields, m.value if write else 0, 1 if started else 0]
     return [run_key(run, "settled"), run_key(run, "ledger")], args

@@ -20,6 +20,7 @@ from lab.protocol import ENDPOINTS, Queue
 from lab.queues import BROKER_NAMES, adapter
 from lab.settings import get_settings
 from services.api import errors
+from services.api.background import QUEUE as BACKGROUND
 from services.api.http_metrics import HttpMetrics
 from services.api.metrics_server import serve_metrics_in_thread
 from services.api.routes import clients, health, metrics, payload, runs, tasks, upstream
@@ -38,7 +39,7 @@ async def lifespan(app: FastAPI):
     # The threadpool that runs `def` handlers and run_in_threadpool calls.
     anyio.to_thread.current_default_thread_limiter().total_tokens = settings.threadpool_tokens
     register_cgroup_metrics(service)
-    touch_task_series([Queue.background])
+    touch_task_series([BACKGROUND])
     for queue in Queue:
         for kind, variant in ENDPOINTS:
             ENQUEUED.labels(queue=queue, kind=kind, variant=variant)

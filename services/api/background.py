@@ -8,7 +8,7 @@ from lab.metrics import QUEUE_DEPTH
 from lab.protocol import Queue, TaskMessage
 from lab.runner import TaskRunner
 
-QUEUE = Queue.background
+QUEUE = Queue("background")
 
 
 class BackgroundQueue:

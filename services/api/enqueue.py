@@ -35,11 +35,11 @@ def failure_reason(exc: BaseException | None) -> str:
     return "broker"
 
 
-async def enqueue(state: LabState, msg: TaskMessage, background: BackgroundTasks | None) -> None:
+async def enqueue(state: LabState, msg: TaskMessage, background: BackgroundTasks) -> None:
     """Hand one task to its queue, then count it in the ledger; when the broker
     refuses it, nothing is counted and a QueueUnavailable (503) is raised.
-    `background` is the request's BackgroundTasks (None after the response:
-    `background` tasks never go through the outbox)."""
+    `background` is the request's BackgroundTasks, where a `background` task
+    is scheduled."""
     started = time.perf_counter()
     # No overall deadline here: cancelling a publish half-way leaves its outcome
     # unknown (the broker may have it). Every client has socket timeouts
@@ -63,9 +63,15 @@ async def enqueue(state: LabState, msg: TaskMessage, background: BackgroundTasks
     enqueued.value += 1
 
 
+# What the outbox's publishers hand enqueue() for a request's BackgroundTasks:
+# they publish broker tasks only (a `background` task is scheduled with its
+# request), so nothing is ever added to it.
+_NO_REQUEST = BackgroundTasks()
+
+
 async def publish_after_response(state: LabState, msg: TaskMessage) -> None:
     """What the outbox's publishers call (ENQUEUE_MODE=after-response)."""
     try:
-        await enqueue(state, msg, None)
+        await enqueue(state, msg, _NO_REQUEST)
     except QueueUnavailable:
         pass  # counted in lab_enqueue_errors_total; the client already got its 202

@@ -6,9 +6,11 @@
 
 import json
 import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import httpx
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -57,12 +59,17 @@ async def unexpected(_: Request, exc: Exception) -> JSONResponse:
 
 
 def install(app: FastAPI) -> None:
-    app.add_exception_handler(RequestValidationError, validation_error)
-    app.add_exception_handler(StarletteHTTPException, http_error)
-    app.add_exception_handler(QueueUnavailable, queue_unavailable)
-    app.add_exception_handler(RecursionError, _too_deep)
-    app.add_exception_handler(httpx.HTTPError, upstream_unavailable)
-    app.add_exception_handler(Exception, unexpected)
+    # Each handler takes the exception class it is registered for.
+    handlers: dict[type[Exception], Callable[[Request, Any], Awaitable[JSONResponse]]] = {
+        RequestValidationError: validation_error,
+        StarletteHTTPException: http_error,
+        QueueUnavailable: queue_unavailable,
+        RecursionError: _too_deep,
+        httpx.HTTPError: upstream_unavailable,
+        Exception: unexpected,
+    }
+    for exc_class, handler in handlers.items():
+        app.add_exception_handler(exc_class, handler)
 
 
 async def _too_deep(_: Request, exc: RecursionError) -> JSONResponse:
@@ -105,7 +112,7 @@ class BodySizeLimit:
                 seen += len(message.get("body", b""))
                 if seen > self.limit:
                     # An HTTPException passes through FastAPI's body parsing untouched.
-                    raise StarletteHTTPException(413, {"error": "request body too large", "limit_bytes": self.limit})
+                    raise HTTPException(413, {"error": "request body too large", "limit_bytes": self.limit})
             return message
 
         await self.app(scope, limited_receive, send)

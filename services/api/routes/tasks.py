@@ -1,7 +1,7 @@
 """POST /incr/{kind}/{variant}/{queue}: enqueue one task on one queue."""
 
 import re
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal, TypeAlias
 
 from fastapi import APIRouter, BackgroundTasks, Body, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -33,10 +33,17 @@ class Accepted(BaseModel):
 # parameter's annotation on every request, and a look at an Enum class takes a
 # slow way through its metaclass. The schema and the 422 are the same
 # (docs/hot-path.md).
-KindName = Literal[tuple(k.value for k in Kind)]
-VariantName = Literal[tuple(v.value for v in Variant)]
-QueueName = Literal[tuple(q.value for q in Queue)]
-_KINDS, _VARIANTS, _QUEUES = ({m.value: m for m in enum} for enum in (Kind, Variant, Queue))
+if TYPE_CHECKING:  # a Literal made from data is no type to mypy: the names are strings
+    KindName: TypeAlias = str
+    VariantName: TypeAlias = str
+    QueueName: TypeAlias = str
+else:
+    KindName = Literal[tuple(k.value for k in Kind)]
+    VariantName = Literal[tuple(v.value for v in Variant)]
+    QueueName = Literal[tuple(q.value for q in Queue)]
+_KINDS: dict[str, Kind] = {m.value: m for m in Kind}
+_VARIANTS: dict[str, Variant] = {m.value: m for m in Variant}
+_QUEUES: dict[str, Queue] = {m.value: m for m in Queue}
 
 RUN_HEADER = "X-Lab-Run"
 _RUN_OK = re.compile(RUN_PATTERN).fullmatch
@@ -96,25 +103,26 @@ async def incr(
     body: Annotated[IncrBody, Body()],
 ) -> Response:
     run = run_of(request)
-    kind, variant, queue = _KINDS[kind], _VARIANTS[variant], _QUEUES[queue]
-    if (kind, variant) not in ENDPOINTS:
+    task_kind, task_variant, task_queue = _KINDS[kind], _VARIANTS[variant], _QUEUES[queue]
+    if (task_kind, task_variant) not in ENDPOINTS:
         raise HTTPException(
             404,
             {
-                "error": f"unknown task {kind}/{variant}",
+                "error": f"unknown task {task_kind}/{task_variant}",
                 "field": "path.variant",
                 "allowed": [f"{k}/{v}" for k, v in ENDPOINTS],
             },
         )
-    msg = TaskMessage.new(run, queue, kind, variant, body.value)
+    msg = TaskMessage.new(run, task_queue, task_kind, task_variant, body.value)
     state = lab_state(request)  # a plain call, not a Depends (services/api/deps.py)
     # `background` has nothing to publish: its task is scheduled either way.
-    if state.settings.enqueue_mode == "after-response" and queue != BACKGROUND:
+    if state.settings.enqueue_mode == "after-response" and task_queue != BACKGROUND:
         state.outbox.put(msg)
     else:
         await enqueue(state, msg, background)
     # Every value is an enum's, a hex id or a run name (RUN_PATTERN): nothing to escape.
-    body = (
-        f'{{"task_id": "{msg.task_id}", "queue": "{queue}", "kind": "{kind}", "variant": "{variant}", "run": "{run}"}}'
+    answer = (
+        f'{{"task_id": "{msg.task_id}", "queue": "{task_queue}", "kind": "{task_kind}", "variant": "{task_variant}", '
+        f'"run": "{run}"}}'
     )
-    return Response(body.encode(), status_code=202, media_type="application/json")
+    return Response(answer.encode(), status_code=202, media_type="application/json")
