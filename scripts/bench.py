@@ -20,7 +20,7 @@ containers, never changed):
    all this once more at ARQ_POLL_DELAY=0.01 s;
 4. prints the table, writes results/bench-<time>.json (shown by `make results`)
    and starts the lab's worker again.
-The budget (README, "What the lab costs"): lab/bare >= 0.9 for RPS and drain,
+The budget (docs/bench.md): lab/bare >= 0.9 for RPS and drain,
 and the lab API's peak at most 120 MB.
 """
 
@@ -245,10 +245,8 @@ class Bench:
             "lab": (f"lab API (run {run})", "api", run),
         }
         # Both APIs are driven at the same moment, each by its own client
-        # process: both then meet the same machine. Driven in turns, a round's
-        # ratio moved by 10 % (standard deviation) as the machine's speed moved
-        # from one drive to the next; together, by 2 % (README, "How far one
-        # bench can be trusted").
+        # process: both then meet the same machine, and a round's ratio no longer
+        # moves with the machine's speed from one drive to the next (docs/bench.md).
         with ThreadPoolExecutor(2) as pool:
             for i in range(self.args.rounds):
                 say(
@@ -424,7 +422,7 @@ def sides(i: int) -> tuple[str, str]:
 
 
 def settled_count(read: Callable[[], int], accepted: int, stall_s: float = 5.0, every_s: float = 0.5) -> int:
-    """In `after-response` mode a 202 promises nothing (README, "The API"). A
+    """In `after-response` mode a 202 promises nothing (docs/api.md, "Enqueue modes"). A
     lab publish that fails after its answer (a Redis timeout under the CPU
     quota) is counted in lab_enqueue_errors_total, not in the ledger, and left
     the lab's drain waiting for a task that never came; a bare API killed at
