@@ -1,5 +1,5 @@
 """Publishing through a queue library whose client is blocking (Celery's kombu,
-Dramatiq's redis-py), from the API's event loop.
+Dramatiq's, RQ's and Huey's redis-py), from the API's event loop.
 
 BLOCKING_PUBLISH=inline (the default) makes the call on the loop, as a plain
 FastAPI app does: each publish holds the loop for its round trip to Redis.

@@ -39,6 +39,10 @@ class Broker:
     concurrency_knob: str  # the env var that overrides CONCURRENCY for this queue's worker
     knobs: tuple[str, ...] = ()  # other env vars of its worker that change a result (kept in run records)
     loggers: tuple[str, ...] = ()  # the library's loggers, set to LIBRARY_LOG_LEVEL
+    # The tasks a killed worker was running are lost, not run again: the
+    # library takes a message off the queue as it starts it and has no
+    # acknowledgement (Huey). Every other queue delivers at least once.
+    at_most_once: bool = False
 
     @property
     def limits_prefix(self) -> str:
@@ -62,6 +66,8 @@ BROKERS: tuple[Broker, ...] = (
     Broker("taskiq", "workers.taskiq_queue", "TASKIQ_MAX_ASYNC_TASKS", ("TASKIQ_RECLAIM_S",), ("taskiq",)),
     Broker("dramatiq", "workers.dramatiq_queue", "DRAMATIQ_THREADS", (), ("dramatiq",)),
     Broker("streaq", "workers.streaq_queue", "STREAQ_CONCURRENCY", ("STREAQ_IDLE_TIMEOUT_S",), ("streaq",)),
+    Broker("rq", "workers.rq_queue", "RQ_CONCURRENCY", ("RQ_WORKER_CLASS",), ("rq",)),
+    Broker("huey", "workers.huey_queue", "HUEY_WORKERS", ("HUEY_WORKER_TYPE",), ("huey",), at_most_once=True),
 )
 BROKER_NAMES: tuple[str, ...] = tuple(b.name for b in BROKERS)
 BY_NAME: dict[str, Broker] = {b.name: b for b in BROKERS}
@@ -74,6 +80,19 @@ BY_NAME: dict[str, Broker] = {b.name: b for b in BROKERS}
 # dead workers' ack sets). The lab's worker (workers/dramatiq_queue.py) and
 # the bench's bare one (services/bare/queues.py) both use it.
 DRAMATIQ_MAINTENANCE_CHANCE = 100_000
+
+# RQ's maintenance (abandoned jobs of dead workers retried, jobs stuck in the
+# intermediate queue taken out) runs on one worker at a time, every
+# RQ_MAINTENANCE_INTERVAL_S here (RQ's default 600 s); an idle worker only
+# gets to it between two blocking dequeues, which last its TTL minus 15 s
+# (RQ's default TTL 420 s: 405 s), 10 s here. A dead worker's job is
+# abandoned once its execution's heartbeat expired, TASK_TIMEOUT_S + 60 s
+# after it started at most (RQ's own margin), so it comes back seconds after
+# that, not ten minutes or more later. Each pass costs a few Redis calls. The
+# lab's worker (workers/rq_queue.py) and the bench's bare one
+# (services/bare/queues.py) both use them.
+RQ_MAINTENANCE_INTERVAL_S = 10
+RQ_WORKER_TTL_S = 25
 
 
 @cache

@@ -24,7 +24,7 @@ class Settings(BaseSettings):
 
     # API behaviour.
     enqueue_mode: Literal["await", "after-response"] = "await"
-    # Where Celery's and Dramatiq's blocking publish runs (lab/blocking_publish.py).
+    # Where the blocking publish of Celery, Dramatiq, RQ and Huey runs (lab/blocking_publish.py).
     blocking_publish: Literal["inline", "threads"] = "inline"
     max_body_bytes: int = Field(4096, ge=64)
 
@@ -56,6 +56,8 @@ class Settings(BaseSettings):
     taskiq_max_async_tasks: int | None = Field(None, ge=1)
     dramatiq_threads: int | None = Field(None, ge=1)
     streaq_concurrency: int | None = Field(None, ge=1)
+    rq_concurrency: int | None = Field(None, ge=1)  # worker processes of RQ's WorkerPool
+    huey_workers: int | None = Field(None, ge=1)
 
     # Library-specific knobs that change the result (docs/queues.md).
     arq_poll_delay: float = Field(0.5, gt=0)
@@ -71,6 +73,10 @@ class Settings(BaseSettings):
     # A streaq stream entry a dead worker held is claimed by another after this
     # long idle (streaq's idle_timeout; its live workers keep theirs claimed).
     streaq_idle_timeout_s: float = Field(60, gt=0)
+    # RQ's Worker forks a work horse per job (RQ's default); SimpleWorker runs it in the worker.
+    rq_worker_class: Literal["Worker", "SimpleWorker"] = "Worker"
+    # Huey's consumer runs its workers as threads (Huey's default) or forked processes.
+    huey_worker_type: Literal["thread", "process"] = "thread"
     celery_pool: Literal["prefork", "threads", "solo"] = "prefork"
     celery_prefetch_multiplier: int = Field(4, ge=1)
     # Task events (-E): what Flower shows tasks from; three publishes a task, on the worker.

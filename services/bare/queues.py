@@ -19,7 +19,7 @@ import socket
 import redis
 import redis.asyncio as aioredis
 
-from lab.queues import DRAMATIQ_MAINTENANCE_CHANCE
+from lab.queues import DRAMATIQ_MAINTENANCE_CHANCE, RQ_MAINTENANCE_INTERVAL_S, RQ_WORKER_TTL_S
 from lab.settings import Settings, get_settings
 
 TASK = "bench_task"
@@ -372,6 +372,103 @@ class Streaq:
         worker.run_sync()
 
 
+# RQ's and Huey's jobs name a function by its module: these two are theirs.
+_done_client: redis.Redis | None = None
+
+
+def _incr(queue: str, value: int) -> None:
+    global _done_client
+    if _done_client is None:
+        _done_client = redis.Redis.from_url(get_settings().redis_url)
+    _done_client.incrby(done_key(queue), value)
+
+
+def rq_bench_task(value: int) -> None:
+    _incr("rq", value)
+
+
+def huey_bench_task(value: int) -> None:
+    _incr("huey", value)
+
+
+class Rq:
+    NAME = "bench-rq"  # keys rq:queue:bench-rq (LIST of job ids), rq:job:<id>
+    keys = (f"rq:queue:{NAME}", f"rq:queue:{NAME}:intermediate")
+    backlog = ("LLEN", f"rq:queue:{NAME}")
+
+    async def start(self, url: str) -> None:
+        from rq import Queue
+
+        self.queue = Queue(self.NAME, connection=redis.Redis.from_url(url))
+        self.timeout_s = get_settings().task_timeout_s
+
+    async def publish(self, value: int) -> None:
+        from rq import Retry
+
+        # RQ's call is blocking: on the event loop, as Celery's is here. The
+        # lab's job options (workers/rq_queue.py's Producer): RQ keeps them in
+        # the job, and its worker acts on them (retries, no result kept).
+        self.queue.enqueue(
+            f"{__name__}.rq_bench_task", value, job_timeout=self.timeout_s, result_ttl=0, retry=Retry(max=2)
+        )
+
+    async def close(self) -> None:
+        self.queue.connection.close()
+
+    @classmethod
+    def worker(cls, settings: Settings) -> None:
+        from rq import SimpleWorker, Worker
+        from rq.worker_pool import WorkerPool
+
+        base = {"Worker": Worker, "SimpleWorker": SimpleWorker}[settings.rq_worker_class]
+
+        class BenchWorker(base):  # type: ignore[valid-type,misc]  # RQ's class, chosen at run time
+            # The lab worker's maintenance interval and TTL (lab/queues.py): WorkerPool passes neither.
+            def __init__(self, *args, **kwargs):
+                kwargs.setdefault("maintenance_interval", RQ_MAINTENANCE_INTERVAL_S)
+                kwargs.setdefault("worker_ttl", RQ_WORKER_TTL_S)
+                super().__init__(*args, **kwargs)
+
+        WorkerPool(
+            [cls.NAME],
+            connection=redis.Redis.from_url(settings.redis_url),
+            num_workers=settings.concurrency_for("rq"),
+            worker_class=BenchWorker,
+        ).start(logging_level=settings.library_log_level)
+
+
+class Huey:
+    NAME = "bench"  # keys huey.redis.bench (LIST), huey.schedule.bench
+    keys = (f"huey.redis.{NAME}",)
+    backlog = ("LLEN", f"huey.redis.{NAME}")
+
+    @classmethod
+    def make(cls, url: str):
+        from huey import RedisHuey
+
+        huey = RedisHuey(cls.NAME, url=url)
+        return huey, huey.task(name=TASK, timeout=get_settings().task_timeout_s)(huey_bench_task)
+
+    async def start(self, url: str) -> None:
+        self.huey, self.task = self.make(url)
+
+    async def publish(self, value: int) -> None:
+        self.task(value)  # calling the task enqueues it (blocking: on the event loop, as Celery's)
+
+    async def close(self) -> None:
+        self.huey.storage.close()
+
+    @classmethod
+    def worker(cls, settings: Settings) -> None:
+        huey, _ = cls.make(settings.redis_url)
+        huey.create_consumer(
+            workers=settings.concurrency_for("huey"),
+            worker_type=settings.huey_worker_type,
+            graceful_signal="TERM",  # as the lab's worker
+            shutdown_timeout=settings.shutdown_grace_s,
+        ).run()
+
+
 # The broker queues that have a bare counterpart (a class above and a
 # bench-<queue> compose service); `make bench` measures these and background.
 BARE = {
@@ -382,6 +479,8 @@ BARE = {
     "taskiq": Taskiq,
     "dramatiq": Dramatiq,
     "streaq": Streaq,
+    "rq": Rq,
+    "huey": Huey,
 }
 # What `make bench` deletes before a run (never anything outside these).
 KEYS = tuple(key for bare in BARE.values() for key in bare.keys)

@@ -1,0 +1,214 @@
+"""Huey: calling the task pushes a message (pickled) onto the Redis list
+`huey.redis.lab` (RedisHuey); the consumer runs HUEY_WORKERS (default
+CONCURRENCY) workers of Huey's default type, threads, each taking one message
+at a time with BRPOP. HUEY_WORKER_TYPE=process runs them as forked processes
+instead.
+
+RedisHuey, not one of its variants: RedisExpireHuey only makes stored results
+expire (the lab stores none: the task returns None, which Huey does not
+store), and PriorityRedisHuey keeps the queue in a sorted set for priorities
+the lab does not use.
+
+The task body is async; Huey refuses `async def` tasks (its documentation:
+wrap the coroutine with asyncio.run()). As Celery's pools do
+(workers/celery_queue.py): with threads, one event loop per consumer runs in a
+thread of its own and each worker thread hands its task to it and waits; with
+processes, each process runs one task at a time and the runner's loop only
+for a body that awaits (TaskRunner.run_blocking).
+
+Delivery: BRPOP takes the message off the list; Huey has no acknowledgement.
+On SIGTERM (Huey's `graceful_signal="TERM"` here; its default makes SIGTERM
+an immediate stop that interrupts running tasks) the workers take no more
+messages and running tasks get SHUTDOWN_GRACE_S (Huey's `shutdown_timeout`)
+to finish; a worker holds nothing it has not started. A consumer killed with
+SIGKILL loses the tasks it was running, at most HUEY_WORKERS per replica, and
+a message whose BRPOP reply was lost as Redis restarted is lost too: Huey
+delivers at most once. Tasks interrupted at a stop are logged through Huey's
+SIGNAL_INTERRUPTED (its signals are its monitoring hooks). No retries
+(Huey's default `retries=0`).
+"""
+
+import os
+import shutil
+import tempfile
+
+_own_metrics_dir: tuple[int, str] | None = None  # (the consumer's pid, a directory it made)
+if __name__ == "__main__" and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+    from lab.settings import get_settings as _settings
+
+    if _settings().huey_worker_type == "process":
+        # Before prometheus_client is imported anywhere: the worker processes
+        # write their samples to files that the consumer's /metrics adds up.
+        _own_metrics_dir = (os.getpid(), tempfile.mkdtemp(prefix="lab-huey-metrics-"))
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = _own_metrics_dir[1]
+
+import asyncio
+import logging
+import multiprocessing
+import threading
+from functools import partial
+
+from huey import RedisHuey
+from huey.api import TaskWrapper
+from huey.signals import SIGNAL_INTERRUPTED
+from redis import ConnectionPool
+
+from lab.blocking_publish import BlockingPublisher
+from lab.cgroup import register_cgroup_metrics
+from lab.heap import freeze_startup_heap
+from lab.loop_lag import start_loop_lag_watch
+from lab.metrics import flush, touch_task_series
+from lab.protocol import Queue, TaskMessage
+from lab.redis_clients import sync_client
+from lab.runner import TaskRunner
+from lab.settings import Settings, get_settings
+from lab.worker_runtime import service_name, setup_logging
+
+QUEUE = Queue("huey")
+QUEUE_NAME = "lab"  # keys huey.redis.lab (LIST of messages), huey.schedule.lab, huey.results.lab
+QUEUE_KEY = f"huey.redis.{QUEUE_NAME}"
+PUBLISH_THREADS = 10
+log = logging.getLogger("lab.huey")
+
+
+def make_huey(pool: ConnectionPool) -> tuple[RedisHuey, TaskWrapper]:
+    """A RedisHuey on `pool` and the lab's task registered on it (a message
+    names the task by module and name: the API's and the worker's agree)."""
+    huey = RedisHuey(QUEUE_NAME, connection_pool=pool)
+    return huey, huey.task(timeout=get_settings().task_timeout_s)(lab_task)
+
+
+class Producer:
+    def __init__(self, settings: Settings):
+        # The client has the API's short timeouts.
+        self.huey, self.task = make_huey(sync_client(settings).connection_pool)
+        self.publisher = BlockingPublisher(settings, PUBLISH_THREADS, "huey")
+
+    async def start(self) -> None:
+        pass
+
+    async def enqueue(self, msg: TaskMessage) -> None:
+        await self.publisher.publish(partial(self.task, msg.payload()))  # calling the task enqueues it
+
+    async def close(self) -> None:
+        await self.publisher.close()
+
+
+async def depth(redis) -> int:
+    return await redis.llen(QUEUE_KEY)
+
+
+# Worker: one event loop per worker process.
+class _ProcessLoop:
+    """workers/celery_queue.py's, for Huey's worker types: threads share one
+    loop running in a daemon thread (its lag is watched); a worker process
+    runs one task at a time and its loop only for a body that awaits."""
+
+    loop: asyncio.AbstractEventLoop
+    runner: TaskRunner
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pid: int | None = None
+        self.threaded = False
+
+    def get(self) -> tuple[asyncio.AbstractEventLoop, TaskRunner]:
+        with self._lock:
+            if self._pid != os.getpid():  # first task in this process
+                settings = get_settings()
+                self.threaded = settings.huey_worker_type == "thread"
+                self.loop = asyncio.new_event_loop()
+                self.runner = TaskRunner(settings)
+                if self.threaded:
+                    threading.Thread(target=self.loop.run_forever, name="lab-loop", daemon=True).start()
+                    asyncio.run_coroutine_threadsafe(self._watch_lag(settings), self.loop)
+                self._pid = os.getpid()
+            return self.loop, self.runner
+
+    async def _watch_lag(self, settings: Settings) -> None:
+        start_loop_lag_watch(service_name(settings, QUEUE), settings.loop_lag_interval_s)
+
+    def run(self, message: dict) -> None:
+        loop, runner = self.get()
+        if self.threaded:
+            asyncio.run_coroutine_threadsafe(runner.run(message), loop).result()
+        else:
+            runner.run_blocking(message, loop)
+
+    def stop(self) -> None:
+        if self._pid != os.getpid():
+            return
+        if self.threaded:
+            asyncio.run_coroutine_threadsafe(self.runner.close(), self.loop).result(10)
+        else:
+            self.loop.run_until_complete(self.runner.close())
+
+
+process_loop = _ProcessLoop()
+
+
+def lab_task(message: dict) -> None:
+    process_loop.run(message)
+
+
+def _child_started() -> None:
+    # Huey's worker processes are daemonic, and multiprocessing refuses a
+    # daemonic process children, which cpu/process needs. Huey supervises
+    # them (a dead one is replaced), so each may own a process pool.
+    multiprocessing.current_process()._config.pop("daemon", None)  # type: ignore[attr-defined]  # private: not typed
+    freeze_startup_heap(collect=False)
+
+
+def _child_stopped() -> None:
+    process_loop.stop()
+    flush()  # this process's last updates into its files, which outlive it
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(os.getpid())
+
+
+def _interrupted(signal: str, task) -> None:
+    log.warning("task %s interrupted by the consumer's stop: it will not run again", task.id)
+
+
+def main() -> None:
+    setup_logging()
+    settings = get_settings()
+    # BRPOP waits 1 s (Huey's read_timeout): the socket timeout only has to exceed it.
+    pool = ConnectionPool.from_url(
+        settings.redis_url, socket_connect_timeout=settings.redis_timeout_s, socket_timeout=10
+    )
+    huey, _ = make_huey(pool)
+    huey.signal(SIGNAL_INTERRUPTED)(_interrupted)
+    if settings.huey_worker_type == "process":
+        huey.on_startup()(_child_started)
+        huey.on_shutdown()(_child_stopped)
+    consumer = huey.create_consumer(
+        workers=settings.concurrency_for(QUEUE),
+        worker_type=settings.huey_worker_type,
+        graceful_signal="TERM",
+        shutdown_timeout=settings.shutdown_grace_s,
+    )
+    freeze_startup_heap()  # before worker processes fork: they inherit the frozen start-up objects
+    from prometheus_async.aio.web import start_http_server_in_thread
+
+    touch_task_series([QUEUE])
+    register_cgroup_metrics(service_name(settings, QUEUE))
+    server = start_http_server_in_thread(addr="0.0.0.0", port=settings.metrics_port)
+    try:
+        consumer.run()
+    finally:
+        process_loop.stop()  # the thread workers ran their tasks in this process
+        server.close()
+
+
+if __name__ == "__main__":
+    import importlib
+
+    try:
+        # Through the module's own name: a message names its task by module.
+        importlib.import_module("workers.huey_queue").main()
+    finally:
+        if _own_metrics_dir is not None and _own_metrics_dir[0] == os.getpid():
+            shutil.rmtree(_own_metrics_dir[1], ignore_errors=True)

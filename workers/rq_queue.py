@@ -1,0 +1,248 @@
+"""RQ: `Queue.enqueue` pushes a job id onto the Redis list `rq:queue:lab` (the
+job itself in the hash `rq:job:<id>`); RQ's WorkerPool runs RQ_CONCURRENCY
+(default CONCURRENCY) worker processes, and each worker, RQ's default
+`Worker`, forks a work horse for every job (RQ_WORKER_CLASS=SimpleWorker runs
+the job in the worker process itself, no fork).
+
+The task body is async. RQ runs an `async def` job with `asyncio.run()`: a new
+event loop for every job, which would also drop the runner's asyncio Redis
+connections after each job of a SimpleWorker. So the job is a plain function
+that runs the lab's runner as Celery's solo and prefork children do
+(TaskRunner.run_blocking): a body that never awaits runs without a loop and
+settles with a blocking call; the others run on a loop of this process (in a
+work horse, the horse's own: it lives for one job). The runner is made in each
+worker process before any horse is forked, so a horse only inherits it.
+
+Delivery: a worker moves a job id from the queue to `rq:queue:lab:intermediate`
+(BLMOVE), then records the execution in the queue's StartedJobRegistry,
+which the worker's heartbeat keeps alive while the job runs. On SIGTERM the
+pool asks each worker for a warm shutdown: it finishes its running job and
+takes no other (nothing is fetched ahead). When a worker dies its job stays
+STARTED; once the execution's heartbeat has expired (TASK_TIMEOUT_S + 60 s
+after it started at most) a live worker's maintenance (every
+RQ_MAINTENANCE_INTERVAL_S here, RQ's default 600 s, lab/queues.py) treats it
+as abandoned: it is run again since each job is enqueued with `Retry(max=2)`
+(without retries RQ moves it to the FailedJobRegistry); the ledger counts a
+second execution as a duplicate. Every process under the pool dies with its
+parent (_die_with_parent), as in a container that is killed. A job
+left in the intermediate queue (its BLMOVE's reply lost, or a kill between the
+BLMOVE and the registry) is taken out by that maintenance a minute after it
+first saw it, and retried the same way. No result is kept (`result_ttl=0`: the
+API never reads one). Redis going away does not end the pool: a worker that
+gives up (RQ quits on a connection error outside its dequeue) is replaced by
+the pool within a second.
+
+Every process of the pool writes its metrics to files that the pool's /metrics
+adds up (lab/metrics.py), as Celery's prefork pool does; the horses of one
+worker write to one set of files, one horse after the other (_metrics_identity,
+below), not a set per job.
+
+RQ's own monitoring: `rq info --url $REDIS_URL` (queues, workers, registries)
+and rq-dashboard read the same keys (docs/queues.md).
+
+The API's enqueue is redis-py's blocking call, made as Celery's is: on the
+loop or in threads of its own (BLOCKING_PUBLISH), behind a breaker
+(lab/blocking_publish.py).
+"""
+
+import os
+import shutil
+import tempfile
+
+HORSE_IDENTITY = "LAB_METRICS_IDENTITY"  # set in a work horse: the files its metrics go to
+
+
+def _metrics_identity() -> str:
+    """The name of this process's metrics files: its pid, or for a work horse,
+    the one name all horses of a worker share (they run one after the other)."""
+    return os.environ.get(HORSE_IDENTITY) or str(os.getpid())
+
+
+_own_metrics_dir: tuple[int, str] | None = None  # (the pool's pid, a directory it made)
+if __name__ == "__main__":
+    if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+        # Before prometheus_client is imported anywhere (as Celery's worker).
+        _own_metrics_dir = (os.getpid(), tempfile.mkdtemp(prefix="lab-rq-metrics-"))
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = _own_metrics_dir[1]
+    from prometheus_client import values
+
+    # Before any metric exists: a file set per horse would be a file set per job.
+    values.ValueClass = values.MultiProcessValue(_metrics_identity)
+
+import asyncio
+import ctypes
+import logging
+import signal
+from functools import partial
+from typing import Any
+
+from redis import Redis
+from rq import Queue as RQQueue
+from rq import Retry, SimpleWorker, Worker
+from rq.worker import BaseWorker
+from rq.worker_pool import WorkerPool
+
+from lab.blocking_publish import BlockingPublisher
+from lab.cgroup import register_cgroup_metrics
+from lab.heap import freeze_startup_heap
+from lab.metrics import flush, touch_task_series
+from lab.protocol import Queue, TaskMessage
+from lab.queues import RQ_MAINTENANCE_INTERVAL_S, RQ_WORKER_TTL_S
+from lab.redis_clients import sync_client
+from lab.runner import TaskRunner
+from lab.settings import Settings, get_settings
+from lab.worker_runtime import service_name, setup_logging
+
+QUEUE = Queue("rq")
+QUEUE_NAME = "lab"  # keys rq:queue:lab (LIST of job ids), rq:job:<id> (HASH), rq:wip:lab, ...
+QUEUE_KEY = f"rq:queue:{QUEUE_NAME}"
+TASK_NAME = "workers.rq_queue.lab_task"  # what a job names: imported by the worker
+RETRIES = 2  # an abandoned job runs again (as SAQ's retries=2)
+PUBLISH_THREADS = 10
+log = logging.getLogger("lab.rq")
+
+
+class Producer:
+    def __init__(self, settings: Settings):
+        # The client has the API's short timeouts.
+        self.queue = RQQueue(QUEUE_NAME, connection=sync_client(settings))
+        self.timeout = settings.task_timeout_s
+        self.publisher = BlockingPublisher(settings, PUBLISH_THREADS, "rq")
+
+    async def start(self) -> None:
+        pass
+
+    async def enqueue(self, msg: TaskMessage) -> None:
+        await self.publisher.publish(
+            partial(
+                self.queue.enqueue,
+                TASK_NAME,
+                msg.payload(),
+                job_id=msg.task_id,
+                job_timeout=self.timeout,
+                result_ttl=0,
+                retry=Retry(max=RETRIES),
+                # Given: RQ's own is the repr of the call's arguments, made per enqueue.
+                description=f"lab_task {msg.endpoint} run={msg.run}",
+            )
+        )
+
+    async def close(self) -> None:
+        await self.publisher.close()
+
+
+async def depth(redis) -> int:
+    """Job ids no worker has taken yet."""
+    return await redis.llen(QUEUE_KEY)
+
+
+# Worker: RQ's WorkerPool, RQ_CONCURRENCY workers, a runner per worker process.
+_runner: TaskRunner | None = None
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_pid: int | None = None
+_in_horse = False
+
+
+def _die_with_parent() -> None:
+    """SIGKILL this process when its parent dies (Linux's PR_SET_PDEATHSIG).
+    Run in every process forked under the pool (workers, horses, RQ's
+    scheduler, a horse's process pool): a pool killed with SIGKILL takes them
+    all with it, as a container's death does, instead of leaving them
+    consuming."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _process_loop() -> asyncio.AbstractEventLoop:
+    global _loop, _loop_pid
+    if _loop is None or _loop_pid != os.getpid():
+        _loop, _loop_pid = asyncio.new_event_loop(), os.getpid()
+    return _loop
+
+
+def lab_task(message: dict) -> None:
+    if _runner is None:
+        raise RuntimeError("the lab's RQ job runs only in the lab's RQ worker (python -m workers.rq_queue)")
+    try:
+        _runner.run_blocking(message, _process_loop())
+    finally:
+        if _in_horse:
+            # The horse ends with os._exit: what it counted goes to its files
+            # now, and a process pool it made (cpu/process) must not outlive it.
+            flush()
+            pool = _runner.work._process_pool
+            if pool is not None:
+                pool.shutdown(wait=True)
+
+
+class _LabWorker:
+    """RQ's worker with the lab's maintenance interval and worker TTL
+    (lab/queues.py), a runner made before any fork, and, in a work horse, the
+    metrics identity its horses share. WorkerPool makes it with RQ's own
+    arguments: the lab's are added here."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        global _runner
+        kwargs.setdefault("maintenance_interval", RQ_MAINTENANCE_INTERVAL_S)
+        kwargs.setdefault("worker_ttl", RQ_WORKER_TTL_S)
+        super().__init__(*args, **kwargs)  # type: ignore[call-arg]  # a mixin: RQ's worker comes next in the MRO
+        if _runner is None:
+            _runner = TaskRunner(get_settings())
+
+    def main_work_horse(self, job, queue) -> None:
+        global _in_horse
+        _in_horse = True
+        os.environ[HORSE_IDENTITY] = f"horse-{os.getppid()}"
+        super().main_work_horse(job, queue)  # type: ignore[misc]  # a mixin, as above
+
+
+class LabWorker(_LabWorker, Worker):
+    pass
+
+
+class LabSimpleWorker(_LabWorker, SimpleWorker):
+    pass
+
+
+WORKER_CLASSES: dict[str, type[BaseWorker]] = {"Worker": LabWorker, "SimpleWorker": LabSimpleWorker}
+_metrics_server = None
+
+
+def _serve_metrics(settings: Settings) -> None:
+    # In the pool's process: every worker's and horse's files, added up.
+    from prometheus_async.aio.web import start_http_server_in_thread
+
+    global _metrics_server
+    touch_task_series([QUEUE])
+    register_cgroup_metrics(service_name(settings, QUEUE))
+    _metrics_server = start_http_server_in_thread(addr="0.0.0.0", port=settings.metrics_port)
+
+
+def main() -> None:
+    setup_logging()
+    settings = get_settings()
+    connection = Redis.from_url(settings.redis_url, socket_connect_timeout=settings.redis_timeout_s)
+    pool = WorkerPool(
+        [QUEUE_NAME],
+        connection=connection,
+        num_workers=settings.concurrency_for(QUEUE),
+        worker_class=WORKER_CLASSES[settings.rq_worker_class],
+    )
+    os.register_at_fork(after_in_child=_die_with_parent)  # inherited by every process forked below
+    freeze_startup_heap()  # before the pool forks: its workers inherit the frozen start-up objects
+    _serve_metrics(settings)
+    pool.start(logging_level=settings.library_log_level)
+
+
+if __name__ == "__main__":
+    import importlib
+
+    try:
+        # Through the module's own name: RQ imports TASK_NAME from it in every
+        # worker and horse, which must find this module's state, not a second copy.
+        importlib.import_module("workers.rq_queue").main()
+    finally:
+        if _own_metrics_dir is not None and _own_metrics_dir[0] == os.getpid():
+            shutil.rmtree(_own_metrics_dir[1], ignore_errors=True)
