@@ -10,6 +10,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import httpx
@@ -20,6 +21,11 @@ from lab.queues import BROKERS
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = Path(os.environ.get("LAB_TEST_LOGS", "/tmp/lab-test-logs"))
 WORKER_MODULES = {b.name: b.module for b in BROKERS}
+
+
+class UpstreamBug(UserWarning):
+    """The state of a library defect the lab works around, reported by a test
+    (pytest's warnings summary) whether or not the library still has it."""
 
 
 def free_port() -> int:
@@ -208,22 +214,48 @@ class Metrics:
 
 
 # API clients
-def post_tasks(
-    api_url: str, run: str, queue: str, endpoint: str, count: int, value: int = 1, concurrency: int = 20
+def post_to_queues(
+    api_url: str,
+    run: str,
+    per_queue: dict[str, int],
+    endpoint: str = "io/simple",
+    value: int = 1,
+    concurrency: int = 16,
 ) -> list[httpx.Response]:
-    async def post_all() -> list[httpx.Response]:
-        sem = asyncio.Semaphore(concurrency)
-        async with httpx.AsyncClient(base_url=api_url, timeout=30) as client:
+    """POST tasks through the API, interleaving the queues, at most `concurrency`
+    requests in flight; every response, in the order sent."""
 
-            async def one() -> httpx.Response:
-                async with sem:
+    async def post_all() -> list[httpx.Response]:
+        gate = asyncio.Semaphore(concurrency)
+        limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+        async with httpx.AsyncClient(base_url=api_url, timeout=30, limits=limits) as client:
+
+            async def one(queue: str) -> httpx.Response:
+                async with gate:
                     return await client.post(
                         f"/api/v1/incr/{endpoint}/{queue}", json={"value": value}, headers={"X-Lab-Run": run}
                     )
 
-            return await asyncio.gather(*(one() for _ in range(count)))
+            order = [q for i in range(max(per_queue.values())) for q, n in per_queue.items() if i < n]
+            return await asyncio.gather(*(one(q) for q in order))
 
     return asyncio.run(post_all())
+
+
+def post_accepted(api_url: str, run: str, per_queue: dict[str, int], endpoint: str = "io/simple", **kw) -> Counter:
+    """post_to_queues, every request accepted (202), or the first refusals named."""
+    responses = post_to_queues(api_url, run, per_queue, endpoint, **kw)
+    codes = Counter(r.status_code for r in responses)
+    refused = [f"{r.request.url.path}: {r.status_code} {r.text[:300]}" for r in responses if r.status_code != 202]
+    assert codes == Counter({202: sum(per_queue.values())}), (codes, refused[:5])
+    return codes
+
+
+def post_tasks(
+    api_url: str, run: str, queue: str, endpoint: str, count: int, value: int = 1, concurrency: int = 20
+) -> list[httpx.Response]:
+    """`count` tasks to one queue; every response."""
+    return post_to_queues(api_url, run, {queue: count}, endpoint, value, concurrency)
 
 
 def ledger(api_url: str, run: str) -> dict | None:
@@ -234,13 +266,18 @@ def ledger(api_url: str, run: str) -> dict | None:
     return r.json()
 
 
-def wait_settled(api_url: str, run: str, enqueued: int, timeout: float = 120) -> dict:
-    """Wait until every enqueued task of the run is completed or failed."""
+def wait_settled(api_url: str, run: str, total: int, timeout: float = 120, interval: float = 0.25) -> dict:
+    """The run's ledger once all `total` tasks are enqueued and every one is
+    completed or failed."""
+    last: list[dict | None] = [None]
 
     def settled():
-        report = ledger(api_url, run)
-        if report and report["totals"]["enqueued"] == enqueued and report["totals"]["pending"] == 0:
+        report = last[0] = ledger(api_url, run)
+        if report and report["totals"]["enqueued"] == total and report["totals"]["pending"] == 0:
             return report
         return None
 
-    return wait_until(settled, timeout, f"run {run} to settle {enqueued} tasks", interval=0.25)
+    try:
+        return wait_until(settled, timeout, f"run {run} to settle {total} tasks", interval=interval)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; its ledger then: {last[0]}") from None

@@ -4,13 +4,14 @@ that never answers still times out, in about socket_timeout."""
 
 import asyncio
 import time
+import warnings
 
 import pytest
 import redis
 import redis.asyncio as aioredis
 
 from lab.redis_clients import TimelyConnection
-from tests.lab import RedisServer
+from tests.lab import RedisServer, UpstreamBug
 
 TIMEOUT_S = 0.3
 
@@ -49,11 +50,17 @@ def test_a_reply_that_came_in_time_is_read_after_a_late_loop_turn(redis_server):
     assert asyncio.run(incr_with_a_late_loop(redis_server.url, TimelyConnection)) >= 1
 
 
-def test_redis_pys_own_connection_takes_a_late_loop_turn_for_a_timeout(redis_server):
-    """What TimelyConnection.read_response prevents: Redis ran the INCR, the
-    client reports a timeout. If this fails, redis-py has fixed it."""
-    with pytest.raises(redis.exceptions.TimeoutError):
+def test_redis_pys_own_connection_under_a_late_loop_turn_is_reported(redis_server):
+    """What TimelyConnection.read_response prevents: Redis ran the INCR, redis-py's
+    own connection reports a timeout. Reported as a warning either way (the lab
+    is right whatever redis-py does); what must hold is that the INCR ran."""
+    try:
         asyncio.run(incr_with_a_late_loop(redis_server.url, aioredis.Connection))
+        state = "looks fixed: its own connection read the reply that came in time"
+    except redis.exceptions.TimeoutError:
+        state = "still present: its own connection reports a timeout for a reply that came in time"
+    warnings.warn(UpstreamBug(f"redis-py late-loop-turn timeout {state}"), stacklevel=1)
+    assert asyncio.run(incr_with_a_late_loop(redis_server.url, TimelyConnection)) >= 2  # the first INCR ran too
 
 
 def time_out_on_a_frozen_redis(call, message: str, while_frozen=None, after=None) -> float:

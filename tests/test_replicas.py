@@ -34,7 +34,13 @@ def test_two_replicas_never_duplicate(lab, queue):
                 p.metrics().value("lab_task_completed_total", **labels) - b for p, b in zip((first, second), before)
             ]
 
-        wait_until(lambda: sum(done_by_replicas()) == COUNT, 10, "replica metrics to add up")
+        def added_up():
+            done = done_by_replicas()
+            return done if sum(done) == COUNT else None
+
+        done = wait_until(added_up, 10, "replica metrics to add up")
+        # Split, not merely summed: a replica that took nothing would pass the sum.
+        assert all(n > 0 for n in done), f"{queue}: tasks per replica {done}"
     finally:
         second.stop()
 

@@ -1,13 +1,16 @@
 """SAQ's sweep against a real Redis: a job caught between a worker's BLMOVE and
-its status update is not swept (SAQ's own sweep does sweep it, which ran jobs
-twice), while a job a dead worker left in that window still is."""
+its status update is not swept (SAQ's own sweep did sweep it, which ran jobs
+twice), while a job a dead worker left in that window still is. Whether SAQ's
+own sweep still has that defect is reported as a warning, never a failure."""
 
 import asyncio
 import uuid
+import warnings
 
 from saq.job import Status
 from saq.queue.redis import RedisQueue
 
+from tests.lab import UpstreamBug
 from workers.saq_queue import QUEUED_RECHECK_S, LabRedisQueue
 
 
@@ -51,8 +54,20 @@ def test_a_job_being_dequeued_is_not_swept_but_a_dead_workers_is(redis_server):
     assert queued == ["dead"]  # retried: it runs again (retries=2), once
 
 
-def test_saqs_own_sweep_takes_a_job_being_dequeued_for_stuck(redis_server):
-    """The defect LabRedisQueue works around (saq#124, saq#277). If this fails,
-    SAQ has fixed it and LabRedisQueue can go."""
+def test_saqs_own_sweep_still_sweeps_a_dead_workers_job_and_the_bugs_state_is_reported(redis_server):
+    """The same scenario under SAQ's own RedisQueue. What must hold whatever SAQ
+    does: the dead worker's job is swept and queued again (else the scenario
+    proves nothing). Whether SAQ still takes the job being dequeued for stuck
+    (saq#124, saq#277, the defect LabRedisQueue works around) is reported as a
+    warning: the lab is right either way, and the day SAQ is fixed the warning
+    says LabRedisQueue's override can go."""
     swept, _, queued = asyncio.run(sweep_during_dequeue(RedisQueue, redis_server.url))
-    assert "alive" in swept and "alive" in queued  # requeued while its worker runs it
+    assert "dead" in swept and "dead" in queued, (swept, queued)
+    if "alive" in swept:
+        warnings.warn(
+            UpstreamBug("saq#124 still present: SAQ's own sweep requeues a job while its worker runs it"), stacklevel=1
+        )
+    else:
+        warnings.warn(
+            UpstreamBug("saq#124 looks fixed: SAQ's own sweep left the job being dequeued alone"), stacklevel=1
+        )

@@ -11,10 +11,11 @@ from pydantic import ValidationError
 from lab.cgroup import read_cgroup
 from lab.ledger import Ledger
 from lab.ledger.executions import SettleCommands, executions_call
-from lab.protocol import _VALIDATOR, Kind, Queue, TaskMessage, Variant
+from lab.protocol import _VALIDATOR, ENDPOINTS, Kind, Queue, TaskMessage, Variant
+from lab.queues import BROKERS
 from lab.redis_clients import REDIS_DOWN, _pack
 from lab.settings import Settings
-from tests.lab import RedisServer
+from tests.lab import ROOT, RedisServer
 
 
 def write(root: Path, files: dict[str, str]) -> Path:
@@ -95,9 +96,13 @@ def test_cgroup_v1_unlimited_memory_is_the_host(tmp_path):
 
 def test_concurrency_knob_and_overrides(monkeypatch):
     monkeypatch.setenv("CONCURRENCY", "5")
+    for broker in BROKERS:
+        monkeypatch.delenv(broker.concurrency_knob, raising=False)
     monkeypatch.setenv("SAQ_CONCURRENCY", "7")
     s = Settings(_env_file=None)
-    assert [s.concurrency_for(q) for q in ("arq", "saq", "faststream", "celery")] == [5, 7, 5, 5]
+    assert {b.name: s.concurrency_for(b.name) for b in BROKERS} == {
+        b.name: 7 if b.name == "saq" else 5 for b in BROKERS
+    }
 
 
 def test_bad_knob_is_refused(monkeypatch):
@@ -657,6 +662,14 @@ def test_a_forked_child_flushes_its_own_updates_and_not_its_parents():
     assert child_value.get() == before + 5
 
 
+def test_every_adapter_in_workers_has_its_row_in_the_queue_table():
+    """lab/queues.py against what exists: an adapter module without its row
+    would be a queue the API, the monitor and the tests silently leave out."""
+    adapters = {p.name.removesuffix("_queue.py") for p in (ROOT / "workers").glob("*_queue.py")}
+    assert adapters == {b.name for b in BROKERS}
+    assert all(b.module == f"workers.{b.name}_queue" for b in BROKERS)
+
+
 def test_the_enqueue_route_documents_and_accepts_exactly_the_enums_values():
     """The route types its path as Literals of the enums' values (services/api/routes/tasks.py):
     its schema still lists each enum, and what it hands on are the enums' members."""
@@ -665,9 +678,18 @@ def test_the_enqueue_route_documents_and_accepts_exactly_the_enums_values():
 
     params = create_app().openapi()["paths"]["/api/v1/incr/{kind}/{variant}/{queue}"]["post"]["parameters"]
     schemas = {p["name"]: p["schema"] for p in params if p["in"] == "path"}
+    # What the route must take, from the sources the rest of the lab reads: the
+    # queue table (lab/queues.py) and the task shapes, not the enums themselves.
+    expected = {
+        "kind": ["io", "cpu"],
+        "variant": ["simple", "sync", "thread", "process"],
+        "queue": ["background", *(b.name for b in BROKERS)],
+    }
+    assert {k for k, _ in ENDPOINTS} == set(Kind) and {v for _, v in ENDPOINTS} == set(Variant)
     for name, enum, members in (("kind", Kind, _KINDS), ("variant", Variant, _VARIANTS), ("queue", Queue, _QUEUES)):
-        assert schemas[name]["enum"] == [m.value for m in enum]
-        assert all(members[m.value] is m for m in enum)
+        assert schemas[name]["enum"] == expected[name], name
+        assert sorted(members) == sorted(expected[name]), name
+        assert all(members[value] is enum(value) for value in expected[name])
 
 
 def test_the_api_routes_sit_in_the_apps_own_table_under_one_prefix():

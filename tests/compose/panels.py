@@ -51,6 +51,11 @@ class QueryResult:
     expr: str  # after substitution
     series: int  # series with at least one non-NaN value
     error: str | None = None
+    nonzero: int = 0  # series with at least one value neither NaN nor zero
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.dashboard, self.panel, self.ref_id)
 
     @property
     def title(self) -> str:
@@ -164,9 +169,36 @@ def _query(prometheus_url: str, expr: str, window_s: int, step_s: int, instant: 
     return data["result"]
 
 
-def _has_values(series: dict) -> bool:
+def _values(series: dict) -> list[float]:
     points = series.get("values") or ([series["value"]] if "value" in series else [])
-    return any(not math.isnan(float(v)) for _, v in points)
+    return [float(v) for _, v in points if not math.isnan(float(v))]
+
+
+def _has_values(series: dict) -> bool:
+    return bool(_values(series))
+
+
+def _has_nonzero(series: dict) -> bool:
+    return any(v != 0 for v in _values(series))
+
+
+# Queries whose zero is the truth after a healthy load: no task failed, none ran
+# twice, no enqueue failed, nothing was throttled, restarted or OOM-killed.
+# Each must still return its series (a broken query returns none); every other
+# query must return a series with a non-zero value.
+ZERO_TRUTH: dict[tuple[str, str, str], str] = {
+    ("API and event loop", "Enqueue errors per second by queue and reason", "A"): "no enqueue fails while Redis is up",
+    ("API and event loop", "API CPU throttling: throttled seconds per second", "A"): "throttling is not certain",
+    ("Load", "Locust failures per second", "A"): "no request fails",
+    ("Load", "Load generator CPU throttling: throttled seconds per second", "A"): "throttling is not certain",
+    ("Queues", "Enqueue rate vs completion rate", "C"): "no task fails",
+    ("Queues", "Failures, duplicates and pending", "A"): "no task fails",
+    ("Queues", "Failures, duplicates and pending", "B"): "no task runs twice",
+    ("Queues", "Failures, duplicates and pending", "C"): "no enqueue fails",
+    ("Queues", "CPU throttling: throttled seconds per second", "A"): "throttling is not certain",
+    ("Queues", "Restarts, OOM kills and replicas up", "A"): "no restart is certain",
+    ("Queues", "Restarts, OOM kills and replicas up", "C"): "no OOM kill is certain",
+}
 
 
 def query_panels(
@@ -193,12 +225,12 @@ def query_panels(
                     continue
                 expr = substitute(target["expr"], values)
                 try:
-                    series = sum(_has_values(s) for s in _query(prometheus_url, expr, window_s, step_s, instant))
-                    error = None
+                    answer = _query(prometheus_url, expr, window_s, step_s, instant)
+                    series, nonzero, error = sum(map(_has_values, answer)), sum(map(_has_nonzero, answer)), None
                 except PanelQueryError as exc:
-                    series, error = 0, str(exc)
+                    series, nonzero, error = 0, 0, str(exc)
                 results.append(
-                    QueryResult(title, panel.get("title", "?"), target.get("refId", "?"), expr, series, error)
+                    QueryResult(title, panel.get("title", "?"), target.get("refId", "?"), expr, series, error, nonzero)
                 )
     return results
 
@@ -211,15 +243,18 @@ def check_panels(
     window_s: int = WINDOW_S,
     step_s: int = STEP_S,
     instant: bool = False,
+    zero_truth: Mapping[tuple[str, str, str], str] = ZERO_TRUTH,
 ) -> list[str]:
-    """Titles ("Dashboard / Panel") of the panels whose queries all returned no series.
+    """The queries that fail, as "Dashboard / Panel [refId]: why": a query
+    without a series holding a non-zero value, or, for a query of `zero_truth`
+    (dashboard, panel, refId), one without any series. A panel passes only if
+    every one of its queries does, so a broken query cannot pass on a sibling.
 
     `substitutions` sets dashboard variables (e.g. {"queue": "arq|celery"}); the
     rest keep their saved defaults. `skip_dashboards` names dashboards (title,
-    uid or file name, e.g. "Load") not to query, such as Load when no Locust run
-    happened. Range queries over the last `window_s` seconds (or one instant
-    query). A query Prometheus rejects raises PanelQueryError: that is a broken
-    panel, not missing data.
+    uid or file name) not to query. Range queries over the last `window_s`
+    seconds (or one instant query). A query Prometheus rejects raises
+    PanelQueryError: that is a broken panel, not missing data.
     """
     results = query_panels(
         prometheus_url, substitutions, skip_dashboards, window_s=window_s, step_s=step_s, instant=instant
@@ -227,10 +262,15 @@ def check_panels(
     errors = [f"{r.title} [{r.ref_id}]: {r.error} -- {r.expr}" for r in results if r.error]
     if errors:
         raise PanelQueryError("\n".join(errors))
-    panels: dict[str, int] = {}
+    unknown = set(zero_truth) - {r.key for r in results}
+    failures = [f"{d} / {p} [{ref}]: named in ZERO_TRUTH but no such query" for d, p, ref in sorted(unknown)]
     for r in results:
-        panels[r.title] = panels.get(r.title, 0) + r.series
-    return [title for title, series in panels.items() if series == 0]
+        if r.key in zero_truth:
+            if r.series == 0:
+                failures.append(f"{r.title} [{r.ref_id}]: no series (zero is its truth, but it must answer): {r.expr}")
+        elif r.nonzero == 0:
+            failures.append(f"{r.title} [{r.ref_id}]: no series with a non-zero value ({r.series} series): {r.expr}")
+    return failures
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -267,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         total = sum(r.series for r in rows)
         print(f"{title}  ({total} series)")
         for r in rows:
-            status = f"ERROR {r.error}" if r.error else f"{r.series} series"
+            status = f"ERROR {r.error}" if r.error else f"{r.series} series, {r.nonzero} non-zero"
             print(f"    [{r.ref_id}] {status}: {r.expr}")
         if total == 0:
             empty.append(title)

@@ -9,71 +9,30 @@ to its defaults when done.
 
 import csv
 import json
-import secrets
 import statistics
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.compose.helpers import by_label, run_report, wait_until
+from tests.compose.helpers import LOAD_PANEL, by_label, load, run_report, wait_until
 
 pytestmark = pytest.mark.compose
 
 MiB = 1024 * 1024
 DEFAULT_REQUESTS = 20000  # make load's default for a queue run (locust/load_params.py)
 WATCH_S = 60  # make load's default drain watch (LOAD_DRAIN_WATCH_S)
-# The Load dashboard's requests-per-second panel: Locust's query and the API's.
-LOAD_PANEL = {
-    "locust": "sum(name_method:locust_requests:rate10s)",
-    "api": 'sum(job_handler_method_status:http_requests:rate10s{job="api"})',
-}
 
 
 @pytest.fixture(scope="module")
-def results_dir(tmp_path_factory) -> Path:
-    """The records of this module's runs: not the developer's results/."""
-    return tmp_path_factory.mktemp("results")
-
-
-def load(stack, results_dir: Path, *args: str, timeout: float = 900):
-    run = f"compose-load-{secrets.token_hex(4)}"
-    started = time.monotonic()
-    proc = stack.make("load", *args, f"run={run}", f"results_dir={results_dir}", timeout=timeout)
-    stack.timings[f"make load {' '.join(args)}"] = time.monotonic() - started
-    return run, proc, json.loads((results_dir / f"{run}.json").read_text())
+def results_dir(load_results_dir) -> Path:
+    """The records of this module's runs (the session's, where the default run's is)."""
+    return load_results_dir
 
 
 def assert_locust_is_gone(stack):
     for service in ("locust-master", "locust-worker", "probe"):
         left = stack.compose("--profile", "load", "ps", "-a", "-q", service).stdout.split()
         assert left == [], f"{service} containers left behind: {left}"
-
-
-@pytest.fixture(scope="module")
-def default_arq_run(stack, results_dir):
-    """A default `make load worker=arq`, as a user runs it first, with the Load
-    panel's queries read from Prometheus every second while it runs."""
-    samples: list[tuple[float, dict]] = []
-    outcome: dict = {}
-
-    def run():
-        started = time.monotonic()
-        outcome["run"], outcome["proc"], outcome["record"] = load(stack, results_dir, "worker=arq")
-        outcome["wall_s"] = time.monotonic() - started
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    while thread.is_alive():
-        now = time.time()
-        samples.append(
-            (now, {name: sum(float(r["value"][1]) for r in stack.query(q)) for name, q in LOAD_PANEL.items()})
-        )
-        thread.join(1)
-    assert "record" in outcome, "make load failed"
-    outcome["samples"] = samples
-    return outcome
 
 
 def test_a_default_arq_run_returns_after_its_drain_watch_and_settles_later(stack, default_arq_run, results_dir):

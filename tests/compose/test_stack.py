@@ -102,8 +102,8 @@ def test_prometheus_has_the_lab_series(stack, loaded_run):
 
         return check
 
-    wait_until(counted("lab_task_completed_total"), timeout=30, what="lab_task_completed_total >= 1000 per queue")
-    wait_until(counted("lab_enqueued_total"), timeout=30, what="lab_enqueued_total >= 1000 per queue")
+    wait_until(counted("lab_task_completed_total"), timeout=30, what=f"lab_task_completed_total >= {n} per queue")
+    wait_until(counted("lab_enqueued_total"), timeout=30, what=f"lab_enqueued_total >= {n} per queue")
 
     # Every queue's backlog is reported, and is empty once the run settled.
     def drained():
@@ -122,26 +122,25 @@ def test_prometheus_has_the_lab_series(stack, loaded_run):
         assert cpu[service] == pytest.approx(0.2) and memory[service] == 200 * MiB, (service, cpu, memory)
 
 
-def test_make_up_with_worker_variables_changes_the_worker_limits(stack):
-    stack.up(WORKER_CPUS="0.5", WORKER_MEM="500M")
-    rows = stack.limits()
-    for worker in WORKERS:
-        assert rows[(worker, 1)] == ("0.5", "500M"), (worker, rows)
-    assert rows[("api", 1)] == ("0.2", "200M"), rows  # API_* is its own knob
-
-    def seen_inside():
-        cpu = by_label(stack.query("lab_cpu_limit_cores"), "service")
-        return cpu if all(cpu.get(w) == pytest.approx(0.5) for w in WORKERS) else None
-
-    wait_until(seen_inside, timeout=60, interval=2, what="workers reporting lab_cpu_limit_cores 0.5")
-
-
-def test_arq_replicas_are_scraped_and_share_the_work(stack):
+def test_make_up_with_worker_variables_sets_the_limits_and_arq_replicas_share_the_work(stack):
+    """One `make up` with the worker variables and a second arq replica (then one
+    back to the defaults): every worker gets the new limits and reads them from
+    its cgroup, the API keeps its own; both arq replicas are scraped and run tasks."""
+    n = 120
     try:
-        stack.up(ARQ_REPLICAS="2")
-        rows = stack.limits()
-        assert rows[("arq", 1)] == rows[("arq", 2)] == ("0.2", "200M"), rows
+        stack.up(WORKER_CPUS="0.5", WORKER_MEM="500M", ARQ_REPLICAS="2")
         up_at = time.time()
+        rows = stack.limits()
+        for worker in WORKERS:
+            assert rows[(worker, 1)] == ("0.5", "500M"), (worker, rows)
+        assert rows[("arq", 2)] == ("0.5", "500M"), rows
+        assert rows[("api", 1)] == ("0.2", "200M"), rows  # API_* is its own knob
+
+        def seen_inside():
+            cpu = by_label(stack.query("lab_cpu_limit_cores"), "service")
+            return cpu if all(cpu.get(w) == pytest.approx(0.5) for w in WORKERS) else None
+
+        wait_until(seen_inside, timeout=60, interval=2, what="workers reporting lab_cpu_limit_cores 0.5")
 
         def two_fresh_targets():
             arq = [t for t in stack.targets() if t["labels"]["job"] == "arq"]
@@ -156,17 +155,17 @@ def test_arq_replicas_are_scraped_and_share_the_work(stack):
         before = by_label(stack.query(completed), "instance")
 
         run = f"compose-arq2-{uuid.uuid4().hex[:8]}"
-        post_tasks(stack.api_url, run, {"arq": 400})
-        report = wait_settled(stack.api_url, run, total=400, timeout=180)
+        post_tasks(stack.api_url, run, {"arq": n})
+        report = wait_settled(stack.api_url, run, total=n, timeout=180)
         row = report["queues"]["arq"]["io/simple"]
-        assert (row["completed"], row["failed"], row["duplicates"], row["pending"]) == (400, 0, 0, 0), row
+        assert (row["completed"], row["failed"], row["duplicates"], row["pending"]) == (n, 0, 0, 0), row
 
         def deltas():
             after = by_label(stack.query(completed), "instance")
             d = {i: after.get(i, 0) - before.get(i, 0) for i in instances}
-            return d if sum(d.values()) == 400 else None
+            return d if sum(d.values()) == n else None
 
-        d = wait_until(deltas, timeout=30, interval=2, what="Prometheus counting the 400 arq tasks")
+        d = wait_until(deltas, timeout=30, interval=2, what=f"Prometheus counting the {n} arq tasks")
         assert all(v > 0 for v in d.values()), f"one arq replica did no work: {d}"
     finally:
         stack.up()  # back to the defaults for whatever runs next
