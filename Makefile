@@ -24,8 +24,12 @@ lint: ## ruff (lint, format check) and mypy
 dashboards: ## regenerate grafana/dashboards/*.json from grafana/generate.py
 	$(UV) run python grafana/generate.py
 
-test: ## run the test suite: real Redis, real API and worker processes (no Docker)
-	$(UV) run pytest -m "not compose" $(args)
+# pytest-xdist workers for make test: each starts its own redis-server and lab
+# processes on free ports; most of the suite waits on processes, not on the CPU.
+TEST_WORKERS ?= 4
+
+test: ## run the test suite: real Redis, real API and worker processes (no Docker), in parallel
+	$(UV) run pytest -m "not compose" -n $(TEST_WORKERS) $(args)
 
 test-compose: ## start the real compose project and test it (needs a Docker engine)
 	$(UV) run pytest -m compose -v $(args)

@@ -19,7 +19,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from lab.queues import BROKERS
 
 ROOT = Path(__file__).resolve().parents[1]
-LOGS = Path(os.environ.get("LAB_TEST_LOGS", "/tmp/lab-test-logs"))
+# One folder per pytest-xdist worker: its processes' names repeat across workers.
+LOGS = Path(os.environ.get("LAB_TEST_LOGS", "/tmp/lab-test-logs")) / os.environ.get("PYTEST_XDIST_WORKER", "main")
 WORKER_MODULES = {b.name: b.module for b in BROKERS}
 
 

@@ -4,13 +4,14 @@ SIGTERM: it stops cleanly, and once a worker runs again every task of the
 batch is completed. SIGKILL: the tasks it held, running or fetched ahead, come
 back to another worker once its lease runs out, and the ledger ends exact (a
 task cut off mid-run may run twice: a counted duplicate, never a second
-completion). For SIGKILL the leases are shortened (TASK_TIMEOUT_S=5; the stream
-queues' reclaim is 5 s in every test, tests/lab.py), so each queue shows its own
-way back within the test: arq's in-progress key, SAQ's sweep, Celery's
+completion). For SIGKILL the leases are shortened (TASK_TIMEOUT_S=5, which also
+sets SAQ's sweep to 10 s; the stream queues' reclaim is 5 s in every test,
+tests/lab.py), so each queue shows its own way back within the test: arq's in-progress key, SAQ's sweep, Celery's
 visibility timeout, the stream groups' XAUTOCLAIM, Dramatiq's heartbeat
 housekeeping."""
 
 import signal
+import time
 
 import pytest
 
@@ -61,7 +62,9 @@ def settle_with_another_worker(
 def test_sigterm_mid_batch_loses_nothing(isolated, queue):
     redis, api = isolated
     run, batch = new_run(f"sigterm-{queue}"), 150
-    env = {"IO_LATENCY_MS": 100}  # each task sleeps, so the batch is still running when SIGTERM arrives
+    # Each task sleeps, so the batch (about 15 s at CONCURRENCY=3) is still running
+    # when SIGTERM arrives, even on a machine busy with other tests.
+    env = {"IO_LATENCY_MS": 300}
     code, at_stop = stop_under_way(redis, api, queue, run, signal.SIGTERM, batch, started=15, exit_s=40, **env)
     assert code in (0, -signal.SIGTERM), f"{queue} worker exited with {code}"
     assert at_stop["failed"] == 0
@@ -80,10 +83,12 @@ def test_sigkill_mid_batch_loses_nothing(isolated, queue):
     env = {"IO_LATENCY_MS": 200, "TASK_TIMEOUT_S": 5}
     stop_under_way(redis, api, queue, run, signal.SIGKILL, batch, started=6, exit_s=10, **env)
 
-    # The slowest ways back: SAQ's sweep runs once a minute; kombu restores
-    # Celery's unacknowledged tasks 10 s after the new worker starts, then only
-    # every 100 s, so a task fetched in the last seconds before the kill (not yet
-    # past its visibility timeout at that first pass) waits for the second one.
-    totals = settle_with_another_worker(redis, api, queue, run, signal.SIGKILL, batch, timeout=240, **env)
+    # The replacement starts once every lease of the dead worker has run out
+    # (the longest: Celery's visibility timeout, 2 x TASK_TIMEOUT_S), so each
+    # library's first pass at start takes every task back: kombu restores what
+    # is past its visibility timeout at its first restore, then only every 100 s;
+    # SAQ sweeps at start, then every TASK_TIMEOUT_S (workers/saq_queue.py).
+    time.sleep(2 * env["TASK_TIMEOUT_S"])
+    totals = settle_with_another_worker(redis, api, queue, run, signal.SIGKILL, batch, timeout=90, **env)
     assert totals["completed"] == batch and totals["failed"] == 0 and totals["pending"] == 0, totals
     assert totals["enqueued"] == batch, totals

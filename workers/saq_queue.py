@@ -7,12 +7,14 @@ left and SAQ puts those jobs back on the queue. SAQ_WEB=1 serves SAQ's
 web UI on SAQ_WEB_PORT.
 
 Delivery: a job a dead worker held stays "active" until SAQ's sweep (every
-60 s, in any live worker) finds it past its timeout; with `retries=2` it is
+sweep_interval_s: 60 s, SAQ's default, or TASK_TIMEOUT_S when shorter; in any
+live worker) finds it past its timeout; with `retries=2` it is
 then queued again, not aborted. The sweep gives a job it finds still "queued"
 in the active list a second look first (LabRedisQueue, below).
 """
 
 import asyncio
+import math
 import signal
 import sys
 
@@ -84,6 +86,14 @@ return id_jobs
 # Longer than a worker ever takes from its BLMOVE to its status update, even
 # with one event-loop turn lasting over a second at 0.2 CPU.
 QUEUED_RECHECK_S = 5.0
+
+
+def sweep_interval_s(task_timeout_s: int) -> int:
+    """SAQ's sweep timer, which is also its sweep lock: SAQ's 60 s, or the task
+    timeout when shorter (a job cannot be found stuck before its timeout, and
+    sweeping later only delays its return), never below two rechecks, so one
+    sweep's lock outlasts its recheck."""
+    return min(60, max(task_timeout_s, math.ceil(2 * QUEUED_RECHECK_S)))
 
 
 class LabRedisQueue(RedisQueue):
@@ -169,6 +179,7 @@ async def run() -> None:
         startup=startup,
         shutdown=shutdown,
         grace_s=settings.shutdown_grace_s,
+        timers={"sweep": sweep_interval_s(settings.task_timeout_s)},
         # An idle dequeue would otherwise block until cancelled; with a timeout it
         # returns within a second once the worker stops, never mid-move of a job.
         dequeue_timeout=1.0,
