@@ -23,9 +23,11 @@ messages and running tasks get SHUTDOWN_GRACE_S (Huey's `shutdown_timeout`)
 to finish; a worker holds nothing it has not started. A consumer killed with
 SIGKILL loses the tasks it was running, at most HUEY_WORKERS per replica, and
 a message whose BRPOP reply was lost as Redis restarted is lost too: Huey
-delivers at most once. Tasks interrupted at a stop are logged through Huey's
-SIGNAL_INTERRUPTED (its signals are its monitoring hooks). No retries
-(Huey's default `retries=0`).
+delivers at most once (its maintainer in coleifer/huey#559, #571, #844).
+A task still running when the grace has passed is interrupted, and enqueued
+again from Huey's SIGNAL_INTERRUPTED, as Huey's documentation does it (its
+signals are its monitoring hooks); the ledger counts a second execution as a
+duplicate. No retries of a task that raised (Huey's default `retries=0`).
 """
 
 import os
@@ -168,8 +170,12 @@ def _child_stopped() -> None:
         multiprocess.mark_process_dead(os.getpid())
 
 
-def _interrupted(signal: str, task) -> None:
-    log.warning("task %s interrupted by the consumer's stop: it will not run again", task.id)
+def _requeue_interrupted(huey: RedisHuey):
+    def requeue(signal: str, task, *args, **kwargs) -> None:
+        log.warning("task %s interrupted by the consumer's stop: enqueued again", task.id)
+        huey.enqueue(task)
+
+    return requeue
 
 
 def main() -> None:
@@ -180,7 +186,7 @@ def main() -> None:
         settings.redis_url, socket_connect_timeout=settings.redis_timeout_s, socket_timeout=10
     )
     huey, _ = make_huey(pool)
-    huey.signal(SIGNAL_INTERRUPTED)(_interrupted)
+    huey.signal(SIGNAL_INTERRUPTED)(_requeue_interrupted(huey))
     if settings.huey_worker_type == "process":
         huey.on_startup()(_child_started)
         huey.on_shutdown()(_child_stopped)
