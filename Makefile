@@ -7,7 +7,7 @@ UV ?= uv
 export UV_LOCKED := 1
 RUN_ARG = $(if $(run),--run $(run),)
 
-.PHONY: help install lint dashboards test test-compose up down ps logs limits reset clean \
+.PHONY: help install lint dashboards test test-unit test-integration test-compose mutants up down ps logs limits reset clean \
         run-api run-worker run-monitor flower
 
 help: ## list the targets
@@ -28,11 +28,20 @@ dashboards: ## regenerate grafana/dashboards/*.json from grafana/generate.py
 # processes on free ports; most of the suite waits on processes, not on the CPU.
 TEST_WORKERS ?= 4
 
-test: ## run the test suite: real Redis, real API and worker processes (no Docker), in parallel
-	$(UV) run pytest -m "not compose" -n $(TEST_WORKERS) $(args)
+test: ## unit + integration tests: real Redis, real API and worker processes (no Docker), in parallel
+	$(UV) run pytest -n $(TEST_WORKERS) tests/unit tests/integration $(args)
+
+test-unit: ## the unit tests only (no process of the lab; seconds)
+	$(UV) run pytest -n $(TEST_WORKERS) tests/unit $(args)
+
+test-integration: ## the integration tests only (a real redis-server, the API and the workers)
+	$(UV) run pytest -n $(TEST_WORKERS) tests/integration $(args)
 
 test-compose: ## start the real compose project and test it (needs a Docker engine)
-	$(UV) run pytest -m compose -v $(args)
+	$(UV) run pytest -v tests/compose $(args)
+
+mutants: ## apply deliberate faults to a copy of the tree, one at a time: the tests must catch each
+	$(UV) run python -m tests.mutants $(args)
 
 run-api: ## run the API on the host (no Docker), on port 8000
 	$(UV) run uvicorn services.api.app:app --host 127.0.0.1 --port $${API_PORT:-8000}

@@ -4,7 +4,7 @@
     python grafana/generate.py --check    # exit 1 naming every file that differs from this script's output
     python grafana/generate.py --out DIR  # write them elsewhere
 
-Edit this file, never the JSON: tests/test_dashboards_generated.py fails when the
+Edit this file, never the JSON: tests/unit/test_dashboards_generated.py fails when the
 committed JSON is not exactly this script's output. Every panel is a time series
 with one body (timeseries()); a dashboard is a list of rows, each row's panels
 laid out left to right, 8 units high, wrapping onto a new line at 24 units.

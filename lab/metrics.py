@@ -37,7 +37,7 @@ _registry = None if MULTIPROCESS else REGISTRY
 # children, API_WORKERS > 1) still writes its multi-process files. Each
 # series is updated by one thread only: the event loop's, or a Celery child's.
 # Both reach into prometheus_client's children (`_value`, `_sum`, `_buckets`,
-# `_upper_bounds`), so tests/test_units.py checks that they expose exactly
+# `_upper_bounds`), so tests/unit/test_metrics.py checks that they expose exactly
 # what its public calls do.
 FLUSH_S = 1.0
 _pending: list = []  # every Count and Observe of this process

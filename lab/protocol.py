@@ -75,7 +75,7 @@ class TaskMessage:
         A message as the lab writes it (payload()) is checked here in a few
         lines; anything else goes to pydantic, which converts what it may and
         names what is wrong. Both accept and refuse the same messages
-        (tests/test_units.py). Fast path: not pydantic alone, because in a
+        (tests/unit/test_protocol.py). Fast path: not pydantic alone, because in a
         worker the queue library's code runs between two tasks and takes the
         CPU's caches, and a validator run on cold caches costs far more than
         in a loop (docs/hot-path.md)."""

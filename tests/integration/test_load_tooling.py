@@ -28,7 +28,7 @@ from scripts import lab_results as R
 from scripts.load import parser as load_parser
 from scripts.params import load_params
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 P = load_params  # locust/load_params.py, loaded by path the way the driver loads it
 
 

@@ -1,6 +1,6 @@
 """The compose file, rendered by compose itself, and the Prometheus config: no
 Docker engine needed (part of `make test`). The rules' and panels' PromQL is
-parsed by the pinned Prometheus's own parser (tests/test_promql_parse.py); the
+parsed by the pinned Prometheus's own parser (tests/unit/test_promql_parse.py); the
 config itself is loaded by the pinned Prometheus in the compose tests."""
 
 import json
@@ -17,7 +17,7 @@ from lab.queues import BROKER_NAMES, BROKERS
 from lab.settings import Settings
 from tests.compose.helpers import compose_command
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 PROMETHEUS_CONFIG = ROOT / "prometheus" / "prometheus.yml"
 

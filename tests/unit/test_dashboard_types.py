@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD_DIR = ROOT / "grafana" / "dashboards"
 TYPECHECK = ROOT / "grafana" / "typecheck"
 BUILD = TYPECHECK / "build"

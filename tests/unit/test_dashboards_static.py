@@ -19,7 +19,7 @@ import yaml
 
 from tests.compose import panels as panels_mod  # Grafana's variable substitution, reused
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GRAFANA = ROOT / "grafana"
 DASHBOARD_DIR = GRAFANA / "dashboards"
 PROVISIONING = GRAFANA / "provisioning"

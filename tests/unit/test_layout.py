@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FLOORS = {"lab": 0, "workers": 1, "services": 2, "scripts": 3}
 OURS = {*FLOORS, "tests"}  # `locust` is the library's name; locust/ is no package
 LOCUST_MAY_IMPORT = {"lab"}

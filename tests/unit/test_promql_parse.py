@@ -30,7 +30,7 @@ import yaml
 
 from tests.compose import panels as panels_mod  # Grafana's variable substitution, reused
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHECK_DIR = ROOT / "prometheus" / "promql-check"
 BIN_DIR = CHECK_DIR / "bin"
 BINARY = BIN_DIR / "promql-check"

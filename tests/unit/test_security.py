@@ -3,7 +3,7 @@ beyond 127.0.0.1, no admin API open, non-root images without secrets, and no
 Grafana admin password unless the user has one (the live side of these checks
 runs in tests/compose/test_security_live.py; the published ports' loopback
 binding and the Grafana entrypoint's password guard are checked on the rendered
-compose file, in tests/test_compose_static.py)."""
+compose file, in tests/unit/test_compose_static.py)."""
 
 import re
 import shutil
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES = COMPOSE["services"]
 

@@ -1,0 +1,161 @@
+"""The metrics' fast paths (lab/metrics.py): what they expose against
+prometheus_client's own calls, Dramatiq's counts, scrapes and forked children."""
+
+import os
+
+
+def test_the_hot_paths_metric_updates_expose_what_prometheus_clients_own_calls_do():
+    """Count and Observe add up in plain Python and flush() hands the totals to
+    prometheus_client's children through their private parts
+    (lab/metrics.py): the same updates through the public calls give the
+    same exposition, bucket by bucket, however many flushes come between."""
+    from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+    from lab.metrics import LATENCY_BUCKETS, Count, Observe, flush
+
+    def exposition(fast: bool) -> bytes:
+        registry = CollectorRegistry()
+        counter, gauge = Counter("c", "c", ("q",), registry=registry), Gauge("g", "g", ("q",), registry=registry)
+        histogram = Histogram("h", "h", ("q",), buckets=LATENCY_BUCKETS, registry=registry)
+        amounts = [0.0, 0.0005, 0.001, 0.0011, 0.05, 0.7, 2.5, 599.0, 600.0, 1200.0, 5000.0, float("inf")]
+        c, g, h = counter.labels(q="a"), gauge.labels(q="a"), histogram.labels(q="a")
+        if fast:
+            inc, up, observe = Count(c), Count(g), Observe(h)
+            for i, amount in enumerate(amounts):
+                inc.value += 1
+                up.value += 1
+                observe(amount)
+                if i % 5 == 4:
+                    flush()
+            up.value -= 1
+            flush()
+        else:
+            for amount in amounts:
+                c.inc(), g.inc(), h.observe(amount)
+            g.dec()
+        return b"\n".join(line for line in generate_latest(registry).splitlines() if b"_created" not in line)
+
+    assert exposition(fast=True) == exposition(fast=False)
+    assert b'h_bucket{le="0.001",q="a"} 3.0' in exposition(fast=True)  # a bound is inclusive
+
+
+def test_dramatiqs_metrics_counted_by_the_lab_read_as_dramatiqs_own_middleware_counts_them(monkeypatch):
+    """LabPrometheus (workers/dramatiq_queue.py) counts Dramatiq's series
+    through Count and Observe, each worker thread into series of its own:
+    the same hooks, called from three threads, give the samples Dramatiq's
+    own middleware gives from one, bucket by bucket."""
+    import threading
+
+    import dramatiq.middleware.prometheus as dramatiq_prometheus
+    from dramatiq import Message
+
+    import workers.dramatiq_queue as dq
+    from lab.metrics import LibraryMetrics, flush, library_exporter
+
+    clock = threading.local()  # each thread's "now", in ms
+    for module in (dramatiq_prometheus, dq):
+        monkeypatch.setattr(module, "current_millis", lambda: clock.now)
+
+    def samples(middleware) -> list:
+        with library_exporter():
+            middleware.after_process_boot(None)
+
+        def messages(thread: int) -> None:
+            for i in range(40):
+                message = Message(
+                    queue_name="lab",
+                    actor_name="lab_task" if i % 3 else "other",
+                    args=(),
+                    kwargs={},
+                    options={"retries": 1} if i % 11 == 0 else {},
+                    message_id=f"{thread}-{i}",
+                )
+                clock.now = 1000 * i
+                if i % 7 == 0 or i % 19 == 18:
+                    middleware.before_delay_message(None, message)
+                if i % 19 == 18:
+                    continue  # delayed, not run yet
+                middleware.before_process_message(None, message)
+                if i % 13 == 0:
+                    continue  # still in progress
+                clock.now += 9 * i  # 0 to 351 ms: several buckets
+                middleware.after_process_message(None, message, exception=ValueError() if i % 5 == 0 else None)
+                if i % 5 == 0:
+                    middleware.after_nack(None, message)
+                middleware.after_enqueue(None, message, None)
+                middleware.after_skip_message(None, message)
+
+        if isinstance(middleware, dq.LabPrometheus):
+            threads = [threading.Thread(target=messages, args=(t,)) for t in range(3)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            flush()
+        else:
+            for t in range(3):
+                messages(t)
+        return sorted(
+            (s.name, sorted(s.labels.items()), s.value)
+            for metric in LibraryMetrics(middleware).collect()
+            for s in metric.samples
+            if not s.name.endswith("_created")
+        )
+
+    lab, dramatiqs = samples(dq.LabPrometheus()), samples(dramatiq_prometheus.Prometheus())
+    assert lab == dramatiqs
+    names = {name for name, _, value in lab if value}
+    assert {
+        "dramatiq_messages_inprogress",
+        "dramatiq_delayed_messages_inprogress",
+        "dramatiq_message_errors_total",
+        "dramatiq_message_rejects_total",
+        "dramatiq_message_retries_total",
+    } <= names
+    buckets = {dict(labels)["le"] for name, labels, value in lab if name.endswith("_bucket") and value}
+    assert {"5.0", "100.0", "500.0"} <= buckets
+
+
+def test_a_scrape_of_the_registry_sees_every_update_made_before_it():
+    """No update waits for the flusher thread: collecting REGISTRY flushes first."""
+    from prometheus_client import REGISTRY, generate_latest
+
+    from lab.metrics import ENQUEUE_SECONDS, ENQUEUED, Count, Observe
+
+    labels = {"queue": "arq", "kind": "cpu", "variant": "process"}
+    count, seconds = Count(ENQUEUED.labels(**labels)), Observe(ENQUEUE_SECONDS.labels("arq"))
+    before = ENQUEUED.labels(**labels)._value.get()
+    count.value += 3
+    seconds(0.0042)
+    text = generate_latest(REGISTRY).decode()
+    assert f'lab_enqueued_total{{kind="cpu",queue="arq",variant="process"}} {before + 3}' in text
+    assert ENQUEUE_SECONDS.labels("arq")._sum.get() >= 0.0042
+
+
+def test_a_forked_child_flushes_its_own_updates_and_not_its_parents():
+    """Celery's prefork children are forked: each flushes (within FLUSH_S, by a
+    thread of its own) what it added, never what its parent had not flushed yet."""
+    import time
+
+    from lab.metrics import ENQUEUED, FLUSH_S, Count, flush
+
+    child_value = ENQUEUED.labels(queue="saq", kind="cpu", variant="process")._value
+    count = Count(ENQUEUED.labels(queue="saq", kind="cpu", variant="process"))
+    before = child_value.get()
+    count.value += 5  # not flushed yet: the parent's
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            count.value += 2
+            time.sleep(FLUSH_S * 1.5)
+            os.write(write, repr(child_value.get()).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    seen_by_child = float(os.read(read, 100))
+    os.close(read)
+    flush()
+    assert seen_by_child == before + 2
+    assert child_value.get() == before + 5
