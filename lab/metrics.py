@@ -1,4 +1,5 @@
-"""The lab's one metrics vocabulary, shared by the API and every worker.
+"""The lab's one metrics vocabulary, shared by the API and every worker (the
+API's HTTP metrics are its own: services/api/http_metrics.py).
 
 docs/metrics.md documents each of these. Task metrics carry the
 labels `queue`, `kind`, `variant`.
@@ -15,15 +16,25 @@ import time
 from bisect import bisect_left
 from contextlib import contextmanager
 
-from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram, disable_created_metrics
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.multiprocess import MultiProcessCollector
 
 MULTIPROCESS = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+# Every counter and histogram would also export a `_created` series (when it
+# was created): nothing in the lab reads them, and they are a quarter of the
+# API's samples, each formatted on every scrape (docs/metrics.md, "What a
+# scrape costs").
+disable_created_metrics()
 
 # In multi-process mode the live objects only write files; the registry that is
 # served reads them all back through MultiProcessCollector instead.
 _registry = None if MULTIPROCESS else REGISTRY
+
+
+def metrics_registry():
+    """Where a lab metric registers (registry=): REGISTRY, or none in multi-process mode."""
+    return _registry
 
 
 # -- Updates on the hot paths -------------------------------------------------------
@@ -274,62 +285,6 @@ def touch_task_series(queues) -> None:
             labels = {"queue": queue, "kind": kind, "variant": variant}
             for metric in (TASK_STARTED, TASK_COMPLETED, TASK_FAILED, TASK_DUPLICATES, TASKS_IN_PROGRESS):
                 metric.labels(**labels)
-
-
-# The API's HTTP traffic (services/api/http_metrics.py), under the names and
-# labels of prometheus-fastapi-instrumentator. `handler` is the route template.
-HTTP_REQUESTS = Counter(
-    "http_requests",
-    "Requests by route template, method and status.",
-    ("handler", "method", "status"),
-    registry=_registry,
-)
-HTTP_DURATION = Histogram(
-    "http_request_duration_seconds",
-    "Latency by route template.",
-    ("handler", "method"),
-    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
-    registry=_registry,
-)
-HTTP_DURATION_ALL = Histogram(
-    "http_request_duration_highr_seconds",
-    "Latency of the API's work routes (health, readiness and /metrics left out), fine buckets for percentiles.",
-    buckets=(
-        0.001,
-        0.0025,
-        0.005,
-        0.0075,
-        0.01,
-        0.025,
-        0.05,
-        0.075,
-        0.1,
-        0.15,
-        0.2,
-        0.3,
-        0.4,
-        0.5,
-        0.75,
-        1,
-        1.5,
-        2,
-        3,
-        4,
-        5,
-        7.5,
-        10,
-        30,
-        60,
-    ),
-    registry=_registry,
-)
-HTTP_IN_PROGRESS = Gauge(
-    "http_requests_inprogress",
-    "Requests in flight.",
-    ("handler", "method"),
-    multiprocess_mode="livesum",
-    registry=_registry,
-)
 
 
 # A library's own metrics. Dramatiq's and taskiq's Prometheus middlewares are
