@@ -116,12 +116,34 @@ def prepare(args: argparse.Namespace, compose: Compose, ui: Display) -> LoadRun:
     run.prom_addr = compose.port("prometheus", 9090)
     if run.prom_addr:
         Prometheus(run.prom_addr).ensure_load_jobs(compose, run.say)
+        warn_about_backlogs(run, Prometheus(run.prom_addr))
     run.grafana = Grafana(compose)
     run.say(f"limits applied: api {run.api_text}" + (f", workers {run.worker_text}" if run.queue_run else ""))
     if run.grafana.problem:
         run.say(run.grafana.problem)
     run.before = lab_results.restart_counts({s: compose.inspect(s) for s in run.watched})
     return run
+
+
+def warn_about_backlogs(run: LoadRun, prom: Prometheus) -> None:
+    """Tasks of earlier runs still draining (a watch that ended before its drain):
+    this run's tasks queue behind them on the same queue, and any draining worker
+    takes CPU from a run on a 2-core machine."""
+    try:
+        depths = prom.by("queue", "max by (queue) (lab_queue_depth) > 0")
+    except (httpx.HTTPError, LoadError):
+        return
+    for queue, depth in sorted(depths.items()):
+        if queue in run.params.workers:
+            run.say(
+                f"NOTE: {queue}'s queue still holds {depth:.0f} task(s) of earlier runs: this run's tasks wait "
+                "behind them (make results shows when those runs settle)"
+            )
+        else:
+            run.say(
+                f"NOTE: {depth:.0f} task(s) of earlier runs are still draining on {queue}: its worker shares "
+                "the machine's CPU with this run"
+            )
 
 
 def read_limits(run: LoadRun) -> None:
