@@ -1,5 +1,6 @@
 """The other ways of running the same work: enqueue after the response (the
-published article's way), and Celery's threads and solo pools."""
+published article's way), and the libraries' other worker modes (Celery's
+threads and solo pools, RQ's SimpleWorker, Huey's process workers)."""
 
 import asyncio
 
@@ -66,19 +67,29 @@ def test_each_bare_queue_counts_what_its_api_published(isolated_redis):
     client.delete(*KEYS)
 
 
-@pytest.mark.parametrize("pool", ["threads", "solo"])
-def test_celery_pools_run_every_task_shape(isolated_redis, pool):
-    api = start_api(isolated_redis.url, name=f"api-celery-{pool}")
-    worker = start_worker("celery", isolated_redis.url, name=f"celery-{pool}", CELERY_POOL=pool)
+# Each library's worker modes other than its default (tests/integration/test_queues.py runs those).
+MODES = [
+    ("celery", "CELERY_POOL", "threads"),
+    ("celery", "CELERY_POOL", "solo"),
+    ("rq", "RQ_WORKER_CLASS", "SimpleWorker"),
+    ("huey", "HUEY_WORKER_TYPE", "process"),
+]
+
+
+@pytest.mark.parametrize("queue,knob,mode", MODES, ids=[f"{q}-{m}" for q, _, m in MODES])
+def test_worker_modes_run_every_task_shape(isolated_redis, queue, knob, mode):
+    api = start_api(isolated_redis.url, name=f"api-{queue}-{mode}")
+    worker = start_worker(queue, isolated_redis.url, name=f"{queue}-{mode}", **{knob: mode})
     try:
-        run = new_run(f"celery-{pool}")
+        run = new_run(f"{queue}-{mode}")
         for kind, variant in ENDPOINTS:
-            assert all(r.status_code == 202 for r in post_tasks(api.url, run, "celery", f"{kind}/{variant}", 20))
+            assert all(r.status_code == 202 for r in post_tasks(api.url, run, queue, f"{kind}/{variant}", 20))
         report = wait_settled(api.url, run, 20 * len(ENDPOINTS))
-        for endpoint, row in report["queues"]["celery"].items():
+        for endpoint, row in report["queues"][queue].items():
             assert (row["completed"], row["failed"], row["duplicates"]) == (20, 0, 0), endpoint
+        # The worker's /metrics count every task, whichever process ran it.
         metrics = worker.metrics()
-        assert metrics.value("lab_task_completed_total", queue="celery") == 20 * len(ENDPOINTS)
+        assert metrics.value("lab_task_completed_total", queue=queue) == 20 * len(ENDPOINTS)
     finally:
         worker.stop()
         api.stop()
