@@ -41,7 +41,7 @@ USER_CLASSES = {"queue": "QueueUser", "upstream": "UpstreamUser", "clients": "Cl
 # lab's 0.2-CPU defaults, so every panel settles and can be read during the run
 # (docs/results/ has the measured runs). The event-loop runs repeat the
 # original's "100 requests" (ab -n 100 -c 50).
-DEFAULT_ITERATIONS = {"queue": 20000, "upstream": 100, "clients": 100, "payload": 100}
+DEFAULT_ITERATIONS = {"queue": 15000, "upstream": 100, "clients": 100, "payload": 100}
 DEFAULT_USERS = 100
 DEFAULT_SPAWN_RATE = 100.0
 DEFAULT_CLIENTS = 1000  # the API's default; the article's 40000 needs API_MEM=1G or so

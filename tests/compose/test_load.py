@@ -19,7 +19,7 @@ from tests.compose.helpers import LOAD_PANEL, by_label, load, run_report, wait_u
 pytestmark = pytest.mark.compose
 
 MiB = 1024 * 1024
-DEFAULT_REQUESTS = 20000  # make load's default for a queue run (locust/load_params.py)
+DEFAULT_REQUESTS = 15000  # make load's default for a queue run (locust/load_params.py)
 WATCH_S = 60  # make load's default drain watch (LOAD_DRAIN_WATCH_S)
 
 

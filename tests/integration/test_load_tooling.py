@@ -35,7 +35,7 @@ P = load_params  # locust/load_params.py, loaded by path the way the driver load
 # -- Parameters ---------------------------------------------------------------------
 def test_queue_defaults_reproduce_the_published_experiment():
     p = P.parse_params({"worker": "arq"}, now=0)
-    assert (p.scenario, p.users, p.spawn_rate, p.iterations, p.duration_s) == ("queue", 100, 100.0, 20000, None)
+    assert (p.scenario, p.users, p.spawn_rate, p.iterations, p.duration_s) == ("queue", 100, 100.0, 15000, None)
     assert (p.workers, p.endpoints, p.user_class) == (("arq",), ("io/simple",), "QueueUser")
     assert [(c.method, c.path, c.body, c.expect_status) for c in p.calls] == [
         ("POST", "/api/v1/incr/io/simple/arq", {"value": 1}, 202)
