@@ -191,6 +191,17 @@ class _LabWorker:
         if _runner is None:
             _runner = TaskRunner(get_settings())
 
+    def work(self, *args: Any, **kwargs: Any) -> bool:
+        try:
+            return super().work(*args, **kwargs)  # type: ignore[misc]  # a mixin, as above
+        finally:
+            # A SimpleWorker ran tasks here: its pools must end before the
+            # process does (multiprocessing waits for the process pool's
+            # children at exit), and what it counted goes to its files.
+            if _runner is not None:
+                _runner.work.close()
+            flush()
+
     def main_work_horse(self, job, queue) -> None:
         global _in_horse
         _in_horse = True

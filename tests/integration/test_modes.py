@@ -10,7 +10,7 @@ import redis
 from lab.protocol import ENDPOINTS
 from services.bare.drain import bare_backlog, published
 from services.bare.queues import BARE, KEYS
-from tests.lab import RedisServer, new_run, post_tasks, start_api, start_worker, wait_settled
+from tests.lab import RedisServer, new_run, post_tasks, start_api, start_worker, wait_settled, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -87,9 +87,13 @@ def test_worker_modes_run_every_task_shape(isolated_redis, queue, knob, mode):
         report = wait_settled(api.url, run, 20 * len(ENDPOINTS))
         for endpoint, row in report["queues"][queue].items():
             assert (row["completed"], row["failed"], row["duplicates"]) == (20, 0, 0), endpoint
-        # The worker's /metrics count every task, whichever process ran it.
-        metrics = worker.metrics()
-        assert metrics.value("lab_task_completed_total", queue=queue) == 20 * len(ENDPOINTS)
+        # The worker's /metrics count every task, whichever process ran it
+        # (a process flushes its counts every second: allow it that moment).
+        wait_until(
+            lambda: worker.metrics().value("lab_task_completed_total", queue=queue) == 20 * len(ENDPOINTS),
+            10,
+            f"{queue} {mode}: lab_task_completed_total to count every task",
+        )
     finally:
         worker.stop()
         api.stop()
