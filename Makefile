@@ -26,7 +26,7 @@ dashboards: ## regenerate grafana/dashboards/*.json from grafana/generate.py
 
 # pytest-xdist workers for make test: each starts its own redis-server and lab
 # processes on free ports; most of the suite waits on processes, not on the CPU.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 2
 
 test: ## unit + integration tests: real Redis, real API and worker processes (no Docker), in parallel
 	$(UV) run pytest -n $(TEST_WORKERS) tests/unit tests/integration $(args)

@@ -74,7 +74,7 @@ def test_event_loop_scenarios():
     "raw, names",
     [
         ({}, "worker="),
-        ({"worker": "rq"}, "worker='rq'"),
+        ({"worker": "kafka"}, "worker='kafka'"),
         ({"worker": "arq", "endpoint": "io/fast"}, "endpoint="),
         ({"worker": "arq", "iterations": "10", "duration": "10s"}, "not both"),
         ({"worker": "arq", "iterations": "0"}, "iterations=0"),
@@ -735,14 +735,14 @@ def test_a_local_run_for_a_duration_and_a_refused_parameter(target, tmp_path):
     before = target.count
     bad = subprocess.run(
         [sys.executable, "-m", "locust", *common],
-        env={**env, "LOAD_WORKER": "rq"},
+        env={**env, "LOAD_WORKER": "kafka"},
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
     assert bad.returncode != 0 and target.count == before
-    assert "LAB-ERROR" in bad.stdout and "worker='rq'" in bad.stdout
+    assert "LAB-ERROR" in bad.stdout and "worker='kafka'" in bad.stdout
 
 
 def test_the_master_waits_for_its_start_gate(target, tmp_path):
