@@ -205,13 +205,8 @@ def calls_for(params: LoadParams) -> tuple[Call, ...]:
     return (Call("GET", path, path, expect_length=params.size),)
 
 
-def parse_params(raw: Mapping[str, object], now: float | None = None) -> LoadParams:
-    """Check a run's parameters (strings, as make or the environment gives them;
-    empty = not given) and fill in the defaults.
-
-    Keys: scenario, run, users, spawn_rate, iterations, duration, and per scenario
-    worker + endpoint (queue), variant (upstream), mode + count (clients), size (payload).
-    """
+def _scenario_of(raw: Mapping[str, object]) -> str:
+    """The scenario, once no key of another scenario was given with it."""
     scenario = _given(raw, "scenario") or "queue"
     if scenario not in SCENARIOS:
         raise ParamError(f"scenario={scenario!r}: choose from {', '.join(SCENARIOS)}")
@@ -221,8 +216,10 @@ def parse_params(raw: Mapping[str, object], now: float | None = None) -> LoadPar
             f"{', '.join(stray)}= do(es) not apply to scenario={scenario} "
             f"(it takes {', '.join(sorted(SCENARIO_KEYS[scenario]))})"
         )
+    return scenario
 
-    users = _int("users", _given(raw, "users") or str(DEFAULT_USERS), 1)
+
+def _spawn_rate(raw: Mapping[str, object]) -> float:
     spawn_text = _given(raw, "spawn_rate")
     try:
         spawn_rate = float(spawn_text) if spawn_text else DEFAULT_SPAWN_RATE
@@ -230,7 +227,11 @@ def parse_params(raw: Mapping[str, object], now: float | None = None) -> LoadPar
         raise ParamError(f"spawn={spawn_text!r}: not a number") from None
     if not (spawn_rate > 0 and math.isfinite(spawn_rate)):
         raise ParamError(f"spawn={spawn_text!r}: must be more than 0 users/s")
+    return spawn_rate
 
+
+def _length(raw: Mapping[str, object], scenario: str) -> tuple[int | None, float | None]:
+    """(iterations, duration_s): one of them, the scenario's default iterations when neither is given."""
     iterations_text, duration_text = _given(raw, "iterations"), _given(raw, "duration")
     if iterations_text and duration_text:
         raise ParamError("give iterations= or duration=, not both")
@@ -238,7 +239,11 @@ def parse_params(raw: Mapping[str, object], now: float | None = None) -> LoadPar
     duration_s = parse_duration(duration_text) if duration_text else None
     if iterations is None and duration_s is None:
         iterations = DEFAULT_ITERATIONS[scenario]
+    return iterations, duration_s
 
+
+def _scenario_fields(raw: Mapping[str, object], scenario: str) -> dict:
+    """The scenario's own fields of LoadParams."""
     fields: dict = {}
     if scenario == "queue":
         worker = _given(raw, "worker")
@@ -259,7 +264,31 @@ def parse_params(raw: Mapping[str, object], now: float | None = None) -> LoadPar
         fields["count"] = _int("count", _given(raw, "count") or str(DEFAULT_CLIENTS), 1, MAX_CLIENTS)
     else:
         fields["size"] = _int("size", _given(raw, "size") or str(DEFAULT_PAYLOAD), 0, MAX_PAYLOAD)
+    return fields
 
+
+def _run_name(raw: Mapping[str, object], params: LoadParams, now: float | None) -> str:
+    """The given run name, checked, or one made of the scenario, what it loads and the users."""
+    label = f"{params.worker_label}-{params.endpoint_label}" if params.scenario == "queue" else params.endpoint_label
+    run = _given(raw, "run") or default_run_name(params.scenario, label, params.users, now)
+    if not re.fullmatch(RUN_PATTERN, run):
+        raise ParamError(
+            f"run={run!r}: 1-64 characters among letters, digits, '.', '_' and '-', starting with a letter or digit"
+        )
+    return run
+
+
+def parse_params(raw: Mapping[str, object], now: float | None = None) -> LoadParams:
+    """Check a run's parameters (strings, as make or the environment gives them;
+    empty = not given) and fill in the defaults.
+
+    Keys: scenario, run, users, spawn_rate, iterations, duration, and per scenario
+    worker + endpoint (queue), variant (upstream), mode + count (clients), size (payload).
+    """
+    scenario = _scenario_of(raw)
+    users = _int("users", _given(raw, "users") or str(DEFAULT_USERS), 1)
+    spawn_rate = _spawn_rate(raw)
+    iterations, duration_s = _length(raw, scenario)
     params = LoadParams(
         scenario=scenario,
         run="-",
@@ -267,15 +296,9 @@ def parse_params(raw: Mapping[str, object], now: float | None = None) -> LoadPar
         spawn_rate=spawn_rate,
         iterations=iterations,
         duration_s=duration_s,
-        **fields,
+        **_scenario_fields(raw, scenario),
     )
-    label = f"{params.worker_label}-{params.endpoint_label}" if scenario == "queue" else params.endpoint_label
-    run = _given(raw, "run") or default_run_name(scenario, label, users, now)
-    if not re.fullmatch(RUN_PATTERN, run):
-        raise ParamError(
-            f"run={run!r}: 1-64 characters among letters, digits, '.', '_' and '-', starting with a letter or digit"
-        )
-    params = replace(params, run=run)
+    params = replace(params, run=_run_name(raw, params, now))
     return replace(params, calls=calls_for(params))
 
 

@@ -183,13 +183,8 @@ def add_options(parser):
         group.add_argument(f"--lab-{key}", env_var=env, default="", help=f"load parameter {key} (${env})")
 
 
-@events.init.add_listener
-def on_init(environment, runner=None, **_):
-    if runner is None:
-        return
-    STATE.role = (
-        "master" if isinstance(runner, MasterRunner) else "worker" if isinstance(runner, WorkerRunner) else "local"
-    )
+def _guard_restart() -> None:
+    """Exits when LOAD_RESTART_GUARD's file shows the container ran before; else writes it."""
     guard = os.environ.get("LOAD_RESTART_GUARD")
     if guard:
         if Path(guard).exists():
@@ -202,33 +197,31 @@ def on_init(environment, runner=None, **_):
         # runner exists (the master is bound), so the workers may connect.
         Path(guard).write_text(str(os.getpid()))
 
-    if STATE.role != "worker":
-        try:  # fail before any user starts; the workers get the master's values
-            raw = options_of(environment)
-            STATE.params = parse_params(raw)
-            if in_web_ui(environment) and not (raw.get("iterations") or raw.get("duration")):
-                # In the web UI the person stops the run: no default request count.
-                STATE.params = dataclasses.replace(STATE.params, iterations=None)
-        except ParamError as exc:
-            emit("ERROR", {"role": STATE.role, "error": str(exc)})
-            raise SystemExit(2) from None
-        if STATE.params.scenario != SCENARIO:
-            emit(
-                "ERROR",
-                {
-                    "role": STATE.role,
-                    "error": f"--lab-scenario={STATE.params.scenario} but "
-                    f"LOAD_SCENARIO={SCENARIO} chose the user class",
-                },
-            )
-            raise SystemExit(2)
 
-    if STATE.role != "master":
-        try:  # the workers read the same LOAD_* as the master (their values win at spawn)
-            precreate_series(parse_params(options_of(environment)))
-        except ParamError:
-            pass
+def _read_params(environment) -> None:
+    """The master (or a local run) checks the run's parameters into STATE.params; exits 2 on a bad one."""
+    try:  # fail before any user starts; the workers get the master's values
+        raw = options_of(environment)
+        STATE.params = parse_params(raw)
+        if in_web_ui(environment) and not (raw.get("iterations") or raw.get("duration")):
+            # In the web UI the person stops the run: no default request count.
+            STATE.params = dataclasses.replace(STATE.params, iterations=None)
+    except ParamError as exc:
+        emit("ERROR", {"role": STATE.role, "error": str(exc)})
+        raise SystemExit(2) from None
+    if STATE.params.scenario != SCENARIO:
+        emit(
+            "ERROR",
+            {
+                "role": STATE.role,
+                "error": f"--lab-scenario={STATE.params.scenario} but LOAD_SCENARIO={SCENARIO} chose the user class",
+            },
+        )
+        raise SystemExit(2)
 
+
+def _start_metrics(environment, runner) -> None:
+    """This process's CPU, users and request metrics, served on METRICS_PORT unless it is off."""
     service = os.environ.get("SERVICE_NAME") or ("locust-worker" if STATE.role == "worker" else "locust-master")
     register_cgroup_metrics(service)
     if STATE.role != "worker":  # the master counts every worker's users: exported once, here
@@ -241,6 +234,9 @@ def on_init(environment, runner=None, **_):
     if port not in ("", "off"):
         WSGIServer((os.environ.get("METRICS_ADDR", "0.0.0.0"), int(port)), make_wsgi_app(REGISTRY), log=None).start()
 
+
+def _register_messages(environment, runner) -> None:
+    """The messages between the master and its workers that share out and close the run."""
     if STATE.role == "master":
         runner.register_message("lab_want", on_want)
         runner.register_message(
@@ -251,6 +247,25 @@ def on_init(environment, runner=None, **_):
         runner.register_message("lab_grant", on_grant)
         runner.register_message("lab_close", on_close)
         environment.events.report_to_master.add_listener(on_report_to_master)
+
+
+@events.init.add_listener
+def on_init(environment, runner=None, **_):
+    if runner is None:
+        return
+    STATE.role = (
+        "master" if isinstance(runner, MasterRunner) else "worker" if isinstance(runner, WorkerRunner) else "local"
+    )
+    _guard_restart()
+    if STATE.role != "worker":
+        _read_params(environment)
+    if STATE.role != "master":
+        try:  # the workers read the same LOAD_* as the master (their values win at spawn)
+            precreate_series(parse_params(options_of(environment)))
+        except ParamError:
+            pass
+    _start_metrics(environment, runner)
+    _register_messages(environment, runner)
 
 
 def precreate_series(params) -> None:

@@ -570,68 +570,74 @@ def table(records: list[dict]) -> str:
     return "\n".join([HEADER, *(line for record in records for line in rows(record))])
 
 
+def _row_notes(bare: dict, lab: dict) -> list[str]:
+    """What the notes column says of a queue's load, bare and lab: generator, errors, publishing, rounds."""
+    notes = []
+    if bare.get("generator_bound") or lab.get("generator_bound"):
+        notes.append("generator CPU-bound")
+    if bare.get("errors") or lab.get("errors"):
+        notes.append(f"errors bare {bare.get('errors', 0)} / lab {lab.get('errors', 0)}")
+    for side, result, where in (("bare", bare, "never in its queue"), ("lab", lab, "lab_enqueue_errors_total")):
+        if result.get("published") is not None and result["published"] < result.get("enqueued", 0):
+            notes.append(
+                f"{side}: {result['enqueued'] - result['published']} of {result['enqueued']} "
+                f"accepted tasks not published ({where})"
+            )
+        if result.get("api_down"):  # the first round it was seen down says when and why
+            notes.append(f"{side} API down from {result['api_down'][0]}")
+    notes += _by_round("RPS", bare.get("rps_rounds"), lab.get("rps_rounds"))
+    return notes
+
+
+def _load_cells(bare: dict, lab: dict) -> tuple[str, ...]:
+    """The load's cells, bare beside lab: RPS and its ratio, API CPU per request, latency, API memory."""
+    rps_ratio = _ratio(lab.get("rps"), bare.get("rps"))
+    lab_peak = lab.get("api_peak_mb")
+    return (
+        f"{bare.get('rps', '-')}",
+        f"{lab.get('rps', '-')}",
+        _mark(rps_ratio, (rps_ratio or 0) >= BUDGET_RATIO),
+        f"{bare.get('api_cpu_us_per_request') or '-'} / {lab.get('api_cpu_us_per_request') or '-'}",
+        f"{bare.get('p50_ms', '-')}/{bare.get('p95_ms', '-')}",
+        f"{lab.get('p50_ms', '-')}/{lab.get('p95_ms', '-')}",
+        f"{bare.get('api_peak_mb', '-')}",
+        _mark(lab_peak, (lab_peak or 0) <= BUDGET_PEAK_MB),
+    )
+
+
+def _row_line(record: dict, row: dict, suffix: str, label: str, extra_notes: list[str]) -> str:
+    """One table row: a labelled row (the fast drain) has the drain's cells only."""
+    q, bare, lab = row["queue"], row.get("bare") or {}, row.get("lab") or {}
+    api = R.limit_text(record.get("api_limits"))
+    limits = f"{api} / {R.limit_text(row.get('worker_limits')) if row.get('worker_limits') else '-'}"
+    b, l = row.get(f"bare_drain{suffix}") or {}, row.get(f"lab_drain{suffix}") or {}
+    cpus = (row.get("worker_limits") or {}).get("cpus")
+    cells = [
+        q + label,
+        record.get("mode", ""),
+        limits,
+        *(_load_cells(bare, lab) if not label else ("", "", "", "", "", "", "", "")),
+        _or_dash(b.get("rate")),
+        _or_dash(l.get("rate")),
+        _drain_cell(b, l, cpus) if b else "-",
+        f"{b.get('cpu_us_per_task') or '-'} / {l.get('cpu_us_per_task') or '-'}" if b else "-",
+        "; ".join(extra_notes + _drain_pairs(b.get("rate_rounds"), l.get("rate_rounds")) + _not_cpu_bound(b, l, cpus))
+        or "",
+        record.get("run", ""),
+    ]
+    return "| " + " | ".join(str(x) for x in cells) + " |"
+
+
 def rows(record: dict) -> list[str]:
     """One row per queue (arq twice): RPS, latency, API memory and drain, bare beside lab.
     A ratio below the budget is marked ✗."""
     lines = []
-    api = R.limit_text(record.get("api_limits"))
     for row in record["rows"]:
-        q, bare, lab = row["queue"], row.get("bare") or {}, row.get("lab") or {}
-        limits = f"{api} / {R.limit_text(row.get('worker_limits')) if row.get('worker_limits') else '-'}"
-        notes = []
-        if bare.get("generator_bound") or lab.get("generator_bound"):
-            notes.append("generator CPU-bound")
-        if bare.get("errors") or lab.get("errors"):
-            notes.append(f"errors bare {bare.get('errors', 0)} / lab {lab.get('errors', 0)}")
-        for side, result, where in (("bare", bare, "never in its queue"), ("lab", lab, "lab_enqueue_errors_total")):
-            if result.get("published") is not None and result["published"] < result.get("enqueued", 0):
-                notes.append(
-                    f"{side}: {result['enqueued'] - result['published']} of {result['enqueued']} "
-                    f"accepted tasks not published ({where})"
-                )
-            if result.get("api_down"):  # the first round it was seen down says when and why
-                notes.append(f"{side} API down from {result['api_down'][0]}")
-        rps_ratio = _ratio(lab.get("rps"), bare.get("rps"))
-        notes += _by_round("RPS", bare.get("rps_rounds"), lab.get("rps_rounds"))
-        lab_peak = lab.get("api_peak_mb")
-
-        def drains(suffix: str, label: str, extra_notes: list[str]) -> str:
-            b, l = row.get(f"bare_drain{suffix}") or {}, row.get(f"lab_drain{suffix}") or {}
-            cpus = (row.get("worker_limits") or {}).get("cpus")
-            cells = [
-                q + label,
-                record.get("mode", ""),
-                limits,
-                *(
-                    (
-                        f"{bare.get('rps', '-')}",
-                        f"{lab.get('rps', '-')}",
-                        _mark(rps_ratio, (rps_ratio or 0) >= BUDGET_RATIO),
-                        f"{bare.get('api_cpu_us_per_request') or '-'} / {lab.get('api_cpu_us_per_request') or '-'}",
-                        f"{bare.get('p50_ms', '-')}/{bare.get('p95_ms', '-')}",
-                        f"{lab.get('p50_ms', '-')}/{lab.get('p95_ms', '-')}",
-                        f"{bare.get('api_peak_mb', '-')}",
-                        _mark(lab_peak, (lab_peak or 0) <= BUDGET_PEAK_MB),
-                    )
-                    if not label
-                    else ("", "", "", "", "", "", "", "")
-                ),
-                _or_dash(b.get("rate")),
-                _or_dash(l.get("rate")),
-                _drain_cell(b, l, cpus) if b else "-",
-                f"{b.get('cpu_us_per_task') or '-'} / {l.get('cpu_us_per_task') or '-'}" if b else "-",
-                "; ".join(
-                    extra_notes + _drain_pairs(b.get("rate_rounds"), l.get("rate_rounds")) + _not_cpu_bound(b, l, cpus)
-                )
-                or "",
-                record.get("run", ""),
-            ]
-            return "| " + " | ".join(str(x) for x in cells) + " |"
-
-        arq_note = [R.arq_cap(record.get("knobs") or {})] if q == "arq" else []
-        lines.append(drains("", "", arq_note + notes))
+        notes = _row_notes(row.get("bare") or {}, row.get("lab") or {})
+        arq_note = [R.arq_cap(record.get("knobs") or {})] if row["queue"] == "arq" else []
+        lines.append(_row_line(record, row, "", "", arq_note + notes))
         if "bare_drain_fast" in row:
-            lines.append(drains("_fast", f" (ARQ_POLL_DELAY={FAST_ARQ_POLL})", []))
+            lines.append(_row_line(record, row, "_fast", f" (ARQ_POLL_DELAY={FAST_ARQ_POLL})", []))
     return lines
 
 

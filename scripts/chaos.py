@@ -248,26 +248,24 @@ def late_fault(injected: float | None, load_ended: float | None, recovered_s: fl
     return None
 
 
-def run_chaos(args: argparse.Namespace) -> int:
-    compose = Compose()
-    ui = Display()
+def _chaos_defaults(args: argparse.Namespace) -> None:
+    """Fills in the run's name, endpoint, users, length and drain stall where the command line left them."""
+    background = args.worker == "background"
     args.run = args.run or f"chaos-{args.worker}-{args.fault}-{secrets.token_hex(3)}"
     args.endpoint = args.endpoint or "io/simple"
     args.users = args.users or "10"
-    background = args.worker == "background"
     set_load_length(args)
     if args.drain_stall is None:
         # A dead worker's tasks come back once their lease runs out: TASK_TIMEOUT_S
         # (+10 s for arq, +60 s sweep for SAQ; Celery's visibility timeout is twice
         # it). Waiting less would call them lost when they are only late.
         args.drain_stall = BACKGROUND_DRAIN_STALL_S if background else 3 * float(setting("TASK_TIMEOUT_S", "60"))
-    fault = Fault(compose, args.fault, args.worker, args.hold, ui.say)
-    fault.check()
-    api = compose.port("api", 8000)
-    if not api:
-        raise LoadError("the lab is not running: `make up`")
-    watch = CompletionWatch(api, args.run)
 
+
+def _load_with_fault(
+    args: argparse.Namespace, compose: Compose, ui: Display, fault: Fault, watch: CompletionWatch
+) -> int:
+    """Runs the load while a thread injects the fault `at` seconds in and restores it after `hold`."""
     load_started = threading.Event()
 
     def inject_then_restore() -> None:
@@ -285,11 +283,14 @@ def run_chaos(args: argparse.Namespace) -> int:
     watch.start()
     injector.start()
     try:
-        code = run_load(args, compose, ui, on_start=lambda _: load_started.set())
+        return run_load(args, compose, ui, on_start=lambda _: load_started.set())
     finally:
         watch.stop.set()
         injector.join(timeout=args.hold + 120)
 
+
+def _record_chaos(args: argparse.Namespace, api: str, fault: Fault, watch: CompletionWatch) -> dict:
+    """Adds the fault, its timings and what the ledger lost to the run's record, and writes it."""
     path = Path(args.results_dir) / f"{args.run}.json"
     record = json.loads(path.read_text()) if path.exists() else {"run": args.run}
     report = ledger(api, args.run) or {}
@@ -312,7 +313,11 @@ def run_chaos(args: argparse.Namespace) -> int:
         record["chaos"]["lost"] = None  # not known while the drain goes on: `make results` fills it in
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=2) + "\n")
-    c = record["chaos"]
+    return record["chaos"]
+
+
+def _say_chaos(ui: Display, args: argparse.Namespace, fault: Fault, c: dict) -> None:
+    """The run's chaos summary line, then the fault's warnings."""
     lost = "not yet known (still draining: make results)" if c["lost"] is None else c["lost"]
     ui.say(
         f"\nchaos {args.fault} on {fault.service}: lost {lost}, duplicated {c['duplicates']}, "
@@ -322,6 +327,20 @@ def run_chaos(args: argparse.Namespace) -> int:
     )
     for error in fault.errors:
         ui.say(f"WARNING: {error}")
+
+
+def run_chaos(args: argparse.Namespace) -> int:
+    compose = Compose()
+    ui = Display()
+    _chaos_defaults(args)
+    fault = Fault(compose, args.fault, args.worker, args.hold, ui.say)
+    fault.check()
+    api = compose.port("api", 8000)
+    if not api:
+        raise LoadError("the lab is not running: `make up`")
+    watch = CompletionWatch(api, args.run)
+    code = _load_with_fault(args, compose, ui, fault, watch)
+    _say_chaos(ui, args, fault, _record_chaos(args, api, fault, watch))
     return code
 
 

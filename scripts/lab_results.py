@@ -286,6 +286,105 @@ def chaos_totals(ledger: Mapping, injected_at: float | None) -> dict:
     }
 
 
+def _run_warnings(
+    *,
+    notes: Iterable[str],
+    generator: Mapping,
+    locust: Mapping,
+    restarts: Mapping[str, Mapping] | None,
+    params: Mapping,
+    requests: int,
+) -> list[str]:
+    """The warnings about the load itself: the caller's notes, the generator, restarts, the count."""
+    warnings = list(notes)
+    if generator["warning"]:
+        warnings.append(generator["warning"])
+    if locust.get("locust_cpu_warning"):
+        warnings.append("Locust itself warned that a process used over 90 % CPU")
+    for service, r in (restarts or {}).items():
+        warnings.append(
+            f"{service} restarted {r['restarts']} time(s) during the run"
+            + (" (OOM killed)" if r.get("oom_killed") else "")
+        )
+    if params.get("iterations") is not None and requests != params["iterations"]:
+        warnings.append(f"{requests} requests recorded, not the {params['iterations']} asked for")
+    return warnings
+
+
+def _task_warnings(
+    tasks: Mapping | None, *, draining: Mapping | None, accepted: int | None, ledger: Mapping | None
+) -> list[str]:
+    """The warnings about the ledger's tasks (queue runs only: none when tasks is None)."""
+    if tasks is None:
+        return []
+    warnings = []
+    if draining is not None and not tasks["settled"]:
+        warnings.append(
+            f"still draining: {draining['backlog']} task(s) pending when the watch ended; "
+            "`make results` shows the run settled once it has"
+        )
+    elif not tasks["settled"]:
+        warnings.append(f"not settled: {tasks['lost']} task(s) still pending when the wait ended")
+    if accepted is not None and tasks["enqueued"] != accepted:
+        warnings.append(f"ledger enqueued {tasks['enqueued']} != {accepted} requests answered 202")
+    if tasks["duplicates"]:
+        warnings.append(f"{tasks['duplicates']} duplicate execution(s)")
+    pending = (ledger or {}).get("totals", {}).get("pending", 0)
+    if pending < 0:
+        warnings.append(
+            f"ledger inconsistent: {-pending} more task(s) settled than enqueued "
+            "(an enqueue was taken back although the broker had the task)"
+        )
+    return warnings
+
+
+def _subject_fields(subjects: list[str], resources: Mapping | None) -> dict:
+    """The subjects, every service's resources, and the subjects' worst memory peak and throttling."""
+    res = resources or {}
+    peaks = [res[s]["peak_memory_bytes"] for s in subjects if res.get(s, {}).get("peak_memory_bytes") is not None]
+    throttles = [res[s]["cpu_throttled_pct"] for s in subjects if res.get(s, {}).get("cpu_throttled_pct") is not None]
+    return {
+        "subjects": subjects,
+        "resources": dict(res) if resources is not None else None,
+        "worker_peak_memory_bytes": max(peaks) if peaks else None,
+        "cpu_throttled_pct": _round(max(throttles), 1) if throttles else None,
+    }
+
+
+def _params_fields(params: Mapping, locust: Mapping, start: float | None) -> dict:
+    """What the run asked for, and when its load started."""
+    return {
+        "schema": SCHEMA,
+        "run": params["run"],
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start or locust.get("test_started_at") or 0)),
+        "scenario": params["scenario"],
+        "worker": params.get("worker"),
+        "endpoint": params["endpoint"],
+        "users": params["users"],
+        "spawn_rate": params["spawn_rate"],
+        "iterations": params.get("iterations"),
+        "duration_target_s": params.get("duration_target_s"),
+    }
+
+
+def _load_fields(locust: Mapping, duration: float | None) -> dict:
+    """The master's counts and latencies, and the rate over the load's duration."""
+    requests, failures = locust.get("requests", 0), locust.get("failures", 0)
+    return {
+        "requests": requests,
+        "failures": failures,
+        "failures_pct": _round(100 * failures / requests, 3) if requests else None,
+        "status_codes": dict(locust.get("status_codes", {})),
+        "rps": _round(requests / duration, 1) if duration else None,
+        "median_ms": locust.get("median_ms"),
+        "p95_ms": locust.get("p95_ms"),
+        "p99_ms": locust.get("p99_ms"),
+        "avg_ms": locust.get("avg_ms"),
+        "max_ms": locust.get("max_ms"),
+        "errors": list(locust.get("errors", [])),
+    }
+
+
 def build_record(
     *,
     params: Mapping,
@@ -313,79 +412,30 @@ def build_record(
     subjects: the services under test (the queues' workers; the API for `background`
       and the event-loop scenarios): the record's worker memory and throttling are theirs.
     """
-    requests, failures = locust.get("requests", 0), locust.get("failures", 0)
     start, end = locust.get("first_request_at"), locust.get("last_response_at")
     duration = end - start if start and end and end > start else None
     generator = generator_check(locust.get("processes", []))
-    warnings = list(notes)
-    if generator["warning"]:
-        warnings.append(generator["warning"])
-    if locust.get("locust_cpu_warning"):
-        warnings.append("Locust itself warned that a process used over 90 % CPU")
-    for service, r in (restarts or {}).items():
-        warnings.append(
-            f"{service} restarted {r['restarts']} time(s) during the run"
-            + (" (OOM killed)" if r.get("oom_killed") else "")
-        )
-    if params.get("iterations") is not None and requests != params["iterations"]:
-        warnings.append(f"{requests} requests recorded, not the {params['iterations']} asked for")
     tasks = task_fields(ledger, end, settled, draining)
     accepted = locust.get("status_codes", {}).get("202")
-    if tasks is not None:
-        if draining is not None and not tasks["settled"]:
-            warnings.append(
-                f"still draining: {draining['backlog']} task(s) pending when the watch ended; "
-                "`make results` shows the run settled once it has"
-            )
-        elif not tasks["settled"]:
-            warnings.append(f"not settled: {tasks['lost']} task(s) still pending when the wait ended")
-        if accepted is not None and tasks["enqueued"] != accepted:
-            warnings.append(f"ledger enqueued {tasks['enqueued']} != {accepted} requests answered 202")
-        if tasks["duplicates"]:
-            warnings.append(f"{tasks['duplicates']} duplicate execution(s)")
-        pending = (ledger or {}).get("totals", {}).get("pending", 0)
-        if pending < 0:
-            warnings.append(
-                f"ledger inconsistent: {-pending} more task(s) settled than enqueued "
-                "(an enqueue was taken back although the broker had the task)"
-            )
-    subjects = list(subjects)
-    res = resources or {}
-    peaks = [res[s]["peak_memory_bytes"] for s in subjects if res.get(s, {}).get("peak_memory_bytes") is not None]
-    throttles = [res[s]["cpu_throttled_pct"] for s in subjects if res.get(s, {}).get("cpu_throttled_pct") is not None]
+    warnings = _run_warnings(
+        notes=notes,
+        generator=generator,
+        locust=locust,
+        restarts=restarts,
+        params=params,
+        requests=locust.get("requests", 0),
+    ) + _task_warnings(tasks, draining=draining, accepted=accepted, ledger=ledger)
     return {
-        "schema": SCHEMA,
-        "run": params["run"],
-        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start or locust.get("test_started_at") or 0)),
-        "scenario": params["scenario"],
-        "worker": params.get("worker"),
-        "endpoint": params["endpoint"],
-        "users": params["users"],
-        "spawn_rate": params["spawn_rate"],
-        "iterations": params.get("iterations"),
-        "duration_target_s": params.get("duration_target_s"),
+        **_params_fields(params, locust, start),
         "locust_workers": locust_workers,
         "duration_s": _round(duration),
         "limits": dict(limits),
         "knobs": dict(knobs),
-        "requests": requests,
-        "failures": failures,
-        "failures_pct": _round(100 * failures / requests, 3) if requests else None,
-        "status_codes": dict(locust.get("status_codes", {})),
-        "rps": _round(requests / duration, 1) if duration else None,
-        "median_ms": locust.get("median_ms"),
-        "p95_ms": locust.get("p95_ms"),
-        "p99_ms": locust.get("p99_ms"),
-        "avg_ms": locust.get("avg_ms"),
-        "max_ms": locust.get("max_ms"),
-        "errors": list(locust.get("errors", [])),
+        **_load_fields(locust, duration),
         "load_started_at": start,
         "load_ended_at": end,
         "tasks": tasks,
-        "subjects": subjects,
-        "resources": dict(res) if resources is not None else None,
-        "worker_peak_memory_bytes": max(peaks) if peaks else None,
-        "cpu_throttled_pct": _round(max(throttles), 1) if throttles else None,
+        **_subject_fields(list(subjects), resources),
         "generator": generator,
         "exported_requests": locust.get("exported_requests"),
         "restarts": dict(restarts or {}),

@@ -89,8 +89,8 @@ def query_range(prom_url: str, expr: str, start: float, end: float, step: float)
     return body["data"]["result"]
 
 
-def panels_for(record: dict) -> list[tuple[str, str, list[tuple[str, str, dict]]]]:
-    """(title, y label, [(legend template, PromQL, line style)]) for the run's four panels."""
+def _shared_queries(record: dict) -> tuple[tuple, list[tuple], list[tuple]]:
+    """The requests sent, Locust's latency quantiles and the CPU against the limits: in both kinds of panels."""
     subjects = record.get("subjects") or ["api"]
     services = "|".join(dict.fromkeys([*subjects, "api"]))
     gen = "locust-master|locust-worker"
@@ -104,50 +104,58 @@ def panels_for(record: dict) -> list[tuple[str, str, list[tuple[str, str, dict]]
         ("{service} CPU", f'sum by (service) (rate(lab_cpu_seconds_total{{service=~"{services}|{gen}"}}{RATE}))', {}),
         ("{service} limit", f'max by (service) (lab_cpu_limit_cores{{service=~"{services}"}})', {"ls": "--", "lw": 1}),
     ]
-    if record.get("scenario") == "queue":
-        queues = "|".join((record.get("tasks") or {}).get("per_queue", {}) or [record.get("worker") or ".*"])
-        return [
-            (
-                "Throughput",
-                "per second",
-                [
-                    sent,
+    return sent, locust_q, cpu
+
+
+def _queue_panels(record: dict, sent: tuple, locust_q: list[tuple], cpu: list[tuple]) -> list:
+    """A queue run's panels: enqueued against completed, the backlog, the tasks' end-to-end latency."""
+    queues = "|".join((record.get("tasks") or {}).get("per_queue", {}) or [record.get("worker") or ".*"])
+    return [
+        (
+            "Throughput",
+            "per second",
+            [
+                sent,
+                (
+                    "{queue} enqueued",
+                    f'sum by (queue) (rate(lab_enqueued_total{{queue=~"{queues}"}}{RATE}))',
+                    {"ls": ":"},
+                ),
+                (
+                    "{queue} completed",
+                    f'sum by (queue) (rate(lab_task_completed_total{{queue=~"{queues}"}}{RATE}))',
+                    {},
+                ),
+            ],
+        ),
+        (
+            "Backlog (tasks waiting)",
+            "tasks",
+            [
+                ("{queue}", f'max by (queue) (lab_queue_depth{{queue=~"{queues}"}})', {}),
+            ],
+        ),
+        (
+            "Latency",
+            "seconds",
+            [
+                *locust_q,
+                (
+                    "{queue} task end-to-end p95",
                     (
-                        "{queue} enqueued",
-                        f'sum by (queue) (rate(lab_enqueued_total{{queue=~"{queues}"}}{RATE}))',
-                        {"ls": ":"},
+                        "histogram_quantile(0.95, sum by (le, queue) "
+                        f'(rate(lab_task_latency_seconds_bucket{{queue=~"{queues}"}}{RATE})))'
                     ),
-                    (
-                        "{queue} completed",
-                        f'sum by (queue) (rate(lab_task_completed_total{{queue=~"{queues}"}}{RATE}))',
-                        {},
-                    ),
-                ],
-            ),
-            (
-                "Backlog (tasks waiting)",
-                "tasks",
-                [
-                    ("{queue}", f'max by (queue) (lab_queue_depth{{queue=~"{queues}"}})', {}),
-                ],
-            ),
-            (
-                "Latency",
-                "seconds",
-                [
-                    *locust_q,
-                    (
-                        "{queue} task end-to-end p95",
-                        (
-                            "histogram_quantile(0.95, sum by (le, queue) "
-                            f'(rate(lab_task_latency_seconds_bucket{{queue=~"{queues}"}}{RATE})))'
-                        ),
-                        {"ls": "--"},
-                    ),
-                ],
-            ),
-            ("CPU vs limit", "cores", cpu),
-        ]
+                    {"ls": "--"},
+                ),
+            ],
+        ),
+        ("CPU vs limit", "cores", cpu),
+    ]
+
+
+def _api_panels(sent: tuple, locust_q: list[tuple], cpu: list[tuple]) -> list:
+    """Any other run's panels: the API's answers, the event loop and the probe."""
     return [
         (
             "Throughput",
@@ -175,6 +183,67 @@ def panels_for(record: dict) -> list[tuple[str, str, list[tuple[str, str, dict]]
     ]
 
 
+def panels_for(record: dict) -> list[tuple[str, str, list[tuple[str, str, dict]]]]:
+    """(title, y label, [(legend template, PromQL, line style)]) for the run's four panels."""
+    sent, locust_q, cpu = _shared_queries(record)
+    if record.get("scenario") == "queue":
+        return _queue_panels(record, sent, locust_q, cpu)
+    return _api_panels(sent, locust_q, cpu)
+
+
+def _report_window(record: dict, path: Path) -> tuple[float, float] | None:
+    """The load's start and the end of the window (tasks settled, or the load's end); None when it has none."""
+    start = record.get("load_started_at")
+    end = record.get("window_end") or (record.get("tasks") or {}).get("last_settled_at") or record.get("load_ended_at")
+    if not start or not end:
+        print(f"{path} has no time window", file=sys.stderr)
+        return None
+    return start, end
+
+
+def _draw_panel(ax, prom: str, record: dict, panel: tuple, window: tuple[float, float, float, float, float]) -> bool:
+    """Plots one panel's series and the load's marks on ax; True when Prometheus had no data for it."""
+    title, ylabel, queries = panel
+    start, end, t0, t1, step = window
+    for legend, expr, style in queries:
+        for series in query_range(prom, expr, t0, t1, step):
+            xs = [float(t) - start for t, _ in series["values"]]
+            ys = [float(v) for _, v in series["values"]]
+            label = legend.format_map(_Default(series["metric"]))
+            ax.plot(xs, ys, label=label, **{k: v for k, v in style.items() if k in ("ls", "lw", "color")})
+    empty = not ax.lines
+    if empty:
+        ax.text(
+            0.5,
+            0.5,
+            "no data in Prometheus for this window",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            color="grey",
+        )
+    ax.axvline(0, color="green", lw=0.8)
+    ax.axvline(record["load_ended_at"] - start, color="red", lw=0.8)
+    if end > record["load_ended_at"] + 1:
+        ax.axvline(end - start, color="purple", lw=0.8, ls="--")
+    ax.set_title(title)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    if ax.lines:
+        ax.legend(fontsize=7, loc="upper right")
+    return empty
+
+
+def _report_title(record: dict) -> str:
+    """The figure's title: what ran, how hard, how fast, under which limits."""
+    limits = record.get("limits") or {}
+    return (
+        f"{record['run']}: {record.get('worker') or record['scenario']} {record['endpoint']}, "
+        f"{record['users']} users, {record['requests']} requests, {record.get('rps')} req/s; "
+        f"api {R.limit_text(limits.get('api'))}, workers {R.workers_limit_text(limits.get('workers') or {})}"
+    )
+
+
 def cmd_report(args) -> int:
     import matplotlib
 
@@ -194,52 +263,22 @@ def cmd_report(args) -> int:
         print("Prometheus is not running: `make up` (its data survives `make down`)", file=sys.stderr)
         return 1
     prom = f"http://{addr}"
-    start = record.get("load_started_at")
-    end = record.get("window_end") or (record.get("tasks") or {}).get("last_settled_at") or record.get("load_ended_at")
-    if not start or not end:
-        print(f"{path} has no time window", file=sys.stderr)
+    window = _report_window(record, path)
+    if window is None:
         return 1
+    start, end = window
     t0, t1 = start - 20, end + 20
     step = max(1.0, round((t1 - t0) / 300))
 
     fig, axes = plt.subplots(2, 2, figsize=(14, 9), sharex=True)
-    empty = []
-    for ax, (title, ylabel, queries) in zip(axes.flat, panels_for(record)):
-        for legend, expr, style in queries:
-            for series in query_range(prom, expr, t0, t1, step):
-                xs = [float(t) - start for t, _ in series["values"]]
-                ys = [float(v) for _, v in series["values"]]
-                label = legend.format_map(_Default(series["metric"]))
-                ax.plot(xs, ys, label=label, **{k: v for k, v in style.items() if k in ("ls", "lw", "color")})
-        if not ax.lines:
-            empty.append(title)
-            ax.text(
-                0.5,
-                0.5,
-                "no data in Prometheus for this window",
-                ha="center",
-                va="center",
-                transform=ax.transAxes,
-                color="grey",
-            )
-        ax.axvline(0, color="green", lw=0.8)
-        ax.axvline(record["load_ended_at"] - start, color="red", lw=0.8)
-        if end > record["load_ended_at"] + 1:
-            ax.axvline(end - start, color="purple", lw=0.8, ls="--")
-        ax.set_title(title)
-        ax.set_ylabel(ylabel)
-        ax.grid(alpha=0.3)
-        if ax.lines:
-            ax.legend(fontsize=7, loc="upper right")
+    empty = [
+        panel[0]
+        for ax, panel in zip(axes.flat, panels_for(record))
+        if _draw_panel(ax, prom, record, panel, (start, end, t0, t1, step))
+    ]
     for ax in axes[1]:
         ax.set_xlabel("seconds since the first request (green: load start, red: load end, purple: tasks settled)")
-    limits = record.get("limits") or {}
-    fig.suptitle(
-        f"{record['run']}: {record.get('worker') or record['scenario']} {record['endpoint']}, "
-        f"{record['users']} users, {record['requests']} requests, {record.get('rps')} req/s; "
-        f"api {R.limit_text(limits.get('api'))}, workers {R.workers_limit_text(limits.get('workers') or {})}",
-        fontsize=10,
-    )
+    fig.suptitle(_report_title(record), fontsize=10)
     fig.tight_layout()
     out = directory / f"{args.run}.png"
     fig.savefig(out, dpi=100)
