@@ -34,7 +34,7 @@ def test_two_replicas_never_duplicate(lab, queue):
             }
             sent += COUNT
 
-            def added_up():
+            def added_up(sent: int = sent) -> list | None:
                 done = [
                     p.metrics().value("lab_task_completed_total", **labels) - b for p, b in zip((first, second), before)
                 ]
