@@ -115,8 +115,9 @@ def prepare(args: argparse.Namespace, compose: Compose, ui: Display) -> LoadRun:
     read_limits(run)
     run.prom_addr = compose.port("prometheus", 9090)
     if run.prom_addr:
-        Prometheus(run.prom_addr).ensure_load_jobs(compose, run.say)
-        warn_about_backlogs(run, Prometheus(run.prom_addr))
+        prom = Prometheus(run.prom_addr)
+        prom.ensure_load_jobs(compose, run.say)
+        warn_about_backlogs(run, prom)
     run.grafana = Grafana(compose)
     run.say(f"limits applied: api {run.api_text}" + (f", workers {run.worker_text}" if run.queue_run else ""))
     if run.grafana.problem:
