@@ -41,7 +41,7 @@ from pathlib import Path
 from lab.cgroup import cpu_seconds_of, memory_of
 from lab.queues import BROKERS
 from scripts import lab_results as R
-from scripts.bench_drain import Counter, PairedDrain, Side, container_id, pair_ratios, spread
+from scripts.bench_drain import Counter, PairedDrain, Side, container_id, cpu_limit_lifted, pair_ratios, spread
 from scripts.compose import Compose, LoadError
 from scripts.grafana import Grafana
 from services.bare.queues import BARE, KEYS, done_key
@@ -309,8 +309,9 @@ class Bench:
             c("rm", "--stop", "--force", bench_svc, check=False, timeout=120)
         row["drain_window_s"], row["bare_drain"], row["lab_drain"] = result["window_s"], result["bare"], result["lab"]
         if queue != "arq":
-            self.say(f"[{queue}] the lab's worker empties its queue (not measured) ...")
-            drain.wait_until_done(lab)
+            self.say(f"[{queue}] the lab's worker empties its queue (not measured; its CPU limit lifted meanwhile) ...")
+            with cpu_limit_lifted(c.ids(queue)):
+                drain.wait_until_done(lab)
             return
         # arq once more at ARQ_POLL_DELAY=0.01, on what is left of both queues;
         # the lab's at that setting is a one-off container beside the stopped service.
@@ -639,6 +640,46 @@ def rows(record: dict) -> list[str]:
         if "bare_drain_fast" in row:
             lines.append(_row_line(record, row, "_fast", f" (ARQ_POLL_DELAY={FAST_ARQ_POLL})", []))
     return lines
+
+
+def ratios(record: dict) -> list[dict]:
+    """Each queue's figures of a bench in a few fields (`make results`, `make
+    compare`): the lab's RPS and drain rate against the bare app's (lab ÷ bare,
+    rounded down as in the table), and each side's CPU per request and per task."""
+    out = []
+    for row in record.get("rows", []):
+        bare, lab = row.get("bare") or {}, row.get("lab") or {}
+        b, l = row.get("bare_drain") or {}, row.get("lab_drain") or {}
+        out.append(
+            {
+                "queue": row["queue"],
+                "run": record.get("run"),
+                "time": record.get("time"),
+                "mode": record.get("mode"),
+                "api_limits": R.limit_text(record.get("api_limits")),
+                "worker_limits": R.limit_text(row.get("worker_limits")) if row.get("worker_limits") else "-",
+                "rps_ratio": _ratio(lab.get("rps"), bare.get("rps")),
+                "drain_ratio": _ratio(l.get("rate"), b.get("rate")),
+                "api_cpu_us_per_request": [bare.get("api_cpu_us_per_request"), lab.get("api_cpu_us_per_request")],
+                "worker_cpu_us_per_task": [b.get("cpu_us_per_task"), l.get("cpu_us_per_task")],
+            }
+        )
+    return out
+
+
+def short_table(record: dict) -> str:
+    """One bench as `make results` shows it by default: its ratios, ✗ under the budget."""
+    lines = [
+        "| queue | mode | API / worker limits | RPS lab/bare | drain lab/bare | run |",
+        "|---|---|---|---:|---:|---|",
+    ]
+    for r in ratios(record):
+        rps, drain = r["rps_ratio"], r["drain_ratio"]
+        lines.append(
+            f"| {r['queue']} | {r['mode']} | {r['api_limits']} / {r['worker_limits']} "
+            f"| {_mark(rps, (rps or 0) >= BUDGET_RATIO)} | {_mark(drain, (drain or 0) >= BUDGET_RATIO)} | {r['run']} |"
+        )
+    return "\n".join(lines)
 
 
 def parser() -> argparse.ArgumentParser:

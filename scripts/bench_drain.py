@@ -20,10 +20,12 @@ backlog empty, so every window measures a worker that had work throughout.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from scripts.compose import LoadError
@@ -95,6 +97,33 @@ def container_id(name: str) -> list[str]:
         ["docker", "inspect", "-f", "{{.Id}}", name], capture_output=True, text=True, timeout=60, check=False
     )
     return proc.stdout.split() if proc.returncode == 0 else []
+
+
+@contextmanager
+def cpu_limit_lifted(ids: list[str]) -> Iterator[None]:
+    """The containers may use every core of the host meanwhile, then get their own limit back.
+
+    For the unmeasured tail of a drain: a queue that runs a few tasks a second
+    under its limit (RQ forks a work horse per job) would otherwise keep the
+    bench waiting for many minutes on tasks nobody measures."""
+    limits = {}
+    for cid in ids:
+        proc = subprocess.run(
+            ["docker", "inspect", "-f", "{{.HostConfig.NanoCpus}}", cid],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        limits[cid] = int(proc.stdout.strip() or 0) if proc.returncode == 0 else 0
+    for cid in ids:
+        docker("update", "--cpus", str(os.cpu_count() or 1), cid)
+    try:
+        yield
+    finally:
+        for cid, nano in limits.items():
+            if nano:
+                docker("update", "--cpus", f"{nano / 1e9:g}", cid)
 
 
 def docker(*args: str) -> None:
