@@ -82,17 +82,45 @@ def _track(series) -> None:
             _start_flusher()
 
 
+_children_report = False  # set by report_children_to_parent()
+
+
 def _after_fork_in_child() -> None:
     """A forked child (Celery's prefork pool) flushes its own updates: what
     the parent had not flushed yet is the parent's, and the parent's flusher
     thread did not come along. The fork waited for any flush in progress
-    (register_at_fork below), so no prometheus_client lock was held by it."""
+    (register_at_fork below), so no prometheus_client lock was held by it.
+    A child that reports to its parent (report_children_to_parent) flushes nothing."""
     global _flush_lock, _flusher_pid
     _flush_lock, _flusher_pid = threading.Lock(), None
     for series in _pending:
         series.forked()
-    if _pending:
+    if _pending and not _children_report:
         _start_flusher()
+
+
+# -- Children that report to their parent ---------------------------------------
+# RQ forks a work horse per task. A horse that wrote its own multi-process files
+# would open them, read them back and start a flusher thread for every task, a
+# cost of the fork that its bare counterpart does not pay. Instead the parent
+# makes every series before it forks, and a horse hands what it counted since
+# the fork back to the parent (child_deltas, add_child_deltas), which flushes it.
+def report_children_to_parent() -> None:
+    """Processes forked from now on report their counts to this one (child_deltas)."""
+    global _children_report
+    _children_report = True
+
+
+def child_deltas() -> list:
+    """In a child: what each series counted since the fork, by its place in the parent's list."""
+    return [(i, d) for i, series in enumerate(_pending) if (d := series.delta())]
+
+
+def add_child_deltas(deltas: list) -> None:
+    """In the parent: a child's child_deltas() added to the same series here."""
+    for i, d in deltas:
+        if i < len(_pending):  # a series the child made itself has no twin here
+            _pending[i].add(d)
 
 
 # A fork waits for a flush in progress: a child that inherited a lock taken by
@@ -239,6 +267,12 @@ class Count:
     def forked(self) -> None:
         self._flushed = self.value
 
+    def delta(self) -> int:
+        return self.value - self._flushed
+
+    def add(self, delta: int) -> None:
+        self.value += delta
+
 
 class Observe:
     """`observe` of one labelled Histogram child (or of an unlabelled
@@ -273,6 +307,17 @@ class Observe:
 
     def forked(self) -> None:
         self._flushed, self._flushed_sum = list(self._counts), self._sum
+
+    def delta(self) -> tuple[list[int], float] | None:
+        if self._counts == self._flushed:
+            return None
+        return [n - f for n, f in zip(self._counts, self._flushed)], self._sum - self._flushed_sum
+
+    def add(self, delta: tuple[list[int], float]) -> None:
+        counts, total = delta
+        for i, n in enumerate(counts):
+            self._counts[i] += n
+        self._sum += total
 
 
 def touch_task_series(queues) -> None:

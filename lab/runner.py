@@ -9,7 +9,7 @@ task differs between queues.
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 
 from lab.ledger import BlockingSettle, Ledger
 from lab.metrics import (
@@ -24,7 +24,7 @@ from lab.metrics import (
     Count,
     Observe,
 )
-from lab.protocol import TaskMessage
+from lab.protocol import ENDPOINTS, TaskMessage
 from lab.redis_clients import async_client, sync_client
 from lab.settings import Settings
 from lab.tasks import TaskWork
@@ -84,10 +84,19 @@ class TaskRunner:
         self._metrics: dict[tuple, _TaskMetrics] = {}
 
     def metrics(self, msg: TaskMessage) -> _TaskMetrics:
-        key = (msg.queue, msg.kind, msg.variant)
+        return self._series(msg.queue, msg.kind, msg.variant)
+
+    def _series(self, queue: str, kind: str, variant: str) -> _TaskMetrics:
+        key = (queue, kind, variant)
         if key not in self._metrics:
-            self._metrics[key] = _TaskMetrics({"queue": msg.queue, "kind": msg.kind, "variant": msg.variant})
+            self._metrics[key] = _TaskMetrics({"queue": queue, "kind": kind, "variant": variant})
         return self._metrics[key]
+
+    def make_series(self, queue: str) -> None:
+        """Every task series of `queue` made now, not on its first task: a
+        process that forks a child per task (RQ's worker) makes them once."""
+        for kind, variant in ENDPOINTS:
+            self._series(queue, kind, variant)
 
     async def run(self, msg: TaskMessage | dict) -> None:
         if isinstance(msg, dict):
@@ -116,17 +125,19 @@ class TaskRunner:
         finally:
             m.in_progress.value -= 1
 
-    def run_blocking(self, msg: TaskMessage | dict, loop: asyncio.AbstractEventLoop) -> None:
+    def run_blocking(self, msg: TaskMessage | dict, loop: Callable[[], asyncio.AbstractEventLoop]) -> None:
         """`run`, for a process that runs one task at a time and no event loop
-        between tasks (Celery's prefork and solo children). A body that never
-        awaits (TaskWork.loop_free) is run to its end without the loop and
-        settled with a blocking call (BlockingSettle): one round trip, as the
-        bare worker's INCRBY, not through the loop and the async client (fast
-        path: docs/hot-path.md). Any other body runs on `loop`, through `run`."""
+        between tasks (Celery's prefork and solo children, RQ's work horses). A
+        body that never awaits (TaskWork.loop_free) is run to its end without a
+        loop and settled with a blocking call (BlockingSettle): one round trip,
+        as the bare worker's INCRBY, not through the loop and the async client
+        (fast path: docs/hot-path.md). Any other body runs through `run` on the
+        loop that `loop()` gives, asked for only then (an RQ horse would
+        otherwise make one per task for nothing)."""
         if isinstance(msg, dict):
             msg = TaskMessage.validate(msg)
         if (msg.kind, msg.variant) not in self.work.loop_free:
-            return loop.run_until_complete(self.run(msg))
+            return loop().run_until_complete(self.run(msg))
         m = self.metrics(msg)
         started = m.begin(msg)
         try:

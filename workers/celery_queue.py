@@ -177,7 +177,7 @@ class _ProcessLoop:
         if self.threaded:
             self._call(runner.run(message))
         else:  # one task at a time: a body that needs no loop runs without it
-            runner.run_blocking(message, loop)
+            runner.run_blocking(message, lambda: loop)
 
     def stop(self) -> None:
         if self._pid == os.getpid():

@@ -135,7 +135,7 @@ class _ProcessLoop:
         if self.threaded:
             asyncio.run_coroutine_threadsafe(runner.run(message), loop).result()
         else:
-            runner.run_blocking(message, loop)
+            runner.run_blocking(message, lambda: loop)
 
     def stop(self) -> None:
         if self._pid != os.getpid():

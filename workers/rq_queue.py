@@ -32,10 +32,14 @@ API never reads one). Redis going away does not end the pool: a worker that
 gives up (RQ quits on a connection error outside its dequeue) is replaced by
 the pool within a second.
 
-Every process of the pool writes its metrics to files that the pool's /metrics
-adds up (lab/metrics.py), as Celery's prefork pool does; the horses of one
-worker write to one set of files, one horse after the other (_metrics_identity,
-below), not a set per job.
+Every worker process of the pool writes its metrics to files that the pool's
+/metrics adds up (lab/metrics.py), as Celery's prefork pool does. A work horse
+writes none: its worker makes every task series before it forks, and the horse
+hands what it counted back through a pipe (lab.metrics.child_deltas), which
+its worker adds to its own series. Opening and reading those files and
+starting a flusher thread in every horse cost more CPU than the task. Should
+a horse touch another metric, it goes to the one set of files all horses of
+a worker share (_metrics_identity, below), not a set per job.
 
 RQ's own monitoring: `rq info --url $REDIS_URL` (queues, workers, registries)
 and rq-dashboard read the same keys (docs/queues.md).
@@ -71,6 +75,7 @@ if __name__ == "__main__":
 
 import asyncio
 import ctypes
+import json
 import logging
 import signal
 from functools import partial
@@ -85,7 +90,7 @@ from rq.worker_pool import WorkerPool
 from lab.blocking_publish import BlockingPublisher
 from lab.cgroup import register_cgroup_metrics
 from lab.heap import freeze_startup_heap
-from lab.metrics import flush, touch_task_series
+from lab.metrics import Count, add_child_deltas, child_deltas, flush, report_children_to_parent, touch_task_series
 from lab.protocol import Queue, TaskMessage
 from lab.queues import RQ_MAINTENANCE_INTERVAL_S, RQ_WORKER_TTL_S
 from lab.redis_clients import sync_client
@@ -141,6 +146,7 @@ _runner: TaskRunner | None = None
 _loop: asyncio.AbstractEventLoop | None = None
 _loop_pid: int | None = None
 _in_horse = False
+_report_fd: int | None = None  # in a horse: where its counts go to its worker
 
 
 def _die_with_parent() -> None:
@@ -166,12 +172,13 @@ def lab_task(message: dict) -> None:
     if _runner is None:
         raise RuntimeError("the lab's RQ job runs only in the lab's RQ worker (python -m workers.rq_queue)")
     try:
-        _runner.run_blocking(message, _process_loop())
+        _runner.run_blocking(message, _process_loop)
     finally:
         if _in_horse:
-            # The horse ends with os._exit: what it counted goes to its files
+            # The horse ends with os._exit: what it counted goes to its worker
             # now, and a process pool it made (cpu/process) must not outlive it.
-            flush()
+            if _report_fd is not None:
+                os.write(_report_fd, json.dumps(child_deltas()).encode())
             pool = _runner.work._process_pool
             if pool is not None:
                 pool.shutdown(wait=True)
@@ -210,7 +217,51 @@ class _LabWorker:
 
 
 class LabWorker(_LabWorker, Worker):
-    pass
+    """RQ's default worker: a horse per job, whose counts come back through a pipe."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        report_children_to_parent()
+        assert _runner is not None
+        _runner.make_series(QUEUE)  # before any fork: a horse only adds to them
+
+    def execute_job(self, job, queue) -> None:
+        global _report_fd
+        read_fd, _report_fd = os.pipe()
+        os.set_blocking(read_fd, False)  # a horse's child may outlive it, holding the pipe open
+        running = _in_progress(job)  # the horse's own gauge is back at 0 when it reports
+        if running is not None:
+            running.value += 1
+        try:
+            super().execute_job(job, queue)
+        finally:
+            if running is not None:
+                running.value -= 1
+            os.close(_report_fd)
+            _report_fd = None
+            report = _read_all(read_fd)
+            os.close(read_fd)
+            if report:
+                add_child_deltas(json.loads(report))
+
+
+def _in_progress(job) -> Count | None:
+    assert _runner is not None
+    try:
+        return _runner.metrics(TaskMessage.validate(job.args[0])).in_progress
+    except Exception:  # not a lab message: its horse fails it
+        return None
+
+
+def _read_all(fd: int) -> bytes:
+    """What a finished horse wrote to the pipe (it wrote all of it before it ended)."""
+    chunks = []
+    try:
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    except BlockingIOError:
+        pass
+    return b"".join(chunks)
 
 
 class LabSimpleWorker(_LabWorker, SimpleWorker):

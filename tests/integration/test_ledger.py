@@ -272,7 +272,7 @@ def test_run_blocking_runs_loop_free_bodies_without_the_loop_and_the_rest_on_it(
         loop.run_until_complete(enqueue())
         loop.runs = 0
         for m in msgs:
-            runner.run_blocking(m.payload(), loop)
+            runner.run_blocking(m.payload(), lambda: loop)
         assert loop.runs == 2
         report = loop.run_until_complete(runner.ledger.report("unit-run-blocking"))
         loop.run_until_complete(runner.close())
