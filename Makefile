@@ -7,7 +7,7 @@ UV ?= uv
 export UV_LOCKED := 1
 RUN_ARG = $(if $(run),--run $(run),)
 
-.PHONY: help install lint dashboards test test-unit test-integration test-compose mutants up down ps logs limits reset clean \
+.PHONY: help install lint dashboards test test-unit test-integration test-compose test-swarm mutants up down ps logs limits reset clean \
         run-api run-worker run-monitor flower
 
 help: ## list the targets
@@ -39,6 +39,9 @@ test-integration: ## the integration tests only (a real redis-server, the API an
 
 test-compose: ## start the real compose project and test it (needs a Docker engine)
 	$(UV) run pytest -v tests/compose $(args)
+
+test-swarm: ## the stack on a single-node Swarm of this engine, then the engine as it was (needs a Docker engine in no swarm)
+	LAB_SWARM_TEST=1 $(UV) run pytest -v -s tests/swarm $(args)
 
 mutants: ## apply deliberate faults to a copy of the tree, one at a time: the tests must catch each
 	$(UV) run python -m tests.mutants $(args)
@@ -186,3 +189,16 @@ chaos: ## a load run with a fault injected: make chaos worker=arq fault=kill-wor
 	@test -n "$(worker)" -a -n "$(fault)" || { echo "usage: make chaos worker=NAME (background, or a queue of lab/queues.py) fault=kill-worker|stop-worker|restart-redis|oom [at=3 hold=5]"; exit 2; }
 	@COMPOSE="$(COMPOSE)" $(UV) run python -m scripts.chaos --fault '$(fault)' $(if $(at),--at $(at)) $(if $(hold),--hold $(hold)) \
 	  $(load-args) --results-dir '$(results_dir)'
+
+# ---- Docker Swarm (docs/swarm.md) ------------------------------------------------------
+.PHONY: stack-up stack-down scale
+stack-up: grafana-password ## deploy the lab as a stack to the Swarm the Docker CLI points at: make stack-up [services="api redis ..."]
+	@COMPOSE="$(COMPOSE)" $(UV) run python -m scripts.swarm up --services '$(services)'
+
+stack-down: ## remove the stack and its port forwarder (the swarm and the volumes stay)
+	@$(UV) run python -m scripts.swarm down
+
+# ---- Scaling ----------------------------------------------------------------------------
+scale: ## the same load at each replica count of a queue's workers, on compose or the stack: make scale worker=Q replicas="1 2 4 8" [requests=N users= endpoint=]
+	@COMPOSE="$(COMPOSE)" $(UV) run python -m scripts.scale --replicas '$(or $(replicas),1 2 4 8)' \
+	  $(load-args) $(if $(requests),--iterations '$(requests)') --results-dir '$(results_dir)'

@@ -40,7 +40,11 @@ def setting(name: str, default: str) -> str:
 
 
 class Compose:
-    """`docker compose --profile load ...` (or another profile) in the project root, with COMPOSE as the command."""
+    """`docker compose --profile load ...` (or another profile) in the project root, with COMPOSE as the command.
+
+    What a load run asks of the lab it drives (port, ids, inspect, remove,
+    start_load, exec, reload_prometheus, scale, describe) has the same shape on
+    a Swarm stack: scripts/swarm.py's Swarm."""
 
     def __init__(self, env: dict[str, str] | None = None, profile: str = "load"):
         self.env = dict(os.environ if env is None else env)
@@ -88,3 +92,26 @@ class Compose:
 
     def remove(self, *services: str) -> None:
         self("rm", "--stop", "--force", *services, check=False, timeout=120)
+
+    def start_load(self, services: tuple[str, ...], env: dict[str, str]) -> None:
+        """Start a run's one-off services (the profile `load`) with its environment; the lab's own are not touched."""
+        self("up", "--detach", "--no-deps", "--force-recreate", "--build", *services, extra_env=env, timeout=900)
+
+    def exec(self, service: str, *cmd: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        return self("exec", "-T", service, *cmd, check=False, timeout=timeout)
+
+    def reload_prometheus(self) -> bool:
+        """prometheus.yml is a mounted file: a running Prometheus reads it again on SIGHUP."""
+        return self("kill", "-s", "SIGHUP", "prometheus", check=False, timeout=60).returncode == 0
+
+    def scale(self, service: str, replicas: int) -> None:
+        """`up --scale`: replicas are added or removed, the others left as they run; waits until healthy."""
+        self("up", "--detach", "--no-deps", "--no-recreate", "--wait", "--scale", f"{service}={replicas}", service)
+
+    def replicas(self, service: str) -> int:
+        return len(self.ids(service))
+
+    def describe(self) -> dict:
+        """Where a run ran, for its record."""
+        project = self.env.get("COMPOSE_PROJECT_NAME") or "task-queue-lab"
+        return {"orchestrator": "compose", "project": project, "nodes": 1}

@@ -527,6 +527,9 @@ def arq_cap(knobs: Mapping) -> str:
 def notes_of(record: Mapping) -> str:
     """Short notes for the table: the knobs that change a queue's numbers, and problems."""
     notes = []
+    platform = record.get("platform") or {}
+    if platform.get("orchestrator") == "swarm":
+        notes.append(f"swarm, {platform.get('nodes')} node(s)")
     knobs = record.get("knobs") or {}
     if "ARQ_POLL_DELAY" in knobs.get("arq", {}) and record.get("worker") in ("arq", "all"):
         notes.append(arq_cap(knobs))

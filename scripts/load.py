@@ -46,6 +46,7 @@ from scripts.locust_run import LOAD_SERVICES, MasterLog, copy_locust_report, loa
 from scripts.params import load_params
 from scripts.probe import probe_report, start_probe
 from scripts.prometheus import Prometheus
+from scripts.swarm import Swarm, orchestrator
 
 START_TIMEOUT_S = 240  # the master waits up to 120 s for its workers (--expect-workers-max-wait)
 STALL_TIMEOUT_S = 180  # no new response for this long: the run is stuck
@@ -58,7 +59,7 @@ class LoadRun:
 
     args: argparse.Namespace
     params: object  # load_params.LoadParams
-    compose: Compose
+    compose: Compose | Swarm  # the lab driven: the compose project, or a Swarm stack
     ui: Display
     api: str = ""
     limits: dict = field(default_factory=dict)
@@ -69,6 +70,7 @@ class LoadRun:
     log: MasterLog | None = None
     master: str = ""
     probe_started: bool = False
+    platform: dict = field(default_factory=dict)  # Compose/Swarm.describe()
     containers_since: float = 0.0  # when the Locust containers were started
 
     @property
@@ -100,7 +102,7 @@ class LoadRun:
 
 
 # -- The steps ------------------------------------------------------------------------
-def prepare(args: argparse.Namespace, compose: Compose, ui: Display) -> LoadRun:
+def prepare(args: argparse.Namespace, compose: Compose | Swarm, ui: Display) -> LoadRun:
     run = LoadRun(args, load_params.parse_params(raw_params(args)), compose, ui)  # ParamError: main() reports it
     p = run.params
     target = f"{p.iterations} requests" if p.iterations else f"{p.duration_s:g} s"
@@ -109,6 +111,9 @@ def prepare(args: argparse.Namespace, compose: Compose, ui: Display) -> LoadRun:
         f"run {p.run}: {what} users={p.users} spawn={p.spawn_rate:g}/s, {target} "
         f"(Locust: 1 master + {args.locust_workers} workers)"
     )
+    run.platform = compose.describe()
+    if run.platform["orchestrator"] == "swarm":
+        run.say(f"on the Swarm stack {run.platform['stack']} ({run.platform['nodes']} node(s))")
     run.api = api_address(compose)
     if ledger(run.api, p.run) is not None:
         raise LoadError(f"run {p.run} already has a ledger: choose another run= or `make reset run={p.run}`")
@@ -173,10 +178,9 @@ def start_locust(run: LoadRun) -> None:
     else:
         start_probe(compose, run.say)
         run.probe_started = True
-    run.say("starting Locust (docker compose --profile load up) ...")
+    run.say("starting Locust (the profile `load`) ...")
     run.containers_since = time.time()
-    env = load_env(run.params, run.args.locust_workers)
-    compose("up", "--detach", "--no-deps", "--force-recreate", "--build", *LOAD_SERVICES, extra_env=env, timeout=900)
+    compose.start_load(LOAD_SERVICES, load_env(run.params, run.args.locust_workers))
     master = compose.ids("locust-master", include_stopped=True)
     if not master:
         raise LoadError("the Locust master container did not start")
@@ -389,6 +393,7 @@ def write_record(run: LoadRun, result: dict, drain: Drain | None, window, resour
         notes=notes,
         restarts=lab_results.restarts_during(run.before, after),
     )
+    record["platform"] = run.platform
     record["window_end"] = window[1]
     record["locust_report"] = report_files
     annotate(run, "end", window[1], duration_s=window[1] - window[0])
@@ -416,11 +421,11 @@ def show_record(run: LoadRun, record: dict, window: tuple[float, float], drain: 
 
 
 def run_load(
-    args: argparse.Namespace, compose: Compose | None = None, display: Display | None = None, on_start=None
+    args: argparse.Namespace, compose: Compose | Swarm | None = None, display: Display | None = None, on_start=None
 ) -> int:
     """One load run and its record; `on_start(start_info)` is called when Locust's users start.
     0 when the run's tasks settled or are still draining, 1 when some were not coming."""
-    run = prepare(args, compose or Compose(), display or Display())
+    run = prepare(args, compose or orchestrator(), display or Display())
     try:
         start_locust(run)
         result = follow_load(run, on_start)

@@ -15,17 +15,17 @@ def probe_report(compose: Compose, since: float, until: float) -> dict | None:
         f"print(u.urlopen('http://127.0.0.1:9000/report?since={since:.3f}&until={until:.3f}',"
         "timeout=10).read().decode())"
     )
-    proc = compose("exec", "-T", "probe", "python", "-c", code, check=False, timeout=60)
+    proc = compose.exec("probe", "python", "-c", code)
     if proc.returncode != 0:
         return None
     return json.loads(proc.stdout)
 
 
 def start_probe(compose: Compose, say) -> None:
-    compose("up", "--detach", "--no-deps", "probe", timeout=300)
+    compose.start_load(("probe",), {})
     deadline = time.monotonic() + 60
     ready = ("bash", "/app/services/healthcheck.sh", "9000", "/healthz")  # the service's own healthcheck
-    while compose("exec", "-T", "probe", *ready, check=False, timeout=60).returncode != 0:
+    while compose.exec("probe", *ready).returncode != 0:
         if time.monotonic() > deadline:
             raise LoadError("the probe did not answer within 60 s: docker compose --profile load logs probe")
         time.sleep(1)

@@ -41,24 +41,35 @@ class Prometheus:
             config = httpx.get(f"{self.url}/api/v1/status/config", timeout=10).json()["data"]["yaml"]
         except (httpx.HTTPError, KeyError, ValueError):
             return
-        if "job_name: locust-master" not in config:
-            compose("kill", "-s", "SIGHUP", "prometheus", check=False, timeout=60)
+        if "job_name: locust-master" not in config and compose.reload_prometheus():
             say("Prometheus ran an older prometheus.yml without the load jobs: reloaded it (SIGHUP)")
 
-    def scraped_locust(self, workers: int, since: float) -> bool:
-        """The Locust master and `workers` workers were each scraped after `since`."""
+    def targets(self) -> list[dict]:
+        """The active scrape targets ([] when Prometheus does not answer)."""
         try:
-            targets = httpx.get(f"{self.url}/api/v1/targets", params={"state": "active"}, timeout=10).json()["data"][
+            return httpx.get(f"{self.url}/api/v1/targets", params={"state": "active"}, timeout=10).json()["data"][
                 "activeTargets"
             ]
         except (httpx.HTTPError, KeyError, ValueError):
-            return False
-        fresh = [
+            return []
+
+    def fresh_jobs(self, since: float) -> list[str]:
+        """The job of every target that is up and was scraped after `since`, once per target."""
+        return [
             t["labels"].get("job")
-            for t in targets
+            for t in self.targets()
             if t.get("health") == "up" and rfc3339(t.get("lastScrape", "")) > since
         ]
+
+    def scraped_locust(self, workers: int, since: float) -> bool:
+        """The Locust master and `workers` workers were each scraped after `since`."""
+        fresh = self.fresh_jobs(since)
         return fresh.count("locust-master") >= 1 and fresh.count("locust-worker") >= workers
+
+    def fresh_targets(self, job: str, since: float) -> tuple[int, int]:
+        """(targets of the job, those up and scraped after `since`): one target per replica."""
+        total = sum(t["labels"].get("job") == job for t in self.targets())
+        return total, self.fresh_jobs(since).count(job)
 
     def wait_for_scrape(self, services: list[str], after: float, timeout: float = 15) -> bool:
         """True once every service has a sample newer than `after`: the window's

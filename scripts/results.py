@@ -48,10 +48,10 @@ def settle_draining(directory: Path, records: list[dict]) -> None:
     draining = [r for r in records if R.is_draining(r)]
     if not draining:
         return
-    from scripts.compose import Compose
     from scripts.lab_api import ledger
+    from scripts.swarm import orchestrator
 
-    api = Compose().port("api", 8000)
+    api = orchestrator().port("api", 8000)
     if not api:
         print(f"{len(draining)} run(s) still draining; the lab is not running to ask their ledgers (make up)")
         return
@@ -250,7 +250,7 @@ def cmd_report(args) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from scripts.compose import Compose
+    from scripts.swarm import orchestrator
 
     directory = Path(args.results_dir)
     path = directory / f"{args.run}.json"
@@ -258,7 +258,7 @@ def cmd_report(args) -> int:
         print(f"no record {path}: `make results` lists the runs", file=sys.stderr)
         return 2
     record = json.loads(path.read_text())
-    addr = Compose().port("prometheus", 9090)
+    addr = orchestrator().port("prometheus", 9090)
     if not addr:
         print("Prometheus is not running: `make up` (its data survives `make down`)", file=sys.stderr)
         return 1
