@@ -126,10 +126,16 @@ def cpu_limit_lifted(ids: list[str]) -> Iterator[None]:
                 docker("update", "--cpus", f"{nano / 1e9:g}", cid)
 
 
-def docker(*args: str) -> None:
-    proc = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=60, check=False)
-    if proc.returncode != 0 and "is not paused" not in proc.stderr and "is already paused" not in proc.stderr:
-        raise LoadError(f"docker {' '.join(args)}: {proc.stderr.strip()}")
+def docker(*args: str, tries: int = 5) -> None:
+    for attempt in range(tries):
+        proc = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=60, check=False)
+        if proc.returncode == 0 or "is not paused" in proc.stderr or "is already paused" in proc.stderr:
+            return
+        # The cgroup freezer gives up on a container whose processes fork as it
+        # freezes them (RQ forks a work horse per job): try again.
+        if "unable to freeze" not in proc.stderr or attempt == tries - 1:
+            raise LoadError(f"docker {' '.join(args)}: {proc.stderr.strip()}")
+        time.sleep(0.1)
 
 
 class PairedDrain:
