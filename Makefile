@@ -13,8 +13,12 @@ RUN_ARG = $(if $(run),--run $(run),)
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# --compile-bytecode: the packages' bytecode is written once, here, so every
+# process the lab and its tests start imports compiled modules, even where
+# PYTHONDONTWRITEBYTECODE keeps Python from caching them (an API start then
+# costs about 2 s of CPU, not 6).
 install: ## install the Python environment (uv sync, from uv.lock)
-	$(UV) sync --locked --all-groups
+	$(UV) sync --locked --all-groups --compile-bytecode
 
 lint: ## ruff (lint, format check) and mypy
 	$(UV) run ruff check .
