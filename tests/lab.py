@@ -23,6 +23,15 @@ ROOT = Path(__file__).resolve().parents[1]
 LOGS = Path(os.environ.get("LAB_TEST_LOGS", "/tmp/lab-test-logs")) / os.environ.get("PYTEST_XDIST_WORKER", "main")
 WORKER_MODULES = {b.name: b.module for b in BROKERS}
 
+# httpx.get() builds a client for each call, and with it a TLS context that
+# loads certifi's CA bundle (about 0.1 s of CPU), even for plain HTTP: the
+# readiness, ledger and /metrics polls made that the larger part of the test
+# process's CPU. One context, built once, and one client for the tests' calls.
+# No keep-alive: each request opens its own connection, as httpx.get() did (an
+# API of several processes answers each on whichever process accepts it).
+TLS = httpx.create_ssl_context()
+HTTP = httpx.Client(verify=TLS, timeout=10, limits=httpx.Limits(max_keepalive_connections=0))
+
 
 class UpstreamBug(UserWarning):
     """The state of a library defect the lab works around, reported by a test
@@ -146,7 +155,7 @@ class LabProcess:
             if self.proc.poll() is not None:
                 raise AssertionError(f"{self.name} exited with {self.proc.returncode}: see {self.log_path}")
             try:
-                return httpx.get(self.ready_url, timeout=1).status_code == 200
+                return HTTP.get(self.ready_url, timeout=1).status_code == 200
             except httpx.HTTPError:
                 return False
 
@@ -168,7 +177,7 @@ class LabProcess:
             raise AssertionError(f"{self.name} did not stop within {timeout}s of SIGTERM") from None
 
     def metrics(self) -> "Metrics":
-        return Metrics(httpx.get(self.ready_url, timeout=5).text)
+        return Metrics(HTTP.get(self.ready_url, timeout=5).text)
 
 
 def start_api(redis_url: str, name: str = "api", **overrides) -> LabProcess:
@@ -229,7 +238,7 @@ def post_to_queues(
     async def post_all() -> list[httpx.Response]:
         gate = asyncio.Semaphore(concurrency)
         limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-        async with httpx.AsyncClient(base_url=api_url, timeout=30, limits=limits) as client:
+        async with httpx.AsyncClient(base_url=api_url, timeout=30, limits=limits, verify=TLS) as client:
 
             async def one(queue: str) -> httpx.Response:
                 async with gate:
@@ -260,7 +269,7 @@ def post_tasks(
 
 
 def ledger(api_url: str, run: str) -> dict | None:
-    r = httpx.get(f"{api_url}/api/v1/runs/{run}", timeout=10)
+    r = HTTP.get(f"{api_url}/api/v1/runs/{run}", timeout=10)
     if r.status_code == 404:
         return None
     r.raise_for_status()
