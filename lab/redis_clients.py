@@ -236,10 +236,10 @@ class Link:
 
 class BlockingLink:
     """Link, for the blocking client and one caller at a time (a Celery prefork
-    or solo child settling its task): a kept connection, one send and one
-    read per command, packed by `_pack`. redis-py's connection times out and
-    drops itself on any failure but an error reply, so a late reply is never
-    read as the next command's. A connection the server closed (Redis
+    or solo child, a Huey worker thread settling its task): a kept connection,
+    one send and one read per command, packed by `_pack` or by the caller.
+    redis-py's connection times out and drops itself on any failure but an
+    error reply, so a late reply is never read as the next command's. A connection the server closed (Redis
     restarted) fails the next command, which the caller retries, as it does
     while Redis is away: checking it first, as the pool does, would cost a
     poll() on every command."""
@@ -249,18 +249,15 @@ class BlockingLink:
         self._conn: redis.Connection | None = None
 
     def execute(self, *args):
+        return self.execute_packed(_pack(args))
+
+    def execute_packed(self, command: bytes):
+        """A command packed in RESP already (as `_pack` packs it)."""
         conn = self._conn
         if conn is None:  # taken from the pool for good: the client's close() closes it too
             conn = self._conn = self.client.connection_pool.get_connection()
-        conn.send_packed_command([_pack(args)])  # a list: the blocking connection sends each item
+        conn.send_packed_command([command])  # a list: the blocking connection sends each item
         return conn.read_response()
-
-    def script(self, script, keys: list, args: list):
-        """Run a registered script (`client.register_script`) as its __call__ does."""
-        try:
-            return self.execute("EVALSHA", script.sha, len(keys), *keys, *args)
-        except redis.exceptions.NoScriptError:  # Redis restarted: its script cache is empty
-            return self.execute("EVAL", script.script, len(keys), *keys, *args)
 
 
 def _options(settings: Settings) -> dict:

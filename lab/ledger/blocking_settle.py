@@ -4,15 +4,16 @@ import time
 
 import redis
 
-from lab.ledger.executions import EXECUTIONS, executions_call
+from lab.ledger.executions import EXECUTIONS, SettleCommands, executions_call
 from lab.ledger.keys import run_key
 from lab.protocol import TaskMessage
 from lab.redis_clients import REDIS_DOWN, BlockingLink
 
 
 class BlockingSettle:
-    """Ledger.settle for a process that runs one task at a time with no event
-    loop between tasks (Celery's prefork and solo children): the same script,
+    """Ledger.settle for a thread that runs one task at a time with no event
+    loop between tasks (Celery's prefork and solo children, RQ's work horses,
+    Huey's worker threads): the same script, packed as Ledger.settle packs it,
     sent at once on a connection of its own (BlockingLink), as the bare worker
     sends its INCRBY.
     There is never a batch to share, and handing each settle to an event loop
@@ -27,10 +28,15 @@ class BlockingSettle:
         self.redis = redis_sync
         self._executions = redis_sync.register_script(EXECUTIONS)
         self._link = BlockingLink(redis_sync)
+        self._command = SettleCommands(self._executions.sha)
 
     def _send(self, outcome: str, msg: TaskMessage, write: bool) -> bool:
-        keys, args = executions_call(msg.run, [(outcome, msg, write, True)])
-        return self._link.script(self._executions, keys, args)[0] == 1
+        try:  # Fast path: one concatenation per settle (SettleCommands, docs/hot-path.md).
+            reply = self._link.execute_packed(self._command(time.time(), outcome, msg, write, True))
+        except redis.exceptions.NoScriptError:  # Redis restarted: its script cache is empty
+            keys, args = executions_call(msg.run, [(outcome, msg, write, True)])
+            reply = self._link.execute("EVAL", self._executions.script, len(keys), *keys, *args)
+        return reply[0] == 1
 
     def settle(self, msg: TaskMessage, outcome: str, write: bool = False, retry_s: float = 0) -> bool:
         deadline = time.monotonic() + retry_s
