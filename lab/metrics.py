@@ -46,7 +46,8 @@ def metrics_registry():
 # so that a scrape sees every update made before it, and every FLUSH_S from a
 # thread of each process, so that a process nobody scrapes (Celery's prefork
 # children, API_WORKERS > 1) still writes its multi-process files. Each
-# series is updated by one thread only: the event loop's, or a Celery child's.
+# series is updated by one thread only: the event loop's, a Celery child's, or
+# a Huey worker thread's (TaskRunner.for_thread gives each its own series).
 # Both reach into prometheus_client's children (`_value`, `_sum`, `_buckets`,
 # `_upper_bounds`), so tests/unit/test_metrics.py checks that they expose exactly
 # what its public calls do.

@@ -2,11 +2,13 @@
 
 Each queue adapter receives a message its own way and hands it to
 `TaskRunner.run` (Celery's prefork and solo children: `run_blocking`, the same
-steps without an event loop where the body needs none); nothing else about a
-task differs between queues.
+steps without an event loop where the body needs none; Huey's thread workers
+run such a body in their own thread, `run_loop_free` on a runner `for_thread`);
+nothing else about a task differs between queues.
 """
 
 import asyncio
+import copy
 import logging
 import time
 from collections.abc import Callable, Coroutine
@@ -136,8 +138,16 @@ class TaskRunner:
         otherwise make one per task for nothing)."""
         if isinstance(msg, dict):
             msg = TaskMessage.validate(msg)
-        if (msg.kind, msg.variant) not in self.work.loop_free:
+        if not self.is_loop_free(msg):
             return loop().run_until_complete(self.run(msg))
+        self.run_loop_free(msg)
+
+    def is_loop_free(self, msg: TaskMessage) -> bool:
+        """Whether the task's body never awaits (TaskWork.loop_free)."""
+        return (msg.kind, msg.variant) in self.work.loop_free
+
+    def run_loop_free(self, msg: TaskMessage) -> None:
+        """run_blocking's way for a loop-free body, in the calling thread."""
         m = self.metrics(msg)
         started = m.begin(msg)
         try:
@@ -157,6 +167,17 @@ class TaskRunner:
             )
         finally:
             m.in_progress.value -= 1
+
+    def for_thread(self) -> "TaskRunner":
+        """This runner for one more thread that runs loop-free bodies itself
+        (run_loop_free) beside the thread of the loop (Huey's thread workers):
+        the same clients, pools and ledger, with task series and a blocking
+        settle's connection of its own (lab/metrics.py: each series is
+        updated by one thread only)."""
+        twin = copy.copy(self)
+        twin._metrics = {}
+        twin.blocking_ledger = BlockingSettle(self.work.redis_sync)
+        return twin
 
     async def close(self) -> None:
         self.work.close()

@@ -7,7 +7,7 @@ long-lived event loop the first time it runs a task: after the fork, never
 before, and never per task. A prefork or solo process runs each task that
 awaits on it, and the others (io/simple without IO_LATENCY_MS, io/sync,
 cpu/simple) without it, settled with a blocking call; the threads pool runs
-the loop in a thread of its own and submits every task to it (_ProcessLoop).
+the loop in a thread of its own and submits every task to it (ProcessLoop).
 
 Delivery: `acks_late` with `reject_on_worker_lost`: a task is acknowledged only
 when it finished, and goes back to the queue if its process dies. If the whole
@@ -32,9 +32,7 @@ if __name__ == "__main__" and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
     _own_metrics_dir = (os.getpid(), tempfile.mkdtemp(prefix="lab-celery-metrics-"))
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = _own_metrics_dir[1]
 
-import asyncio
 import multiprocessing
-import threading
 from functools import partial
 
 from celery import Celery
@@ -43,10 +41,9 @@ from celery.signals import worker_init, worker_process_init, worker_process_shut
 from lab.blocking_publish import BlockingPublisher
 from lab.cgroup import register_cgroup_metrics
 from lab.heap import freeze_startup_heap
-from lab.loop_lag import start_loop_lag_watch
 from lab.metrics import flush, touch_task_series
+from lab.process_loop import ProcessLoop
 from lab.protocol import Queue, TaskMessage
-from lab.runner import TaskRunner
 from lab.settings import Settings, get_settings
 from lab.worker_runtime import service_name, setup_logging
 
@@ -130,61 +127,9 @@ async def depth(redis) -> int:
     return await redis.llen(QUEUE_NAME)
 
 
-# Worker: one event loop per worker process.
-class _ProcessLoop:
-    """Under the prefork and solo pools a process runs one task at a time, in
-    its main thread: the loop runs there, for the length of each task
-    (run_until_complete), and only for a body that awaits; the others run and
-    settle without it (TaskRunner.run_blocking), not in a thread of its own
-    with every task handed over to it, which costs much of the worker's
-    throughput under a CPU limit (docs/hot-path.md). The threads pool runs several tasks at once,
-    in threads: there the loop runs in a daemon thread and each task submits
-    its coroutine to it, and only there is the loop's lag watched (a loop that
-    runs only during tasks has none to show)."""
-
-    # Made by get() on a process's first task; _pid says in which process.
-    loop: asyncio.AbstractEventLoop
-    runner: TaskRunner
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pid: int | None = None
-        self.threaded = False
-
-    def get(self) -> tuple[asyncio.AbstractEventLoop, TaskRunner]:
-        with self._lock:
-            if self._pid != os.getpid():  # first task in this process (or a fresh fork)
-                settings = get_settings()
-                self.threaded = settings.celery_pool == "threads"
-                self.loop = asyncio.new_event_loop()
-                self.runner = TaskRunner(settings)
-                if self.threaded:
-                    threading.Thread(target=self.loop.run_forever, name="lab-loop", daemon=True).start()
-                    asyncio.run_coroutine_threadsafe(self._watch_lag(settings), self.loop)
-                self._pid = os.getpid()
-            return self.loop, self.runner
-
-    async def _watch_lag(self, settings: Settings) -> None:
-        start_loop_lag_watch(service_name(settings, QUEUE), settings.loop_lag_interval_s)
-
-    def _call(self, coro, timeout: float | None = None):
-        if self.threaded:
-            return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-        return self.loop.run_until_complete(coro)
-
-    def run(self, message: dict) -> None:
-        loop, runner = self.get()
-        if self.threaded:
-            self._call(runner.run(message))
-        else:  # one task at a time: a body that needs no loop runs without it
-            runner.run_blocking(message, lambda: loop)
-
-    def stop(self) -> None:
-        if self._pid == os.getpid():
-            self._call(self.runner.close(), timeout=10)
-
-
-process_loop = _ProcessLoop()
+# Worker: one event loop per worker process (lab/process_loop.py); the threads
+# pool submits every task to it.
+process_loop = ProcessLoop(QUEUE, lambda settings: settings.celery_pool == "threads")
 
 
 @app.task(name=TASK_NAME)

@@ -10,11 +10,14 @@ store), and PriorityRedisHuey keeps the queue in a sorted set for priorities
 the lab does not use.
 
 The task body is async; Huey refuses `async def` tasks (its documentation:
-wrap the coroutine with asyncio.run()). As Celery's pools do
-(workers/celery_queue.py): with threads, one event loop per consumer runs in a
-thread of its own and each worker thread hands its task to it and waits; with
-processes, each process runs one task at a time and the runner's loop only
-for a body that awaits (TaskRunner.run_blocking).
+wrap the coroutine with asyncio.run()). With threads, one event loop per
+consumer runs in a thread of its own: a worker thread hands it a body that
+awaits and waits for it, and runs a body that never awaits itself, settled
+with one blocking call (TaskRunner.run_loop_free, on a runner of its own per
+thread), as Celery's prefork children do; handing every task to the loop cost
+the worker about half its throughput (docs/hot-path.md). With processes, each
+process runs one task at a time and the runner's loop only for a body that
+awaits (TaskRunner.run_blocking).
 
 Delivery: BRPOP takes the message off the list; Huey has no acknowledgement.
 On SIGTERM (Huey's `graceful_signal="TERM"` here; its default makes SIGTERM
@@ -44,7 +47,6 @@ if __name__ == "__main__" and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
         _own_metrics_dir = (os.getpid(), tempfile.mkdtemp(prefix="lab-huey-metrics-"))
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = _own_metrics_dir[1]
 
-import asyncio
 import logging
 import multiprocessing
 import threading
@@ -58,8 +60,8 @@ from redis import ConnectionPool
 from lab.blocking_publish import BlockingPublisher
 from lab.cgroup import register_cgroup_metrics
 from lab.heap import freeze_startup_heap
-from lab.loop_lag import start_loop_lag_watch
 from lab.metrics import flush, touch_task_series
+from lab.process_loop import ProcessLoop
 from lab.protocol import Queue, TaskMessage
 from lab.redis_clients import sync_client
 from lab.runner import TaskRunner
@@ -90,7 +92,10 @@ class Producer:
         pass
 
     async def enqueue(self, msg: TaskMessage) -> None:
-        await self.publisher.publish(partial(self.task, msg.payload()))  # calling the task enqueues it
+        # Calling the task enqueues it. Its id is the lab's task id, as RQ's job
+        # id and Dramatiq's message id are: Huey's logs and signals name the
+        # ledger's task, and no uuid4 is made per call (docs/hot-path.md).
+        await self.publisher.publish(partial(self.task, msg.payload(), id=msg.task_id))
 
     async def close(self) -> None:
         await self.publisher.close()
@@ -100,53 +105,34 @@ async def depth(redis) -> int:
     return await redis.llen(QUEUE_KEY)
 
 
-# Worker: one event loop per worker process.
-class _ProcessLoop:
-    """workers/celery_queue.py's, for Huey's worker types: threads share one
-    loop running in a daemon thread (its lag is watched); a worker process
-    runs one task at a time and its loop only for a body that awaits."""
-
-    loop: asyncio.AbstractEventLoop
-    runner: TaskRunner
+# Worker: one event loop per worker process (lab/process_loop.py).
+class _HueyLoop(ProcessLoop):
+    """Huey's thread workers hand the loop only a body that awaits, and run
+    the others themselves, each on a runner of its own (TaskRunner.for_thread)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pid: int | None = None
-        self.threaded = False
-
-    def get(self) -> tuple[asyncio.AbstractEventLoop, TaskRunner]:
-        with self._lock:
-            if self._pid != os.getpid():  # first task in this process
-                settings = get_settings()
-                self.threaded = settings.huey_worker_type == "thread"
-                self.loop = asyncio.new_event_loop()
-                self.runner = TaskRunner(settings)
-                if self.threaded:
-                    threading.Thread(target=self.loop.run_forever, name="lab-loop", daemon=True).start()
-                    asyncio.run_coroutine_threadsafe(self._watch_lag(settings), self.loop)
-                self._pid = os.getpid()
-            return self.loop, self.runner
-
-    async def _watch_lag(self, settings: Settings) -> None:
-        start_loop_lag_watch(service_name(settings, QUEUE), settings.loop_lag_interval_s)
+        super().__init__(QUEUE, lambda settings: settings.huey_worker_type == "thread")
+        self._threads = threading.local()  # each worker thread's runner
 
     def run(self, message: dict) -> None:
-        loop, runner = self.get()
-        if self.threaded:
-            asyncio.run_coroutine_threadsafe(runner.run(message), loop).result()
+        _, runner = self.get()
+        if not self.threaded:
+            return super().run(message)
+        msg = TaskMessage.validate(message)
+        if runner.is_loop_free(msg):
+            # Fast path: in this worker thread, not handed to the loop's (docs/hot-path.md).
+            self._thread_runner(runner).run_loop_free(msg)
         else:
-            runner.run_blocking(message, lambda: loop)
+            self._call(runner.run(msg))  # on the loop's thread; this one waits
 
-    def stop(self) -> None:
-        if self._pid != os.getpid():
-            return
-        if self.threaded:
-            asyncio.run_coroutine_threadsafe(self.runner.close(), self.loop).result(10)
-        else:
-            self.loop.run_until_complete(self.runner.close())
+    def _thread_runner(self, runner: TaskRunner) -> TaskRunner:
+        own = getattr(self._threads, "runner", None)
+        if own is None:
+            own = self._threads.runner = runner.for_thread()
+        return own
 
 
-process_loop = _ProcessLoop()
+process_loop = _HueyLoop()
 
 
 def lab_task(message: dict) -> None:
