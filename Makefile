@@ -168,8 +168,9 @@ locust-ui: ## Locust's web UI on 127.0.0.1:8089 against the lab's API, for inter
 locust-ui-down: ## stop Locust's web UI
 	@$(COMPOSE) --profile locust-ui rm --stop --force locust-ui
 
-results: ## every recorded run (results/*.json) as a markdown table
-	@$(UV) run python -m scripts.results table --results-dir '$(results_dir)'
+results: ## the newest runs in a few columns, the latest comparison and bench: make results [full=1: every record, every column]
+	@$(UV) run python -m scripts.results table $(if $(filter-out 0,$(strip $(full))),--full) \
+	  $(if $(last),--last '$(last)') --results-dir '$(results_dir)'
 
 report: ## PNG plots of a run from Prometheus, next to its JSON: make report run=NAME
 	@test -n "$(run)" || { echo "usage: make report run=NAME (make results lists the runs)"; exit 2; }
@@ -178,6 +179,19 @@ report: ## PNG plots of a run from Prometheus, next to its JSON: make report run
 sweep: ## load runs over a matrix of worker limits: make sweep worker=arq cpus="0.2 0.5 1" mems="200M 500M" iterations=N
 	@COMPOSE="$(COMPOSE)" $(UV) run python -m scripts.sweep --cpus '$(cpus)' --mems '$(mems)' \
 	  --services '$(services)' $(load-args) --results-dir '$(results_dir)'
+
+# ---- Every queue under the same limits ----------------------------------------------------
+# make compare [workers="arq saq"] [requests=1000 reps=2 users=100 endpoint=io/simple spawn= locust_workers=]
+# Under the running stack's limits (make up WORKER_CPUS=.. first to change them).
+# The defaults (every queue, 1000 requests, 2 reps) take about 20 min at 0.2 CPU:
+# about 30 s a run besides its load, and arq and RQ drain 1000 io tasks in 1-2 min there.
+.PHONY: compare
+compare: ## every queue in turn under the same limits and load, twice; one report (defaults: ~20 min at 0.2 CPU): make compare [workers="arq saq" requests=1000 reps=2 users=100 endpoint=io/simple]
+	@COMPOSE="$(COMPOSE)" $(UV) run python -m scripts.compare --workers '$(workers)' \
+	  $(if $(requests),--requests '$(requests)') $(if $(reps),--reps '$(reps)') $(if $(users),--users '$(users)') \
+	  $(if $(endpoint),--endpoint '$(endpoint)') $(if $(spawn),--spawn '$(spawn)') \
+	  $(if $(locust_workers),--locust-workers '$(locust_workers)') $(if $(backlog_wait_s),--backlog-wait-s '$(backlog_wait_s)') \
+	  --results-dir '$(results_dir)'
 
 # ---- What the lab costs ----------------------------------------------------------------
 .PHONY: bench

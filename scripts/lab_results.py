@@ -558,21 +558,46 @@ def cell(value) -> str:
     return str(value).replace("|", "\\|")
 
 
-def table_row(record: Mapping) -> str:
-    values = [(_derived(record, key) if key.startswith("_") else _get(record, key)) for _, key in COLUMNS]
+# `make results` by default: the article's figures, what ran, under which limits, and what went wrong.
+SHORT_COLUMNS = (
+    *COLUMNS[:8],
+    ("API / worker limits", "_limits"),
+    ("notes", "_notes"),
+    ("run", "run"),
+)
+
+
+def _limits_cell(record: Mapping) -> str:
+    return f"{_derived(record, '_api_limits')} / {_derived(record, '_worker_limits')}"
+
+
+def table_row(record: Mapping, columns=COLUMNS) -> str:
+    values = [
+        (
+            _limits_cell(record)
+            if key == "_limits"
+            else _derived(record, key)
+            if key.startswith("_")
+            else _get(record, key)
+        )
+        for _, key in columns
+    ]
     return "| " + " | ".join(cell(v) for v in values) + " |"
 
 
-TEXT_COLUMNS = {"worker", "scenario", "endpoint", "API limits", "worker limits", "notes", "run"}
+TEXT_COLUMNS = {"worker", "scenario", "endpoint", "API limits", "worker limits", "API / worker limits", "notes", "run"}
 
 
-def table_header() -> str:
-    names = [name for name, _ in COLUMNS]
+def table_header(columns=COLUMNS) -> str:
+    names = [name for name, _ in columns]
     return (
         "| " + " | ".join(names) + " |\n|" + "|".join("---" if name in TEXT_COLUMNS else "---:" for name in names) + "|"
     )
 
 
-def table(records: Iterable[Mapping]) -> str:
+def table(records: Iterable[Mapping], columns=COLUMNS, last: int | None = None) -> str:
+    """The records as a markdown table, oldest first; `last`: only the newest that many."""
     rows = sorted(records, key=lambda r: (r.get("time") or "", r.get("run") or ""))
-    return "\n".join([table_header(), *(table_row(r) for r in rows)])
+    if last is not None:
+        rows = rows[-last:] if last > 0 else []
+    return "\n".join([table_header(columns), *(table_row(r, columns) for r in rows)])

@@ -1,7 +1,9 @@
-"""`make results`: every recorded run (results/*.json) as one markdown table.
+"""`make results`: the newest runs (results/*.json) in a few columns, the latest
+comparison (`make compare`) and the latest `make bench`; `make results full=1`:
+every run, comparison and bench with every column.
 `make report run=NAME`: PNG plots of a run from Prometheus, next to its JSON.
 
-    uv run python -m scripts.results table [--results-dir results]
+    uv run python -m scripts.results table [--full] [--last 10] [--results-dir results]
     uv run python -m scripts.results report --run NAME [--results-dir results]
 
 The report asks Prometheus (query_range over the run's window, the lab's
@@ -22,11 +24,12 @@ from pathlib import Path
 
 import httpx
 
-from scripts import bench
+from scripts import bench, compare_report
 from scripts import lab_results as R
 
 ROOT = Path(__file__).resolve().parents[1]
 RATE = "[10s]"  # five scrapes at the 2 s scrape interval
+LATEST_RUNS = 10  # the runs `make results` shows without full=1
 
 
 def load_records(directory: Path, schema=R.SCHEMA) -> list[dict]:
@@ -61,19 +64,49 @@ def settle_draining(directory: Path, records: list[dict]) -> None:
             (directory / f"{record['run']}.json").write_text(json.dumps(record, indent=2) + "\n")
 
 
+def _by_time(records: list[dict]) -> list[dict]:
+    return sorted(records, key=lambda r: (r.get("time") or "", r.get("run") or ""))
+
+
+def _print_full(records: list[dict], comparisons: list[dict], benches: list[dict]) -> None:
+    """Every record with every column (make results full=1)."""
+    if records:
+        print(R.table(records))
+    for comparison in comparisons:
+        print(f"\nComparison {comparison['run']} (make compare)\n{compare_report.markdown(comparison)}")
+    if benches:
+        print("\nWhat the lab costs (make bench): the lab beside a bare app and worker")
+        print(bench.table(benches))
+
+
+def _print_latest(records: list[dict], comparisons: list[dict], benches: list[dict], last: int) -> None:
+    """The newest runs in a few columns, the latest comparison's table and the latest bench's ratios."""
+    if records:
+        print(R.table(records, R.SHORT_COLUMNS, last=last))
+        shown = min(last, len(records))
+        print(f"(the newest {shown} of {len(records)} runs; make results full=1: every run and column)")
+    if comparisons:
+        latest = comparisons[-1]
+        print(f"\nLatest comparison (make compare): {latest['run']}, report {latest.get('report') or '-'}")
+        print(compare_report.markdown(latest))
+    if benches:
+        print(f"\nWhat the lab costs (make bench): the lab beside a bare app and worker, {benches[-1]['run']}")
+        print(bench.short_table(benches[-1]))
+
+
 def cmd_table(args) -> int:
     directory = Path(args.results_dir)
     records = load_records(directory)
     settle_draining(directory, records)
-    benches = sorted(load_records(directory, bench.SCHEMA), key=lambda r: r.get("time") or "")
-    if not records and not benches:
-        print(f"no run recorded in {directory}/ yet: make load worker=... or make bench (see make help)")
+    benches = _by_time(load_records(directory, bench.SCHEMA))
+    comparisons = _by_time(load_records(directory, compare_report.SCHEMA))
+    if not records and not benches and not comparisons:
+        print(f"no run recorded in {directory}/ yet: make load worker=..., make compare or make bench (see make help)")
         return 0
-    if records:
-        print(R.table(records))
-    if benches:
-        print(f"{chr(10) if records else ''}What the lab costs (make bench): the lab beside a bare app and worker")
-        print(bench.table(benches))
+    if args.full:
+        _print_full(records, comparisons, benches)
+    else:
+        _print_latest(records, comparisons, benches, args.last)
     return 0
 
 
@@ -301,7 +334,11 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m scripts.results", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    table = sub.add_parser("table", help="every recorded run as a markdown table")
+    table = sub.add_parser("table", help="the newest runs, comparison and bench as markdown tables")
+    table.add_argument("--full", action="store_true", help="every run, comparison and bench, every column")
+    table.add_argument(
+        "--last", type=int, default=LATEST_RUNS, help=f"runs shown without --full (default {LATEST_RUNS})"
+    )
     table.add_argument("--results-dir", default=str(ROOT / "results"))
     report = sub.add_parser("report", help="PNG plots of one run from Prometheus")
     report.add_argument("--run", required=True)

@@ -1,0 +1,157 @@
+"""`make compare` against the real compose stack, small (two queues, 200
+requests, two reps), and its report opened in a real headless browser
+(Debian's `chromium`; .ci/run installs it): the table shows the record's
+figures, every chart has a line per queue and rep with a point per sample, and
+the page draws them. No speed is checked here."""
+
+import json
+import re
+import shutil
+import subprocess
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from scripts import compare_report
+from tests.compose.helpers import run_report
+
+pytestmark = pytest.mark.compose
+
+QUEUES = ("background", "dramatiq")  # the API as the worker, and a broker queue that keeps up
+REQUESTS, REPS = 200, 2
+
+
+class Elements(HTMLParser):
+    """The DOM as the browser serialised it: the summary's cells and the charts' polylines."""
+
+    def __init__(self):
+        super().__init__()
+        self.cells: dict[tuple[str, str], dict] = {}
+        self.polylines: list[dict] = []
+        self.svgs: list[str] = []
+        self._cell: dict | None = None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "td" and "data-field" in a:
+            self._cell = {**a, "text": ""}
+        elif tag == "polyline":
+            self.polylines.append(a)
+        elif tag == "svg":
+            self.svgs.append(a.get("id", ""))
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell["text"] += data
+
+    def handle_endtag(self, tag):
+        if tag == "td" and self._cell is not None:
+            self.cells[(self._cell["data-queue"], self._cell["data-field"])] = self._cell
+            self._cell = None
+
+
+def chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not found:
+        pytest.fail("no headless browser: `apt-get install -y chromium` (Debian's; .ci/run installs it)")
+    return found
+
+
+def browse(page: Path, *args: str) -> subprocess.CompletedProcess:
+    cmd = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", *args, page.as_uri()]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+@pytest.fixture(scope="module")
+def compared(stack, tmp_path_factory):
+    """One small comparison: (its output, its record, the results directory)."""
+    results = tmp_path_factory.mktemp("compare")
+    started = time.monotonic()
+    proc = stack.make(
+        "compare",
+        f"workers={' '.join(QUEUES)}",
+        f"requests={REQUESTS}",
+        f"reps={REPS}",
+        "backlog_wait_s=180",
+        f"results_dir={results}",
+        timeout=900,
+    )
+    stack.timings[f"make compare {len(QUEUES)} queues x {REPS} reps x {REQUESTS} requests"] = time.monotonic() - started
+    # compare-<time>.md beside its record; each run's own record is compare-<time>-<queue>-r<rep>.json.
+    [table] = results.glob("compare-*.md")
+    return proc.stdout, json.loads(table.with_suffix(".json").read_text()), results
+
+
+def test_make_compare_runs_each_queue_in_turn_and_records_every_run(stack, compared):
+    out, record, results = compared
+    assert record["schema"] == compare_report.SCHEMA and record["params"]["workers"] == list(QUEUES)
+    # Interleaved: every queue's first rep before any second one.
+    assert [(r["queue"], r["rep"]) for r in record["runs"]] == [(q, rep) for rep in (1, 2) for q in QUEUES]
+    for row in record["runs"]:
+        run = json.loads((results / f"{row['run']}.json").read_text())  # make load's own record
+        assert run["requests"] == REQUESTS and run["tasks"]["settled"], run["warnings"]
+        ledger = run_report(stack.api_url, row["run"])["totals"]
+        assert (ledger["enqueued"], ledger["completed"], ledger["pending"]) == (REQUESTS, REQUESTS, 0), ledger
+        assert row["all_done_s"] == run["tasks"]["time_to_execute_all_s"] and row["rps"] == run["rps"]
+        assert row["cpu_ms_per_task"] > 0 and row["worker_peak_mb"] > 0 and row["api_peak_mb"] > 0, row
+    for queue in QUEUES:
+        assert record["summary"][queue]["rps"]["n"] == REPS
+        assert record["setting"]["limits"]["workers"][queue]["cpus"] == 0.2
+    assert record["setting"]["versions"]["dramatiq"] and record["setting"]["machine"]["cores"]
+    # The stack's default limits and the article's load: the published rows go
+    # beside the lab's once they are transcribed, and the page says why not until then.
+    assert record["published"] is not None or "0.2cpu/200M" in record["published_note"]
+    # The markdown twin, also printed at the end, and `make results` shows it.
+    table = compare_report.markdown(record)
+    assert (results / f"{record['run']}.md").read_text() == table + "\n" and table in out
+    shown = stack.make("results", f"results_dir={results}", timeout=120).stdout
+    assert f"Latest comparison (make compare): {record['run']}" in shown and table in shown
+
+
+def test_the_report_renders_the_runs_figures_in_a_browser(compared, tmp_path):
+    _, record, results = compared
+    page = results / f"{record['run']}.html"
+    dom = Elements()
+    dom.feed(browse(page, "--dump-dom").stdout)
+    # The table: a cell per queue and figure, showing the record's spread over the reps.
+    for queue, summary in record["summary"].items():
+        for _, key in compare_report.FIELDS:
+            cell, st = dom.cells[(queue, key)], summary[key]
+            assert cell["text"] == compare_report.spread(st), (queue, key, cell, st)
+            if st is not None:
+                assert float(cell["data-mean"]) == st["mean"] and int(cell["data-n"]) == st["n"]
+    # The charts: one line per queue and rep on each, a point per sample.
+    assert {f"chart-{key}" for key, _, _ in compare_report.CHARTS} <= set(dom.svgs)
+    assert len(dom.polylines) == len(compare_report.CHARTS) * len(QUEUES) * REPS
+    for series in record["series"]:
+        lines = [p for p in dom.polylines if p["data-run"] == series["run"]]
+        assert [len(p["points"].split()) for p in lines] == [len(series[k]) for k, _, _ in compare_report.CHARTS]
+        assert len(series["throughput"]) >= 5 and max(v for _, v in series["done_pct"]) == pytest.approx(100, abs=1)
+    # Drawn: the screenshot holds each queue's line colour.
+    shot = tmp_path / "report.png"
+    browse(page, f"--screenshot={shot}", "--window-size=1200,4000")
+    assert queue_colours_drawn(shot) == set(QUEUES)
+
+
+def queue_colours_drawn(png: Path) -> set[str]:
+    """The queues whose chart colour covers more pixels than its legend swatch alone."""
+    from PIL import Image  # matplotlib's dependency, in the dev group
+
+    colours = Image.open(png).convert("RGB").getcolors(maxcolors=1 << 24) or []
+    drawn = set()
+    for queue in QUEUES:
+        rgb = tuple(int(compare_report.colour(queue)[i : i + 2], 16) for i in (1, 3, 5))
+        near = sum(n for n, pixel in colours if all(abs(a - b) <= 12 for a, b in zip(pixel, rgb)))
+        if near >= 200:
+            drawn.add(queue)
+    return drawn
+
+
+def test_the_report_needs_no_network(compared):
+    _, record, results = compared
+    page = (results / f"{record['run']}.html").read_text()
+    assert not re.search(r"<script|<link|<img|<iframe|src=|@import|url\(", page, re.I)

@@ -1,0 +1,180 @@
+"""`make compare`'s figures and report, and `make results`' short table, from
+records built by the same functions a real run uses (scripts/lab_results.py's
+build_record): the spread over reps, the markdown twin, the self-contained
+page, the published experiment's rows only for its setting, the queues and
+parameters it takes. The real run and the browser: tests/compose/test_compare.py."""
+
+import re
+
+import pytest
+
+from scripts import compare, compare_report, published
+from scripts import lab_results as R
+from scripts.params import load_params
+
+MiB = 1 << 20
+
+
+def load_record(run: str, queue: str, rps: float, p95: float, done_s: float) -> dict:
+    """A settled io/simple run of 200 requests, as scripts/load.py records it."""
+    limits = {"cpus": 0.2, "memory": "200M", "memory_bytes": 200 * MiB, "replicas": 1}
+    service = R.service_of(queue)
+    record = R.build_record(
+        params={"run": run, "scenario": "queue", "worker": queue, "endpoint": "io/simple", "users": 100,
+                "spawn_rate": 100, "iterations": 200},
+        locust={"requests": 200, "failures": 0, "first_request_at": 1000.0, "last_response_at": 1000 + 200 / rps,
+                "status_codes": {"202": 200}, "median_ms": p95 / 2, "p95_ms": p95},
+        ledger={"totals": {"enqueued": 200, "completed": 200, "failed": 0, "duplicates": 0, "pending": 0},
+                "first_enqueued_at": 1000.0, "last_settled_at": 1000.0 + done_s},
+        settled=True,
+        limits={"api": limits, "workers": {queue: {**limits, "concurrency": 3}}},
+        knobs={"api": {"ENQUEUE_MODE": "await"}},
+        resources={service: {"peak_memory_bytes": 80 * MiB, "cpu_throttled_pct": 12.5},
+                   "api": {"peak_memory_bytes": 90 * MiB, "cpu_throttled_pct": 20.0}},
+        probe=None,
+        locust_workers=2,
+        subjects=[service],
+    )  # fmt: skip
+    record["window_end"] = 1000.0 + done_s
+    return record
+
+
+def comparison() -> dict:
+    """Two queues, two reps each, as Comparison.record() puts them together."""
+    figures = {("saq", 1): (150.0, 400.0, 9.0), ("saq", 2): (130.0, 500.0, 11.0), ("dramatiq", 1): (160.0, 300.0, 2.0)}
+    figures[("dramatiq", 2)] = (160.0, 300.0, 2.0)
+    rows, records, series = [], [], []
+    for (queue, rep), (rps, p95, done) in figures.items():
+        record = load_record(f"compare-x-{queue}-r{rep}", queue, rps, p95, done)
+        records.append(record)
+        rows.append(compare_report.run_row(record, queue, rep, {queue: 0.5, "api": 0.4}))
+        samples = [[float(t), float(10 * t)] for t in range(-4, int(done) + 4, 2)]
+        series.append({"queue": queue, "rep": rep, "run": record["run"], "throughput": samples,
+                       "backlog": samples[:3], "done_pct": samples[1:]})  # fmt: skip
+    setting = {"limits": {"api": records[0]["limits"]["api"], "workers": {}}, "knobs": {}, "versions": {"saq": "1"}}
+    for record in records:
+        setting["limits"]["workers"].setdefault(record["worker"], record["limits"]["workers"][record["worker"]])
+    setting["machine"] = {"cores": "2"}
+    params = {"workers": ["saq", "dramatiq"], "requests": 200, "reps": 2, "users": 100, "endpoint": "io/simple"}
+    return {
+        "schema": compare_report.SCHEMA, "run": "compare-x", "time": "t", "command": "make compare", "wall_s": 60.0,
+        "params": params, "summary": compare_report.summarise(rows, ["saq", "dramatiq"]), "runs": rows,
+        "series": series, "series_step_s": 2, "setting": setting, "bench": {}, "chaos": [], "published": None,
+        "published_note": "not transcribed", "notes": [],
+    }  # fmt: skip
+
+
+def test_a_run_row_holds_the_articles_figures_and_the_cost_per_task():
+    row = comparison()["runs"][0]
+    assert (row["queue"], row["rep"], row["rps"], row["p95_ms"], row["all_done_s"], row["errors_pct"]) == (
+        "saq", 1, 150.0, 400.0, 9.0, 0.0
+    )  # fmt: skip
+    # 0.5 CPU seconds over 200 tasks; the API's 0.4 s over 200 requests.
+    assert (row["cpu_ms_per_task"], row["api_cpu_ms_per_request"]) == (2.5, 2.0)
+    assert (row["worker_peak_mb"], row["api_peak_mb"], row["throttled_pct"]) == (80.0, 90.0, 12.5)
+    assert (row["lost"], row["duplicates"], row["settled"]) == (0, 0, True)
+
+
+def test_background_is_measured_on_the_api():
+    record = load_record("r", "background", 100.0, 200.0, 3.0)
+    row = compare_report.run_row(record, "background", 1, {"api": 0.6})
+    assert row["cpu_ms_per_task"] == 3.0 and row["worker_peak_mb"] == 90.0 and row["throttled_pct"] == 20.0
+
+
+def test_the_spread_is_the_mean_and_range_over_reps():
+    summary = comparison()["summary"]
+    assert summary["saq"]["rps"] == {"mean": 140.0, "min": 130.0, "max": 150.0, "n": 2}
+    assert compare_report.spread(summary["saq"]["rps"]) == "140 (130–150)"
+    assert compare_report.spread(summary["dramatiq"]["rps"]) == "160"  # the reps agree
+    assert compare_report.spread(summary["saq"]["all_done_s"]) == "10 (9–11)"
+    assert compare_report.stats([None, None]) is None and compare_report.spread(None) == "-"
+    assert [compare_report.num(x) for x in (0, 0.25, 3.5, 12.345, 250.4, 2000)] == [
+        "0",
+        "0.25",
+        "3.5",
+        "12.3",
+        "250",
+        "2000",
+    ]
+
+
+def test_the_markdown_twin_has_a_row_per_queue_in_order():
+    text = compare_report.markdown(comparison())
+    lines = text.splitlines()
+    header = next(line for line in lines if line.startswith("| queue |"))
+    assert header.startswith("| queue | RPS | median ms | p95 ms | all tasks done s | errors % | worker CPU ms/task")
+    rows = [line for line in lines if line.startswith("| saq") or line.startswith("| dramatiq")]
+    assert rows[0].startswith("| saq | 140 (130–150) |") and rows[1].startswith("| dramatiq | 160 |")
+    assert "API 0.2cpu/200M, workers 0.2cpu/200M" in lines[0]
+
+
+def test_the_page_needs_nothing_but_itself_and_draws_every_sample():
+    record = comparison()
+    page = compare_report.page(record)
+    # Nothing fetched: no script, no stylesheet or image from elsewhere.
+    assert not re.search(r"<script|<link|<img|<iframe|src=|@import|url\(", page, re.I)
+    for key, _, _ in compare_report.CHARTS:
+        svg = re.search(rf"<svg id='chart-{key}'.*?</svg>", page, re.S)
+        assert svg, key
+        lines = re.findall(r"<polyline data-queue='(\w+)' data-rep='(\d)'[^>]*points='([^']*)'", svg.group(0))
+        assert len(lines) == 4
+        for (queue, rep, points), series in zip(lines, record["series"]):
+            assert (queue, int(rep)) == (series["queue"], series["rep"])
+            assert len(points.split()) == len(series[key])
+    cell = re.search(r"<td class=n data-queue=\"saq\" data-field=\"p95_ms\"[^>]*>(.*?)</td>", page)
+    assert cell and re.sub(r"<[^>]+>", "", cell.group(1)) == "450 (400–500)"
+
+
+def test_chart_points_stay_inside_the_plot():
+    series = [{"queue": "arq", "rep": 1, "run": "r", "throughput": [[-4.0, 0.0], [0.0, 0.0], [33.0, 7.3], [61.0, 0.5]]}]
+    svg = compare_report.chart(series, "throughput", "t", "y")
+    points = re.search(r"points='([^']*)'", svg).group(1).split()
+    xs, ys = zip(*(map(float, p.split(",")) for p in points))
+    margin = compare_report.MARGIN
+    assert min(xs) == margin["left"] and max(xs) <= compare_report.W - margin["right"]
+    assert max(ys) == compare_report.H - margin["bottom"] and min(ys) >= margin["top"]
+    assert compare_report.nice_step(61) == 20 and compare_report.nice_step(7.3) == 2
+
+
+def test_the_published_rows_only_beside_their_own_setting():
+    rows = {"0.2cpu/200M": {"arq": {"rps": 1.0}}}
+    assert published.beside("0.2cpu/200M", "io/simple", 100, rows)["rows"] == {"arq": {"rps": 1.0}}
+    assert published.beside("0.5cpu/500M", "io/simple", 100, rows) is None
+    assert published.beside("0.2cpu/200M", "io/thread", 100, rows) is None
+    assert published.beside("0.2cpu/200M", "io/simple", 50, rows) is None
+    assert set(published.RESULTS) == set(published.SETTINGS) and published.SOURCE["url"].startswith("https://habr")
+    record = comparison()
+    _, why = compare.published_beside(record["setting"], record["params"])
+    if not published.RESULTS["0.2cpu/200M"]:
+        assert "not transcribed" in why
+
+
+def test_the_queues_and_parameters_a_comparison_takes():
+    assert compare.parse_workers("") == list(R.QUEUES) == compare.parse_workers("all")
+    assert compare.parse_workers("saq, arq saq") == ["saq", "arq"]
+    with pytest.raises(load_params.ParamError, match="unknown kafka"):
+        compare.parse_workers("arq kafka")
+    args = compare.parser().parse_args(["--workers", "arq", "--requests", "200"])
+    one = compare.run_args(args, "arq", "compare-1-arq-r1")
+    assert (one.worker, one.iterations, one.wait, one.endpoint, one.users) == ("arq", "200", True, "io/simple", "100")
+    compare.check_params(args, ["arq", "faststream"])
+    for bad in (["--endpoint", "all"], ["--endpoint", "io/nope"], ["--reps", "0"]):
+        with pytest.raises(load_params.ParamError):
+            compare.check_params(compare.parser().parse_args(bad), ["arq"])
+    assert (
+        compare.command_line(["arq"], args)
+        == 'make compare workers="arq" requests=200 reps=2 users=100 endpoint=io/simple'
+    )
+
+
+def test_make_results_short_table_keeps_the_articles_columns_and_the_newest_runs():
+    records = [load_record(f"r{i}", "saq", 100.0 + i, 300.0, 5.0) for i in range(3)]
+    for i, record in enumerate(records):
+        record["time"] = f"2026-01-0{i + 1}T00:00:00Z"
+    table = R.table(records, R.SHORT_COLUMNS, last=2).splitlines()
+    assert table[0] == (
+        "| worker | RPS | median ms | p95 ms | all tasks done s | errors % | scenario | endpoint "
+        "| API / worker limits | notes | run |"
+    )
+    assert [line.split("|")[-2].strip() for line in table[2:]] == ["r1", "r2"]
+    assert "| saq | 102 | 150 | 300 | 5 | 0 | queue | io/simple | 0.2cpu/200M / 0.2cpu/200M |" in table[-1]
