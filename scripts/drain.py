@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from scripts.console import bar
 from scripts.lab_api import ledger
+from scripts.lab_results import backlog_of
 
 
 @dataclass
@@ -31,7 +32,7 @@ class Drain:
 
     @property
     def backlog(self) -> int:
-        return max(0, self.totals.get("pending", 0))
+        return backlog_of(self.ledger)
 
     @property
     def projected_s(self) -> float | None:
@@ -64,16 +65,13 @@ def rate_of(samples: list[tuple[float, int]], span_s: float = 30.0) -> float | N
 
 
 def is_settled(led: dict | None, accepted: int, load_end: float) -> bool:
-    """Nothing pending, and the ledger has every accepted task (or the load ended
-    10 s ago: an enqueue the broker refused after its 202 is never counted).
-    pending < 0 (more settled than enqueued) is a ledger defect, not a backlog:
-    waiting would not change it; the record flags it."""
+    """Nothing pending in any queue and endpoint, and the ledger has every
+    accepted task (or the load ended 10 s ago: an enqueue the broker refused
+    after its 202 is never counted). pending < 0 (more settled than enqueued)
+    is a ledger defect, not a backlog: waiting would not change it; the record
+    flags it."""
     totals = (led or {}).get("totals", {})
-    return (
-        bool(led)
-        and totals.get("pending", 1) <= 0
-        and (totals.get("enqueued", 0) >= accepted or time.time() - load_end > 10)
-    )
+    return bool(led) and backlog_of(led) == 0 and (totals.get("enqueued", 0) >= accepted or time.time() - load_end > 10)
 
 
 def drain_line(totals: dict, since_load_s: float, note: str = "") -> str:

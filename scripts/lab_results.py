@@ -221,14 +221,14 @@ def task_fields(
         return None
     totals = ledger.get("totals", {})
     first, last = ledger.get("first_enqueued_at"), ledger.get("last_settled_at")
-    done = settled and totals.get("pending", 0) <= 0
+    done = settled and backlog_of(ledger) == 0
     return {
         "enqueued": totals.get("enqueued", 0),
         "completed": totals.get("completed", 0),
         "failed": totals.get("failed", 0),
         "duplicates": totals.get("duplicates", 0),
         # still pending when we stopped waiting; none yet while the run drains
-        "lost": None if draining is not None else max(0, totals.get("pending", 0)),
+        "lost": None if draining is not None else backlog_of(ledger),
         # Executions that began and never ended: cut off by a crash (and, if the
         # task is not lost, run again). Ledgers older than the `started` count: None.
         "unfinished": totals.get("unfinished") if "started" in totals else None,
@@ -254,10 +254,20 @@ def is_draining(record: Mapping) -> bool:
     return bool(tasks.get("draining")) and not tasks.get("settled")
 
 
+def backlog_of(led: Mapping | None) -> int:
+    """Tasks pending, counted queue by queue and endpoint by endpoint: a cell
+    with more settled than enqueued (pending < 0) must not hide another's
+    backlog in the totals."""
+    cells = [c for endpoints in (led or {}).get("queues", {}).values() for c in endpoints.values()]
+    if not cells:
+        return max(0, (led or {}).get("totals", {}).get("pending", 0))
+    return sum(max(0, c.get("pending", 0)) for c in cells)
+
+
 def settle_later(record: dict, ledger: Mapping) -> bool:
     """Fill in a draining run's task figures from its ledger once nothing is
     pending (`make results` asks); True when the record changed."""
-    if not is_draining(record) or ledger.get("totals", {}).get("pending", 1) > 0:
+    if not is_draining(record) or not ledger.get("totals") or backlog_of(ledger) > 0:
         return False
     watch = record["tasks"]["draining"]
     record["tasks"] = {**task_fields(ledger, record.get("load_ended_at"), True), "draining": watch}
