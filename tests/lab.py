@@ -3,6 +3,7 @@ subprocesses, and small clients for the API, the ledger and /metrics."""
 
 import asyncio
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -102,6 +103,13 @@ class RedisServer:
             self.proc.terminate()
             self.proc.wait(10)
 
+    def wipe(self) -> None:
+        """Delete what a persistent server keeps (stopped first): it starts
+        again empty, as a server without persistence does."""
+        assert self.dir and (self.proc is None or self.proc.poll() is not None), "wipe a stopped persistent server"
+        shutil.rmtree(self.dir)
+        os.mkdir(self.dir)
+
     def freeze(self) -> None:
         self.proc.send_signal(signal.SIGSTOP)
 
@@ -145,12 +153,14 @@ class LabProcess:
         LOGS.mkdir(parents=True, exist_ok=True)
         self.log_path = LOGS / f"{name}.log"
 
-    def start(self, timeout: float = 40) -> "LabProcess":
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            self.argv, env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
+    def launch(self) -> "LabProcess":
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                self.argv, env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        return self
 
+    def wait_ready(self, timeout: float = 40) -> "LabProcess":
         def ready() -> bool:
             if self.proc.poll() is not None:
                 raise AssertionError(f"{self.name} exited with {self.proc.returncode}: see {self.log_path}")
@@ -161,6 +171,9 @@ class LabProcess:
 
         wait_until(ready, timeout, f"{self.name} at {self.ready_url}", interval=0.2)
         return self
+
+    def start(self, timeout: float = 40) -> "LabProcess":
+        return self.launch().wait_ready(timeout)
 
     def signal(self, sig: int) -> None:
         self.proc.send_signal(sig)
@@ -180,7 +193,8 @@ class LabProcess:
         return Metrics(HTTP.get(self.ready_url, timeout=5).text)
 
 
-def start_api(redis_url: str, name: str = "api", **overrides) -> LabProcess:
+def api_process(redis_url: str, name: str = "api", **overrides) -> LabProcess:
+    """The API, not started yet (start_api, start_together)."""
     port = free_port()
     argv = [
         sys.executable,
@@ -200,15 +214,42 @@ def start_api(redis_url: str, name: str = "api", **overrides) -> LabProcess:
     )
     proc.url = f"http://127.0.0.1:{port}"
     proc.metrics_url = f"http://127.0.0.1:{overrides['METRICS_PORT']}/metrics"
-    return proc.start()
+    return proc
 
 
-def start_worker(queue: str, redis_url: str, name: str | None = None, **overrides) -> LabProcess:
+def worker_process(queue: str, redis_url: str, name: str | None = None, **overrides) -> LabProcess:
+    """A queue's worker, not started yet (start_worker, start_together)."""
     port = free_port()
     name = name or queue
     env = lab_env(redis_url, METRICS_PORT=port, SERVICE_NAME=name, **overrides)
     argv = [sys.executable, "-m", WORKER_MODULES[queue]]
-    return LabProcess(name, argv, env, f"http://127.0.0.1:{port}/metrics").start()
+    return LabProcess(name, argv, env, f"http://127.0.0.1:{port}/metrics")
+
+
+def start_api(redis_url: str, name: str = "api", **overrides) -> LabProcess:
+    return api_process(redis_url, name, **overrides).start()
+
+
+def start_worker(queue: str, redis_url: str, name: str | None = None, **overrides) -> LabProcess:
+    return worker_process(queue, redis_url, name, **overrides).start()
+
+
+def start_together(*processes: LabProcess, timeout: float = 60) -> list[LabProcess]:
+    """Launch every process, then wait for each to answer: their start-ups
+    (imports, connecting) overlap instead of adding up. On a failure, those
+    launched are stopped."""
+    try:
+        for proc in processes:
+            proc.launch()
+        for proc in processes:
+            proc.wait_ready(timeout)
+    except BaseException:
+        for proc in processes:
+            if proc.proc is not None and proc.proc.poll() is None:
+                os.killpg(proc.proc.pid, signal.SIGKILL)
+                proc.proc.wait(5)
+        raise
+    return list(processes)
 
 
 class Metrics:

@@ -8,7 +8,7 @@ from lab.protocol import ENDPOINTS, Queue
 from tests.lab import new_run, post_tasks, wait_settled, wait_until
 
 CASES = [(q.value, f"{k}/{v}") for q in Queue for k, v in ENDPOINTS]
-COUNT = {"io/simple": 200}  # the rest: 30 each
+COUNT = {"io/simple": 100}  # the rest: 30 each
 VALUE = 3
 # The libraries' own exporters (Dramatiq's and taskiq's Prometheus middleware),
 # served on the worker's /metrics: their counts are not per task shape.

@@ -4,9 +4,18 @@ pub/sub (the original experiment's setup) duplicates, and the ledger sees it."""
 import pytest
 
 from lab.protocol import BROKER_QUEUES
-from tests.lab import new_run, post_tasks, start_api, start_worker, wait_settled, wait_until
+from tests.lab import (
+    api_process,
+    new_run,
+    post_tasks,
+    start_together,
+    start_worker,
+    wait_settled,
+    wait_until,
+    worker_process,
+)
 
-COUNT = 200
+COUNT = 100
 
 
 @pytest.mark.parametrize("queue", [q.value for q in BROKER_QUEUES])
@@ -53,14 +62,13 @@ def test_two_replicas_never_duplicate(lab, queue):
 def pubsub_lab(lab):
     """FastStream on pub/sub: its own API and two subscribers on the shared Redis."""
     extra = {"FASTSTREAM_CHANNEL": "pubsub"}
-    started = []
+    api = api_process(lab.redis.url, name="api-pubsub", **extra)
+    subscribers = [worker_process("faststream", lab.redis.url, name=f"faststream-pubsub-{i}", **extra) for i in (1, 2)]
+    start_together(api, *subscribers)
     try:
-        started.append(start_api(lab.redis.url, name="api-pubsub", **extra))
-        for i in (1, 2):
-            started.append(start_worker("faststream", lab.redis.url, name=f"faststream-pubsub-{i}", **extra))
-        yield started[0]
+        yield api
     finally:
-        for p in reversed(started):
+        for p in [*subscribers, api]:
             p.stop()
 
 
