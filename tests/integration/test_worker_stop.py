@@ -4,11 +4,14 @@ SIGTERM: it stops cleanly, and once a worker runs again every task of the
 batch is completed. SIGKILL: the tasks it held, running or fetched ahead, come
 back to another worker once its lease runs out, and the ledger ends exact (a
 task cut off mid-run may run twice: a counted duplicate, never a second
-completion). For SIGKILL the leases are shortened (TASK_TIMEOUT_S=5, which also
-sets SAQ's sweep to 10 s; the stream queues' reclaim is 5 s in every test,
-tests/lab.py), so each queue shows its own way back within the test: arq's in-progress key, SAQ's sweep, Celery's
-visibility timeout, the stream groups' XAUTOCLAIM, Dramatiq's heartbeat
-housekeeping."""
+completion). The leases are shortened through the libraries' own settings
+(TASK_TIMEOUT_S=5, for the API too, since SAQ's and RQ's job timeouts are the
+enqueuer's; it also sets SAQ's sweep to 10 s; the stream queues' reclaim is
+5 s in every test, tests/lab.py), so each queue shows its own way back within
+the test: arq's in-progress key, SAQ's sweep, Celery's visibility timeout, the
+stream groups' XAUTOCLAIM, Dramatiq's heartbeat housekeeping, RQ's abandoned
+job (its started-job registry entry outlives the job's timeout by RQ's fixed
+60 s: the longest test here)."""
 
 import signal
 import time
@@ -24,10 +27,14 @@ AT_LEAST_ONCE = [q for q in QUEUES if not BY_NAME[q].at_most_once]
 AT_MOST_ONCE = [q for q in QUEUES if BY_NAME[q].at_most_once]
 
 
+TASK_TIMEOUT_S = 5
+REPLACEMENT_DELAY_S = {"celery": 2 * TASK_TIMEOUT_S}
+
+
 @pytest.fixture(scope="module")
 def isolated():
     redis = RedisServer().start()
-    api = start_api(redis.url, name="api-worker-stop")
+    api = start_api(redis.url, name="api-worker-stop", TASK_TIMEOUT_S=TASK_TIMEOUT_S)
     yield redis, api
     api.stop()
     redis.stop()
@@ -72,7 +79,8 @@ def test_sigterm_mid_batch_loses_nothing(isolated, queue):
     assert code in (0, -signal.SIGTERM), f"{queue} worker exited with {code}"
     assert at_stop["failed"] == 0
 
-    totals = settle_with_another_worker(redis, api, queue, run, signal.SIGTERM, batch, timeout=120, **env)
+    # The next worker's tasks need not sleep: what is tested is that it gets them all.
+    totals = settle_with_another_worker(redis, api, queue, run, signal.SIGTERM, batch, timeout=120)
     assert totals["completed"] == batch and totals["failed"] == 0 and totals["pending"] == 0
     # A task cut off mid-run may run again; the ledger counts it, never twice as completed.
     assert totals["duplicates"] <= 3 * 4, totals
@@ -83,16 +91,22 @@ def test_sigkill_mid_batch_loses_nothing(isolated, queue):
     redis, api = isolated
     run, batch = new_run(f"sigkill-{queue}"), 60
     # Every task is still running, or waiting in the worker, when the kill comes.
-    env = {"IO_LATENCY_MS": 200, "TASK_TIMEOUT_S": 5}
+    env = {"IO_LATENCY_MS": 200, "TASK_TIMEOUT_S": TASK_TIMEOUT_S}
     stop_under_way(redis, api, queue, run, signal.SIGKILL, batch, started=6, exit_s=10, **env)
 
-    # The replacement starts once every lease of the dead worker has run out
-    # (the longest: Celery's visibility timeout, 2 x TASK_TIMEOUT_S), so each
-    # library's first pass at start takes every task back: kombu restores what
-    # is past its visibility timeout at its first restore, then only every 100 s;
-    # SAQ sweeps at start, then every TASK_TIMEOUT_S (workers/saq_queue.py).
-    time.sleep(2 * env["TASK_TIMEOUT_S"])
-    totals = settle_with_another_worker(redis, api, queue, run, signal.SIGKILL, batch, timeout=90, **env)
+    # Each library takes the dead worker's tasks back once their lease has run
+    # out, at its own pace: SAQ's sweep every 10 s, arq's in-progress key after
+    # TASK_TIMEOUT_S + 10 s, Dramatiq's housekeeping after a heartbeat that old,
+    # RQ's maintenance once an abandoned job's registry entry has expired
+    # (TASK_TIMEOUT_S + 60 s after it started). kombu restores at a worker's
+    # start, then only every 100 s: Celery's replacement starts once its
+    # visibility timeout (2 x TASK_TIMEOUT_S) has passed, so that first restore
+    # takes every task back; the other replacements start at once. Their tasks
+    # need not sleep.
+    time.sleep(REPLACEMENT_DELAY_S.get(queue, 0))
+    totals = settle_with_another_worker(
+        redis, api, queue, run, signal.SIGKILL, batch, timeout=150, TASK_TIMEOUT_S=TASK_TIMEOUT_S
+    )
     assert totals["completed"] == batch and totals["failed"] == 0 and totals["pending"] == 0, totals
     assert totals["enqueued"] == batch, totals
 
@@ -105,7 +119,7 @@ def test_sigkill_loses_the_running_tasks_and_no_other(isolated, queue):
     rest of the batch is completed by the next worker, each task once."""
     redis, api = isolated
     run, batch, concurrency = new_run(f"sigkill-{queue}"), 60, 3
-    env = {"IO_LATENCY_MS": 200, "TASK_TIMEOUT_S": 5, "CONCURRENCY": concurrency}
+    env = {"IO_LATENCY_MS": 200, "TASK_TIMEOUT_S": TASK_TIMEOUT_S, "CONCURRENCY": concurrency}
     stop_under_way(redis, api, queue, run, signal.SIGKILL, batch, started=6, exit_s=10, **env)
 
     worker = start_worker(queue, redis.url, name=f"{queue}-sigkill-2", **env)
