@@ -4,11 +4,19 @@ the same process, without being restarted (the README's "Fault experiments")."""
 import signal
 import time
 
-import pytest
 import redis as sync_redis
 
 from lab.protocol import BROKER_QUEUES
-from tests.lab import RedisServer, new_run, post_tasks, start_api, start_worker, wait_settled, wait_until
+from tests.lab import (
+    RedisServer,
+    api_process,
+    new_run,
+    post_tasks,
+    start_together,
+    wait_settled,
+    wait_until,
+    worker_process,
+)
 
 QUEUES = [q.value for q in BROKER_QUEUES]
 BATCH = 20
@@ -16,22 +24,29 @@ OUTAGE_S = 4  # long enough for every worker to hit the dead connection
 
 
 def lab_with(redis: RedisServer, queues: list[str]):
-    api = start_api(redis.url, name="api-redis-loss")
-    workers = {q: start_worker(q, redis.url, name=f"{q}-redis-loss") for q in queues}
+    api = api_process(redis.url, name="api-redis-loss")
+    workers = {q: worker_process(q, redis.url, name=f"{q}-redis-loss") for q in queues}
+    start_together(api, *workers.values())
     return api, workers
 
 
 def run_batch(api, queues: list[str], tag: str) -> None:
-    for queue in queues:
-        run = new_run(f"{tag}-{queue}")
+    """A batch to every queue at once; each queue's run settles, exact."""
+    runs = {queue: new_run(f"{tag}-{queue}") for queue in queues}
+    for queue, run in runs.items():
         responses = post_tasks(api.url, run, queue, "io/simple", BATCH)
         assert all(r.status_code == 202 for r in responses), [r.text for r in responses if r.status_code != 202][:3]
+    for queue, run in runs.items():
         totals = wait_settled(api.url, run, BATCH, timeout=90)["totals"]
         assert totals["completed"] == BATCH and totals["failed"] == 0, (queue, totals)
 
 
-def outage(redis: RedisServer, workers: dict) -> None:
+def outage(redis: RedisServer, workers: dict, empty: bool) -> None:
+    """Redis stops for OUTAGE_S, then starts again with its data (its
+    append-only file), or without any when `empty`."""
     redis.stop()
+    if empty:
+        redis.wipe()
     time.sleep(OUTAGE_S)
     exited = {q: w.proc.returncode for q, w in workers.items() if w.proc.poll() is not None}
     assert not exited, f"workers exited while Redis was down (see their logs): {exited}"
@@ -44,20 +59,22 @@ def stop_all(api, workers: dict) -> None:
     api.stop()
 
 
-@pytest.mark.parametrize("persist", [True, False], ids=["redis-keeps-data", "redis-comes-back-empty"])
-def test_workers_take_tasks_again_after_redis_returns(persist):
+def test_workers_take_tasks_again_after_redis_returns_with_its_data_then_empty():
+    """The same processes live through two outages: Redis comes back with its
+    data, then comes back empty (no queue, no consumer group, no ledger)."""
     queues = QUEUES
-    redis = RedisServer(persist=persist).start()
+    redis = RedisServer(persist=True).start()
     api, workers = lab_with(redis, queues)
     try:
         run_batch(api, queues, "before")
         pids = {q: w.proc.pid for q, w in workers.items()}
-        outage(redis, workers)
-        wait_until(lambda: api.metrics() is not None, 10, "the API")
-        run_batch(api, queues, "after")
-        assert {q: w.proc.pid for q, w in workers.items() if w.proc.poll() is None} == pids, (
-            "a worker process was replaced or exited"
-        )
+        for empty, tag in ((False, "after-keeps-data"), (True, "after-comes-back-empty")):
+            outage(redis, workers, empty)
+            wait_until(lambda: api.metrics() is not None, 10, "the API")
+            run_batch(api, queues, tag)
+            assert {q: w.proc.pid for q, w in workers.items() if w.proc.poll() is None} == pids, (
+                f"{tag}: a worker process was replaced or exited"
+            )
     finally:
         stop_all(api, workers)
         redis.stop()
