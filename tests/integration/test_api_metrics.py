@@ -4,9 +4,7 @@ busy or blocked event loop must not blank the API's panels."""
 import threading
 import time
 
-import httpx
-
-from tests.lab import RedisServer, new_run, post_tasks, start_api, wait_settled
+from tests.lab import HTTP, RedisServer, new_run, post_tasks, start_api, wait_settled
 
 BLOCK_S = 3
 
@@ -23,7 +21,7 @@ def test_the_metrics_port_answers_while_the_event_loop_is_blocked():
         blocker.start()
         time.sleep(0.5)  # the blocking task is running now
         started = time.monotonic()
-        scrape = httpx.get(api.metrics_url, timeout=BLOCK_S - 1)
+        scrape = HTTP.get(api.metrics_url, timeout=BLOCK_S - 1)
         answered_in = time.monotonic() - started
         blocker.join()
         assert scrape.status_code == 200, scrape.text

@@ -7,10 +7,12 @@ import sys
 import threading
 import time
 
-import httpx
 import pytest
 
-from tests.lab import LabProcess, Metrics, free_port, lab_env, post_tasks, start_api, wait_until
+from tests.lab import HTTP, LabProcess, Metrics, free_port, lab_env, post_tasks, start_api, wait_until
+
+# One xdist worker runs the module: its processes (module fixtures) start once.
+pytestmark = pytest.mark.xdist_group("experiments")
 
 UPSTREAM_LATENCY_MS = 1500  # long enough that "answered before the upstream call returned" is unambiguous
 VARIANTS = ["async-blocking", "async-threadpool", "sync-def", "async-native"]
@@ -38,7 +40,7 @@ def api(redis_server, upstream):
 
 
 def test_every_upstream_variant_returns_the_same_body(api):
-    bodies = [httpx.post(f"{api.url}/api/v1/upstream/{v}", timeout=10).json() for v in VARIANTS]
+    bodies = [HTTP.post(f"{api.url}/api/v1/upstream/{v}", timeout=10).json() for v in VARIANTS]
     assert bodies == [{"upstream": "ok", "latency_ms": UPSTREAM_LATENCY_MS}] * len(VARIANTS)
 
 
@@ -49,16 +51,16 @@ def healthz_answered_while_upstream_busy(api, upstream, variant: str) -> bool:
     /healthz while it is still counted; a free loop answers it 1.5 s before."""
 
     def call():
-        assert httpx.post(f"{api.url}/api/v1/upstream/{variant}", timeout=30).status_code == 200
+        assert HTTP.post(f"{api.url}/api/v1/upstream/{variant}", timeout=30).status_code == 200
 
     def in_flight() -> int:
-        return httpx.get(f"{upstream.url}/inflight", timeout=5).json()["in_flight"]
+        return HTTP.get(f"{upstream.url}/inflight", timeout=5).json()["in_flight"]
 
     thread = threading.Thread(target=call)
     thread.start()
     try:
         wait_until(lambda: in_flight() >= 1, 10, "the upstream call to arrive")
-        assert httpx.get(f"{api.url}/healthz", timeout=30).status_code == 200
+        assert HTTP.get(f"{api.url}/healthz", timeout=30).status_code == 200
         return in_flight() >= 1
     finally:
         thread.join(30)
@@ -74,8 +76,8 @@ def test_other_variants_leave_the_loop_free(api, upstream, variant):
 
 
 def test_clients_model_and_prejson_agree(api):
-    model = httpx.get(f"{api.url}/api/v1/clients", params={"count": 200, "mode": "model"}, timeout=30)
-    prejson = httpx.get(f"{api.url}/api/v1/clients", params={"count": 200, "mode": "prejson"}, timeout=30)
+    model = HTTP.get(f"{api.url}/api/v1/clients", params={"count": 200, "mode": "model"}, timeout=30)
+    prejson = HTTP.get(f"{api.url}/api/v1/clients", params={"count": 200, "mode": "prejson"}, timeout=30)
     assert model.status_code == prejson.status_code == 200
     assert model.json() == prejson.json()
     first = model.json()[0]
@@ -85,14 +87,14 @@ def test_clients_model_and_prejson_agree(api):
 
 @pytest.mark.parametrize("query,status", [({"count": 0}, 422), ({"count": 50_001}, 422), ({"mode": "xml"}, 422)])
 def test_clients_bad_query(api, query, status):
-    assert httpx.get(f"{api.url}/api/v1/clients", params=query, timeout=10).status_code == status
+    assert HTTP.get(f"{api.url}/api/v1/clients", params=query, timeout=10).status_code == status
 
 
 def test_payload_has_the_size_asked(api):
     for size in (0, 1, 220_000):
-        r = httpx.get(f"{api.url}/api/v1/payload", params={"size": size}, timeout=10)
+        r = HTTP.get(f"{api.url}/api/v1/payload", params={"size": size}, timeout=10)
         assert r.status_code == 200 and len(r.content) == size
-    assert httpx.get(f"{api.url}/api/v1/payload", params={"size": -1}, timeout=10).status_code == 422
+    assert HTTP.get(f"{api.url}/api/v1/payload", params={"size": -1}, timeout=10).status_code == 422
 
 
 def test_several_api_processes_report_every_request(redis_server):
@@ -122,11 +124,11 @@ def test_several_api_processes_report_every_request(redis_server):
             10,
             "both processes' completions in /metrics",
         )
-        pids = {httpx.get(f"{url}/metrics", timeout=5).text.count("lab_cpu_limit_cores{") for _ in range(4)}
+        pids = {HTTP.get(f"{url}/metrics", timeout=5).text.count("lab_cpu_limit_cores{") for _ in range(4)}
         assert pids == {1}  # the cgroup is the container's: reported once, not per process
         # Prometheus' port (each process's metrics thread binds it): the same sums.
         for _ in range(6):
-            scraped = Metrics(httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).text)
+            scraped = Metrics(HTTP.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).text)
             assert scraped.value("lab_enqueued_total", **labels) == 40
     finally:
         proc.stop()
@@ -144,11 +146,11 @@ def test_probe_reports_success_rate_and_gaps(api):
     try:
         url = f"http://127.0.0.1:{port}"
         wait_until(
-            lambda: httpx.get(f"{url}/report", params={"since": started}).json()["ok"] >= 10,
+            lambda: HTTP.get(f"{url}/report", params={"since": started}).json()["ok"] >= 10,
             20,
             "ten successful probes",
         )
-        report = httpx.get(f"{url}/report", params={"since": started}).json()
+        report = HTTP.get(f"{url}/report", params={"since": started}).json()
         assert report["success_rate"] == 1.0 and report["worst_gap_s"] > 0
         m = probe.metrics()
         assert m.value("lab_probe_requests_total", outcome="ok") >= 10

@@ -12,6 +12,9 @@ from services.bare.drain import bare_backlog, published
 from services.bare.queues import BARE, KEYS
 from tests.lab import RedisServer, new_run, post_tasks, start_api, start_worker, wait_settled, wait_until
 
+# One xdist worker runs the module: its processes (module fixtures) start once.
+pytestmark = pytest.mark.xdist_group("modes")
+
 
 @pytest.fixture(scope="module")
 def isolated_redis():
@@ -76,9 +79,17 @@ MODES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def modes_api(isolated_redis):
+    """One API for the worker modes: each test runs one worker at a time, on its own run."""
+    api = start_api(isolated_redis.url, name="api-modes")
+    yield api
+    api.stop()
+
+
 @pytest.mark.parametrize("queue,knob,mode", MODES, ids=[f"{q}-{m}" for q, _, m in MODES])
-def test_worker_modes_run_every_task_shape(isolated_redis, queue, knob, mode):
-    api = start_api(isolated_redis.url, name=f"api-{queue}-{mode}")
+def test_worker_modes_run_every_task_shape(isolated_redis, modes_api, queue, knob, mode):
+    api = modes_api
     worker = start_worker(queue, isolated_redis.url, name=f"{queue}-{mode}", **{knob: mode})
     try:
         run = new_run(f"{queue}-{mode}")
@@ -96,4 +107,3 @@ def test_worker_modes_run_every_task_shape(isolated_redis, queue, knob, mode):
         )
     finally:
         worker.stop()
-        api.stop()

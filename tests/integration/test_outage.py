@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from lab.protocol import Queue
-from tests.lab import RedisServer, ledger, new_run, start_api, wait_until
+from tests.lab import HTTP, RedisServer, ledger, new_run, start_api, wait_until
 
 DEADLINE_S = 2.0  # the API's promise: an answer within 2 s, whatever Redis does
 
@@ -26,9 +26,7 @@ def isolated(request):
 
 def post(api, queue: str, run: str) -> tuple[httpx.Response, float]:
     started = time.monotonic()
-    r = httpx.post(
-        f"{api.url}/api/v1/incr/io/simple/{queue}", json={"value": 1}, headers={"X-Lab-Run": run}, timeout=30
-    )
+    r = HTTP.post(f"{api.url}/api/v1/incr/io/simple/{queue}", json={"value": 1}, headers={"X-Lab-Run": run}, timeout=30)
     return r, time.monotonic() - started
 
 
@@ -42,10 +40,10 @@ def assert_unavailable(api, how: str) -> str:
         body = r.json()
         assert body["error"] == "queue unavailable" and body["queue"] == queue.value
         assert body["reason"] in ("timeout", "connection")
-    ready = httpx.get(f"{api.url}/readyz", timeout=5)
+    ready = HTTP.get(f"{api.url}/readyz", timeout=5)
     assert ready.status_code == 503 and ready.json()["status"] == "unavailable"
-    assert httpx.get(f"{api.url}/healthz", timeout=5).status_code == 200
-    r = httpx.get(f"{api.url}/api/v1/runs/{run}", timeout=5)
+    assert HTTP.get(f"{api.url}/healthz", timeout=5).status_code == 200
+    r = HTTP.get(f"{api.url}/api/v1/runs/{run}", timeout=5)
     assert r.status_code == 503
     return run
 
@@ -57,7 +55,7 @@ def assert_recovers(api) -> None:
         return all(post(api, q.value, run)[0].status_code == 202 for q in Queue)
 
     wait_until(accepted, 20, "every queue to accept tasks again", interval=0.5)
-    assert httpx.get(f"{api.url}/readyz", timeout=5).status_code == 200
+    assert HTTP.get(f"{api.url}/readyz", timeout=5).status_code == 200
     report = ledger(api.url, run)
     # Every queue answered 202 at least once; nothing that got a 503 was counted.
     assert set(report["queues"]) == {q.value for q in Queue}
@@ -100,7 +98,7 @@ def test_api_starts_while_redis_is_down():
     redis = RedisServer()
     api = start_api(redis.url, name="api-no-redis")
     try:
-        assert httpx.get(f"{api.url}/readyz", timeout=5).status_code == 503
+        assert HTTP.get(f"{api.url}/readyz", timeout=5).status_code == 503
         assert_unavailable(api, "was never up")
         redis.start()
         assert_recovers(api)
