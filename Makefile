@@ -29,17 +29,21 @@ dashboards: ## regenerate grafana/dashboards/*.json from grafana/generate.py
 	$(UV) run python grafana/generate.py
 
 # pytest-xdist workers for make test: each starts its own redis-server and lab
-# processes on free ports; most of the suite waits on processes, not on the CPU.
-TEST_WORKERS ?= 2
+# processes on free ports; most of the suite waits on processes (their leases,
+# timeouts and outages), not on the CPU: 3 on a 2-core machine. Tests go out one
+# at a time in collection order, the longest first (tests/conftest.py); a module
+# marked xdist_group runs on one worker, so its processes start once.
+TEST_WORKERS ?= 3
+XDIST = -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 test: ## unit + integration tests: real Redis, real API and worker processes (no Docker), in parallel
-	$(UV) run pytest -n $(TEST_WORKERS) tests/unit tests/integration $(args)
+	$(UV) run pytest $(XDIST) tests/unit tests/integration $(args)
 
 test-unit: ## the unit tests only (no process of the lab; seconds)
-	$(UV) run pytest -n $(TEST_WORKERS) tests/unit $(args)
+	$(UV) run pytest $(XDIST) tests/unit $(args)
 
 test-integration: ## the integration tests only (a real redis-server, the API and the workers)
-	$(UV) run pytest -n $(TEST_WORKERS) tests/integration $(args)
+	$(UV) run pytest $(XDIST) tests/integration $(args)
 
 test-compose: ## start the real compose project and test it (needs a Docker engine)
 	$(UV) run pytest -v tests/compose $(args)
