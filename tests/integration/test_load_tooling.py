@@ -347,8 +347,14 @@ def test_the_record_of_a_queue_run():
     assert r["time"] == "1970-01-01T00:16:40Z" and json.loads(json.dumps(r)) == r
 
 
+def with_counts(ledger: dict, **counts) -> dict:
+    """LEDGER with the same counts in its totals and its one cell, as a real ledger's add up."""
+    cell = {**ledger["queues"]["arq"]["io/simple"], **counts}
+    return {**ledger, "totals": {**ledger["totals"], **counts}, "queues": {"arq": {"io/simple": cell}}}
+
+
 def test_the_record_flags_what_does_not_add_up():
-    pending = {**LEDGER, "totals": {**LEDGER["totals"], "completed": 1900, "pending": 90, "duplicates": 2}}
+    pending = with_counts(LEDGER, completed=1900, pending=90, duplicates=2)
     r = record(ledger=pending, settled=False)
     t = r["tasks"]
     assert (t["lost"], t["settled"], t["time_to_execute_all_s"], t["drain_s"]) == (90, False, None, None)
@@ -362,7 +368,7 @@ def test_the_record_flags_what_does_not_add_up():
     # More settled than enqueued: an enqueue taken back although the broker had the
     # task. Nothing is waiting, so the run counts as settled, and the record says why
     # its numbers cannot be trusted.
-    overdrawn = {**LEDGER, "totals": {**LEDGER["totals"], "enqueued": 218, "completed": 1778, "pending": -1560}}
+    overdrawn = with_counts(LEDGER, enqueued=218, completed=1778, pending=-1560)
     r = record(ledger=overdrawn, locust={**LOCUST_RESULT, "status_codes": {"202": 204, "503": 1796}})
     assert (r["tasks"]["lost"], r["tasks"]["settled"]) == (0, True)
     assert any("1560 more task(s) settled than enqueued" in w for w in r["warnings"])
