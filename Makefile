@@ -187,10 +187,10 @@ sweep: ## load runs over a matrix of worker limits: make sweep worker=arq cpus="
 # ---- Every queue under the same limits ----------------------------------------------------
 # make compare [workers="arq saq"] [requests=1000 reps=2 users=100 endpoint=io/simple spawn= locust_workers=]
 # Under the running stack's limits (make up WORKER_CPUS=.. first to change them).
-# The defaults (every queue, 1000 requests, 2 reps) take about 20 min at 0.2 CPU:
+# The defaults (every queue, 1000 requests, 2 reps) take about 15 min at 0.2 CPU:
 # about 30 s a run besides its load, and arq and RQ drain 1000 io tasks in 1-2 min there.
 .PHONY: compare
-compare: ## every queue in turn under the same limits and load, twice; one report (defaults: ~20 min at 0.2 CPU): make compare [workers="arq saq" requests=1000 reps=2 users=100 endpoint=io/simple]
+compare: ## every queue in turn under the same limits and load, twice; one report (defaults: ~15 min at 0.2 CPU): make compare [workers="arq saq" requests=1000 reps=2 users=100 endpoint=io/simple]
 	@COMPOSE="$(COMPOSE)" $(UV) run python -m scripts.compare --workers '$(workers)' \
 	  $(if $(requests),--requests '$(requests)') $(if $(reps),--reps '$(reps)') $(if $(users),--users '$(users)') \
 	  $(if $(endpoint),--endpoint '$(endpoint)') $(if $(spawn),--spawn '$(spawn)') \
