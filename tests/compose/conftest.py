@@ -11,10 +11,17 @@ LAB_TEST_PROMETHEUS_PORT, ...), with its own image tag, and ignores the
 developer's .env and lab variables, so it neither disturbs nor depends on a stack
 started with `make up`. LAB_TEST_KEEP=1 leaves it running after the session.
 
+One `make up` serves every test that needs the compose file's defaults; the
+tests marked `reconfigures` (other limits, replicas) run after them, on a
+second, and the tests marked `stack_down` last. One setting differs from the
+defaults (TEST_STACK_SETTINGS): the task timeout, which SAQ's sweep follows,
+so that the chaos test does not wait out SAQ's minute.
+
 Other modules use the session fixture `stack` (a running stack): its api_url,
 prometheus_url, project, compose(*args), make(*args), up(**vars), query(expr);
-and `loaded_run`: the ledger of a run of TASKS_PER_QUEUE io/simple tasks on every queue,
-sent once per session by whichever test asks first.
+`loaded_run`: the ledger of a run of TASKS_PER_QUEUE io/simple tasks on every queue,
+sent once per session by whichever test asks first; and `arq_queue_run`: one
+`make load worker=arq`, its backlog drained before any other test runs.
 """
 
 import json
@@ -34,9 +41,13 @@ import pytest
 
 from tests.compose.helpers import (
     LOAD_PANEL,
+    QUEUE_RUN_REQUESTS,
+    QUEUE_RUN_WATCH_S,
     QUEUES,
     TASKS_PER_QUEUE,
+    TEST_STACK_SETTINGS,
     compose_command,
+    drain_arq_backlog,
     load,
     post_tasks,
     wait_settled,
@@ -49,26 +60,46 @@ HERE = Path(__file__).resolve().parent
 # Host ports the stack publishes: compose variable -> container port.
 PUBLISHED = {"API_PORT": 8000, "PROMETHEUS_PORT": 9090, "GRAFANA_PORT": 3000, "FLOWER_PORT": 5555, "SAQ_WEB_PORT": 8082}
 UP_TIMEOUT_S = 900  # a cold build downloads every wheel
-# arq with its defaults (max_jobs=3, poll_delay=0.5 s) settles about 6 tasks/s.
 SETTLE_TIMEOUT_S = 240
 
 
 def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "reconfigures: starts the stack with other settings and leaves it so; runs after every test "
+        "that needs the defaults",
+    )
     config.addinivalue_line("markers", "stack_down: takes the compose stack down; runs after every other compose test")
+
+
+def run_order(item) -> tuple[bool, bool]:
+    """The defaults' tests first, then those that reconfigure the stack, then its teardown."""
+    return (item.get_closest_marker("stack_down") is not None, item.get_closest_marker("reconfigures") is not None)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     # Everything in this directory needs the stack: mark it `compose` before
-    # `-m` selects, whoever wrote the test. Tests that take the stack down go last.
+    # `-m` selects, whoever wrote the test. One `make up` for the defaults,
+    # one for the tests that need other settings, then the teardown.
     for item in items:
         if HERE in Path(item.path).resolve().parents:
             item.add_marker(pytest.mark.compose)
-    items.sort(key=lambda item: item.get_closest_marker("stack_down") is not None)
+    items.sort(key=run_order)
 
 
 # What the session measured (make up, the load), shown at the end of the run.
 TIMINGS: dict[str, float] = {}
+# Every command the session ran, with its output (the load tooling's own progress and notes).
+COMMAND_LOG = Path(os.environ.get("LAB_TEST_LOGS", "/tmp/lab-test-logs")) / "compose-commands.log"
+COMMAND_LOG_LINES: list[str] = []
+
+
+def flush_command_log() -> None:
+    COMMAND_LOG.parent.mkdir(parents=True, exist_ok=True)
+    with COMMAND_LOG.open("a") as log:
+        log.writelines(COMMAND_LOG_LINES)
+    COMMAND_LOG_LINES.clear()
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -76,16 +107,44 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("compose stack timings")
         for what, seconds in TIMINGS.items():
             terminalreporter.write_line(f"{what}: {seconds:.1f} s")
+        terminalreporter.write_line(f"every command's output: {COMMAND_LOG}")
+
+
+def _read_lines(stream, lines: list[str], started: float) -> None:
+    for line in stream:
+        lines.append(line)
+        COMMAND_LOG_LINES.append(f"{time.monotonic() - started:7.1f}  {line}")
 
 
 def _run(cmd, *, env, timeout, check=True, cwd=ROOT) -> subprocess.CompletedProcess:
-    try:
-        proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{' '.join(cmd)} did not finish within {timeout} s\n{exc.stdout or ''}\n{exc.stderr or ''}")
-    if check and proc.returncode != 0:
-        pytest.fail(f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}")
-    return proc
+    """`cmd`'s exit code and output; every line also goes to COMMAND_LOG, with
+    the seconds since the command started (where a slow or failing run's time went)."""
+    started = time.monotonic()
+    out: list[str] = []
+    err: list[str] = []
+    COMMAND_LOG_LINES.append(f"\n$ {' '.join(cmd)}\n")
+    with subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as p:
+        readers = [
+            threading.Thread(target=_read_lines, args=(s, lines, started))
+            for s, lines in ((p.stdout, out), (p.stderr, err))
+        ]
+        for reader in readers:
+            reader.start()
+        try:
+            returncode = p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            returncode = None
+        for reader in readers:
+            reader.join()
+    COMMAND_LOG_LINES.append(f"{time.monotonic() - started:7.1f}  (exit {returncode})\n")
+    flush_command_log()
+    stdout, stderr = "".join(out), "".join(err)
+    if returncode is None:
+        pytest.fail(f"{' '.join(cmd)} did not finish within {timeout} s\n{stdout}\n{stderr}")
+    if check and returncode != 0:
+        pytest.fail(f"{' '.join(cmd)} exited {returncode}\n--- stdout\n{stdout}\n--- stderr\n{stderr}")
+    return subprocess.CompletedProcess(cmd, returncode, stdout, stderr)
 
 
 def require_engine() -> None:
@@ -136,8 +195,11 @@ class Stack:
         self.timings = TIMINGS
 
     # commands
-    def compose(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
-        return _run([*self.compose_cmd, *args], env=self.env, timeout=timeout, check=check)
+    def compose(
+        self, *args: str, check: bool = True, timeout: float = 300, variables: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess:
+        """A compose command; `variables` are compose variables for this one command."""
+        return _run([*self.compose_cmd, *args], env={**self.env, **(variables or {})}, timeout=timeout, check=check)
 
     def make(self, *args: str, check: bool = True, timeout: float = UP_TIMEOUT_S) -> subprocess.CompletedProcess:
         return _run(
@@ -206,14 +268,17 @@ def stack():
     empty_env_file.close()
     env.update(
         COMPOSE_PROJECT_NAME=project,
-        # Not the developer's .env: the defaults of the compose file are under test.
+        # Not the developer's .env: the compose file's defaults are under test
+        # (but for TEST_STACK_SETTINGS).
         COMPOSE_ENV_FILES=empty_env_file.name,
         COMPOSE="docker compose" if compose_cmd == ["docker", "compose"] else "docker-compose",
         LAB_IMAGE=os.environ.get("LAB_TEST_IMAGE", "task-queue-lab:test"),
         # Grafana does not start here; set so compose does not warn about it.
         GRAFANA_ADMIN_PASSWORD=secrets.token_urlsafe(16),
         **{name: str(port) for name, port in ports.items()},
+        **TEST_STACK_SETTINGS,
     )
+    COMMAND_LOG.unlink(missing_ok=True)
     s = Stack(project, env, compose_cmd, ports)
     services = s.make("-s", "compose-services", timeout=60).stdout.split()
     assert "grafana" not in services and {"api", "redis", "prometheus"} <= set(services), services
@@ -250,26 +315,40 @@ def load_results_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def default_arq_run(stack, load_results_dir):
-    """A default `make load worker=arq`, as a user runs it first, with the Load
-    panel's queries read from Prometheus every second while it runs. Once per
-    session: test_load checks it, test_panels reads the Load dashboard after it."""
+def arq_queue_run(stack, load_results_dir):
+    """`make load worker=arq` sized to prove the point (QUEUE_RUN_REQUESTS,
+    20-30 s of load at 0.2 CPU, and a QUEUE_RUN_WATCH_S drain watch), with
+    the Load panel's queries read from Prometheus every second while it runs.
+    Once per session: test_load checks it, test_panels reads the Load dashboard
+    after it. make load returns with most of the run still queued; a one-off
+    arq worker then takes the backlog over, whatever the run's tests will say,
+    so that no later test finds arq's queue full."""
+    run = f"compose-load-{secrets.token_hex(4)}"
     samples: list[tuple[float, dict]] = []
-    outcome: dict = {}
+    outcome: dict = {"run": run}
 
-    def run():
+    def make_load():
         started = time.monotonic()
-        outcome["run"], outcome["proc"], outcome["record"] = load(stack, load_results_dir, "worker=arq")
+        args = ("worker=arq", f"iterations={QUEUE_RUN_REQUESTS}", f"drain_watch={QUEUE_RUN_WATCH_S}")
+        try:
+            _, outcome["proc"], outcome["record"] = load(stack, load_results_dir, *args, run=run)
+        except BaseException as exc:  # pytest.fail's too: raised again in the test's thread
+            outcome["error"] = exc
         outcome["wall_s"] = time.monotonic() - started
 
-    thread = threading.Thread(target=run)
+    thread = threading.Thread(target=make_load)
     thread.start()
-    while thread.is_alive():
-        now = time.time()
-        samples.append(
-            (now, {name: sum(float(r["value"][1]) for r in stack.query(q)) for name, q in LOAD_PANEL.items()})
-        )
-        thread.join(1)
-    assert "record" in outcome, "make load failed"
+    try:
+        while thread.is_alive():
+            now = time.time()
+            samples.append(
+                (now, {name: sum(float(r["value"][1]) for r in stack.query(q)) for name, q in LOAD_PANEL.items()})
+            )
+            thread.join(1)
+    finally:
+        thread.join()
+        drain_arq_backlog(stack, run)
+    if "error" in outcome:
+        raise outcome["error"]
     outcome["samples"] = samples
     return outcome

@@ -1,6 +1,7 @@
 """What the compose tests share beside tests/lab.py's clients (waiting, sending
 tasks through the published API port, reading a run's ledger, re-exported
-here): the session's load, `make load`, Prometheus answers, the compose command."""
+here): the session's load, `make load`, a one-off worker beside the stack's,
+Prometheus answers, the compose command."""
 
 import json
 import re
@@ -8,6 +9,8 @@ import secrets
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
@@ -23,8 +26,21 @@ __all__ = ["post_tasks", "run_report", "wait_settled", "wait_until"]
 WORKERS = BROKER_NAMES
 QUEUES = ("background", *WORKERS)
 # The session's load: io/simple tasks on every queue, enough for every series
-# and panel to move, not a measurement (arq's default poll takes ~6 tasks/s).
-TASKS_PER_QUEUE = 150
+# and panel to move, not a measurement.
+TASKS_PER_QUEUE = 100
+# The session's `make load worker=arq`: 20-30 s of load at the API's 0.2 CPU
+# (long enough for the Load panel's 10 s rate to be read over several seconds),
+# then a drain watch that ends with most of the run queued (arq at its default
+# 0.5 s poll takes about 6 tasks/s, whatever the machine).
+QUEUE_RUN_REQUESTS = 4000
+QUEUE_RUN_WATCH_S = 10
+
+# The test stack's own settings, in every make and compose command of the
+# session (as a developer's .env would be): a recovery timer shortened through
+# the libraries' own knob, not waited out. SAQ sweeps a dead worker's jobs back
+# once they are past TASK_TIMEOUT_S, every TASK_TIMEOUT_S (workers/saq_queue.py):
+# every 60 s at the default.
+TEST_STACK_SETTINGS = {"TASK_TIMEOUT_S": "15"}
 
 
 def by_label(result: list[dict], label: str) -> dict[str, float]:
@@ -45,13 +61,43 @@ LOAD_PANEL = {
 }
 
 
-def load(stack, results_dir: Path, *args: str, timeout: float = 900):
-    """`make load ARGS` under a new run: (run, the finished process, its record)."""
-    run = f"compose-load-{secrets.token_hex(4)}"
+def load(stack, results_dir: Path, *args: str, run: str = "", timeout: float = 900):
+    """`make load ARGS` under `run` (a new one by default): (run, the finished process, its record)."""
+    run = run or f"compose-load-{secrets.token_hex(4)}"
     started = time.monotonic()
     proc = stack.make("load", *args, f"run={run}", f"results_dir={results_dir}", timeout=timeout)
     stack.timings[f"make load {' '.join(args)}"] = time.monotonic() - started
     return run, proc, json.loads((results_dir / f"{run}.json").read_text())
+
+
+@contextmanager
+def one_off_worker(stack, queue: str, **variables: str) -> Iterator[str]:
+    """A worker of `queue` beside the stack's own, under other compose variables
+    (`docker compose run`: Prometheus does not scrape it, it takes no service
+    alias); its container's name, and removed on leaving."""
+    name = f"{stack.project}-{queue}-one-off-{secrets.token_hex(3)}"
+    stack.compose("run", "--detach", "--rm", "--no-deps", "--name", name, queue, variables=variables)
+    try:
+        yield name
+    finally:
+        subprocess.run(["docker", "rm", "--force", name], capture_output=True, timeout=120, check=False)
+
+
+def drain_arq_backlog(stack, run: str, timeout: float = 180) -> None:
+    """Every task of `run` settled, the rest of its backlog taken over by a
+    one-off arq worker with a short poll, more jobs and a whole CPU (the stack's
+    arq takes tens of tasks a second at 0.2 CPU)."""
+
+    def drained() -> bool:
+        report = run_report(stack.api_url, run)
+        return report is None or report["totals"]["pending"] <= 0  # no ledger: make load sent nothing
+
+    if drained():
+        return
+    started = time.monotonic()
+    with one_off_worker(stack, "arq", ARQ_POLL_DELAY="0.01", ARQ_MAX_JOBS="20", ARQ_CPUS="1"):
+        wait_until(drained, timeout=timeout, interval=1, what=f"the rest of {run}'s backlog drained")
+    stack.timings[f"{run}'s backlog drained"] = time.monotonic() - started
 
 
 def compose_command() -> list[str]:

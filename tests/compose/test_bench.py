@@ -11,16 +11,21 @@ from tests.compose.helpers import post_tasks, wait_settled
 
 pytestmark = pytest.mark.compose
 
+# Enough tasks for the drain's windows: it measures only while both backlogs
+# last (SAQ drains about 110 tasks/s at 0.2 CPU: four pairs of 1 s windows).
+REQUESTS, WARMUP = 1000, 20
+TASKS = REQUESTS + WARMUP
+
 
 def test_make_bench_records_bare_beside_lab_and_restores_the_lab(stack, tmp_path):
-    # Enough tasks for the drain's windows: it measures only while both backlogs last.
     proc = stack.make(
         "bench",
         "worker=saq",
-        "requests=1500",
+        f"requests={REQUESTS}",
         "users=20",
-        "warmup=20",
+        f"warmup={WARMUP}",
         "rounds=1",
+        "drain_s=4",
         f"results_dir={tmp_path}",
         timeout=900,
     )
@@ -28,24 +33,24 @@ def test_make_bench_records_bare_beside_lab_and_restores_the_lab(stack, tmp_path
     assert "| queue | mode | API / worker limits | bare RPS | lab RPS | RPS ratio" in out, out
     [path] = list(tmp_path.glob("bench-*.json"))
     record = json.loads(path.read_text())
-    assert record["schema"] == "bench/1" and record["mode"] == "await" and record["requests"] == 1500
+    assert record["schema"] == "bench/1" and record["mode"] == "await" and record["requests"] == REQUESTS
     assert record["api_limits"]["cpus"] == 0.2 and record["worker_limits"]["saq"]["cpus"] == 0.2
     [row] = record["rows"]
     assert row["queue"] == "saq" and "| saq | await | 0.2cpu/200M / 0.2cpu/200M |" in out
     for side in ("bare", "lab"):
-        assert row[side]["ok"] == 1500 and row[side]["errors"] == 0, row[side]
+        assert row[side]["ok"] == REQUESTS and row[side]["errors"] == 0, row[side]
         assert row[side]["rps"] > 0 and row[side]["p50_ms"] <= row[side]["p95_ms"]
         assert row[side]["api_peak_mb"] > 0  # read from the API container's cgroup
         assert row[side]["api_cpu_us_per_request"] > 0  # likewise
         # Windows taken in turns, each worker's tasks and CPU counted in each.
         drain = row[f"{side}_drain"]
-        assert drain["target"] == 1520 and len(drain["windows"]) >= 2 and drain["rate"] > 0, drain
+        assert drain["target"] == TASKS and len(drain["windows"]) >= 2 and drain["rate"] > 0, drain
         assert all(w["tasks"] > 0 and w["cpu_s"] > 0 for w in drain["windows"]), drain
         assert drain["cpu_us_per_task"] > 0, drain
     # Every task the lab's API accepted was run by the lab's worker, once.
     report = stack.compose("exec", "-T", "api", "python", "-m", "lab.ledger", "show", row["run"]).stdout
     totals = json.loads(report)["totals"]
-    assert (totals["enqueued"], totals["completed"], totals["pending"]) == (1520, 1520, 0), totals
+    assert (totals["enqueued"], totals["completed"], totals["pending"]) == (TASKS, TASKS, 0), totals
     assert totals["duplicates"] == 0, totals  # paused and thawed, no task ran twice
 
     # The bench services are gone, the lab's saq worker runs again, under its limits.

@@ -46,7 +46,9 @@ def test_make_chaos_oom_kill_loses_nothing_and_shows(stack, results_dir):
         "worker=saq",
         "fault=oom",
         "duration=10s",
-        "wait=1",  # the losses are this test's point: wait for SAQ's sweep to hand the tasks back
+        # The losses are this test's point: wait for SAQ's sweep to hand the tasks
+        # back (every TASK_TIMEOUT_S, shortened for the test stack: helpers.TEST_STACK_SETTINGS).
+        "wait=1",
         f"run={run}",
         f"results_dir={results_dir}",
         timeout=900,

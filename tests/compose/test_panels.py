@@ -1,7 +1,7 @@
 """Every query of every dashboard panel, its template variables set to real
 values, returns a series with a non-zero value from the stack's Prometheus after
-loads that exercise it: the session's task run on every queue, the default
-`make load` (the Load dashboard: never skipped), a few refused requests (the
+loads that exercise it: the session's task run on every queue, its
+`make load worker=arq` (the Load dashboard: never skipped), a few refused requests (the
 4xx panel) and a Redis memory limit (the limit's line). Queries whose zero is
 their truth (failures, duplicates, OOM kills: tests.compose.panels.ZERO_TRUTH)
 must still return their series."""
@@ -29,9 +29,9 @@ def refused_requests(api_url: str, seconds: float = 6) -> None:
             time.sleep(0.5)
 
 
-def test_every_panel_query_shows_data_after_a_load(stack, loaded_run, default_arq_run):
+def test_every_panel_query_shows_data_after_a_load(stack, loaded_run, arq_queue_run):
     assert loaded_run["totals"]["pending"] == 0
-    since = min(default_arq_run["record"]["load_started_at"], loaded_run["first_enqueued_at"])
+    since = min(arq_queue_run["record"]["load_started_at"], loaded_run["first_enqueued_at"])
     stack.compose("exec", "-T", "redis", "redis-cli", "config", "set", "maxmemory", "1gb")
     try:
         refused_requests(stack.api_url)

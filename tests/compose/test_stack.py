@@ -1,5 +1,7 @@
 """The compose stack end to end: health, scraping, limits, exact task accounting,
-scaling, teardown. Tests run in file order on one session stack (see conftest)."""
+scaling, teardown. Tests run in file order on one session stack (see conftest);
+the one that starts it with other limits and replicas after every test that
+needs the defaults, the teardown last."""
 
 import re
 import subprocess
@@ -38,7 +40,7 @@ def test_every_prometheus_target_is_up(stack):
 
     try:
         targets = wait_until(all_up, timeout=90, interval=2, what="every target up")
-    except pytest.fail.Exception:
+    except AssertionError:
         down = [(t["labels"]["job"], t["labels"]["instance"], t["health"], t["lastError"]) for t in stack.targets()]
         pytest.fail(f"not every expected job is scraped and up: {down}")
 
@@ -122,53 +124,52 @@ def test_prometheus_has_the_lab_series(stack, loaded_run):
         assert cpu[service] == pytest.approx(0.2) and memory[service] == 200 * MiB, (service, cpu, memory)
 
 
+@pytest.mark.reconfigures
 def test_make_up_with_worker_variables_sets_the_limits_and_arq_replicas_share_the_work(stack):
-    """One `make up` with the worker variables and a second arq replica (then one
-    back to the defaults): every worker gets the new limits and reads them from
-    its cgroup, the API keeps its own; both arq replicas are scraped and run tasks."""
+    """One `make up` with the worker variables and a second arq replica: every
+    worker gets the new limits and reads them from its cgroup, the API keeps its
+    own; both arq replicas are scraped and run tasks. The stack stays so: only
+    the teardown runs after this (conftest's order)."""
     n = 120
-    try:
-        stack.up(WORKER_CPUS="0.5", WORKER_MEM="500M", ARQ_REPLICAS="2")
-        up_at = time.time()
-        rows = stack.limits()
-        for worker in WORKERS:
-            assert rows[(worker, 1)] == ("0.5", "500M"), (worker, rows)
-        assert rows[("arq", 2)] == ("0.5", "500M"), rows
-        assert rows[("api", 1)] == ("0.2", "200M"), rows  # API_* is its own knob
+    stack.up(WORKER_CPUS="0.5", WORKER_MEM="500M", ARQ_REPLICAS="2")
+    up_at = time.time()
+    rows = stack.limits()
+    for worker in WORKERS:
+        assert rows[(worker, 1)] == ("0.5", "500M"), (worker, rows)
+    assert rows[("arq", 2)] == ("0.5", "500M"), rows
+    assert rows[("api", 1)] == ("0.2", "200M"), rows  # API_* is its own knob
 
-        def seen_inside():
-            cpu = by_label(stack.query("lab_cpu_limit_cores"), "service")
-            return cpu if all(cpu.get(w) == pytest.approx(0.5) for w in WORKERS) else None
+    def seen_inside():
+        cpu = by_label(stack.query("lab_cpu_limit_cores"), "service")
+        return cpu if all(cpu.get(w) == pytest.approx(0.5) for w in WORKERS) else None
 
-        wait_until(seen_inside, timeout=60, interval=2, what="workers reporting lab_cpu_limit_cores 0.5")
+    wait_until(seen_inside, timeout=60, interval=2, what="workers reporting lab_cpu_limit_cores 0.5")
 
-        def two_fresh_targets():
-            arq = [t for t in stack.targets() if t["labels"]["job"] == "arq"]
-            fresh = [t for t in arq if t["health"] == "up" and parse_time(t["lastScrape"]) > up_at]
-            return arq if len(arq) == 2 and len(fresh) == 2 else None
+    def two_fresh_targets():
+        arq = [t for t in stack.targets() if t["labels"]["job"] == "arq"]
+        fresh = [t for t in arq if t["health"] == "up" and parse_time(t["lastScrape"]) > up_at]
+        return arq if len(arq) == 2 and len(fresh) == 2 else None
 
-        targets = wait_until(two_fresh_targets, timeout=60, interval=2, what="2 arq targets scraped")
-        instances = {t["labels"]["instance"] for t in targets}
-        assert len(instances) == 2
+    targets = wait_until(two_fresh_targets, timeout=60, interval=2, what="2 arq targets scraped")
+    instances = {t["labels"]["instance"] for t in targets}
+    assert len(instances) == 2
 
-        completed = 'sum by (instance) (lab_task_completed_total{job="arq", queue="arq"})'
-        before = by_label(stack.query(completed), "instance")
+    completed = 'sum by (instance) (lab_task_completed_total{job="arq", queue="arq"})'
+    before = by_label(stack.query(completed), "instance")
 
-        run = f"compose-arq2-{uuid.uuid4().hex[:8]}"
-        post_tasks(stack.api_url, run, {"arq": n})
-        report = wait_settled(stack.api_url, run, total=n, timeout=180)
-        row = report["queues"]["arq"]["io/simple"]
-        assert (row["completed"], row["failed"], row["duplicates"], row["pending"]) == (n, 0, 0, 0), row
+    run = f"compose-arq2-{uuid.uuid4().hex[:8]}"
+    post_tasks(stack.api_url, run, {"arq": n})
+    report = wait_settled(stack.api_url, run, total=n, timeout=180)
+    row = report["queues"]["arq"]["io/simple"]
+    assert (row["completed"], row["failed"], row["duplicates"], row["pending"]) == (n, 0, 0, 0), row
 
-        def deltas():
-            after = by_label(stack.query(completed), "instance")
-            d = {i: after.get(i, 0) - before.get(i, 0) for i in instances}
-            return d if sum(d.values()) == n else None
+    def deltas():
+        after = by_label(stack.query(completed), "instance")
+        d = {i: after.get(i, 0) - before.get(i, 0) for i in instances}
+        return d if sum(d.values()) == n else None
 
-        d = wait_until(deltas, timeout=30, interval=2, what=f"Prometheus counting the {n} arq tasks")
-        assert all(v > 0 for v in d.values()), f"one arq replica did no work: {d}"
-    finally:
-        stack.up()  # back to the defaults for whatever runs next
+    d = wait_until(deltas, timeout=30, interval=2, what=f"Prometheus counting the {n} arq tasks")
+    assert all(v > 0 for v in d.values()), f"one arq replica did no work: {d}"
 
 
 @pytest.mark.stack_down
