@@ -9,23 +9,37 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "compose: starts the real Docker Compose project (make test-compose)")
 
 
-# make test hands the tests to its pytest-xdist workers one at a time (a
-# module marked xdist_group as one), in collection order (--dist loadgroup
-# --no-loadscope-reorder): the longest go first, so that none starts near the
-# end and holds the run up. RQ's SIGKILL test waits out RQ's
-# fixed 60 s before an abandoned job comes back; then the modules whose tests
-# each take seconds to tens of seconds; the unit tests last, filling the gaps.
+# make test hands the tests to its pytest-xdist workers one unit at a time, in
+# collection order (--dist loadgroup, with the scheduler below): the longest
+# go first, so that none starts near the end and holds the run up: the two
+# groups that share a lab (a couple of minutes each), RQ's SIGKILL test (RQ's
+# fixed 60 s before an abandoned job comes back), then the tests that take
+# tens of seconds; the unit tests last, filling the gaps.
 LONGEST_FIRST = (
+    "tests/integration/test_queues.py",
+    "tests/integration/test_replicas.py",
+    "tests/integration/test_api_input.py",
     "tests/integration/test_worker_stop.py::test_sigkill_mid_batch_loses_nothing[rq]",
     "tests/integration/test_worker_stop.py::test_sigkill",
     "tests/integration/test_worker_stop.py",
     "tests/integration/test_redis_loss.py",
+    "tests/integration/test_modes.py",
     "tests/integration/test_outage.py",
-    "tests/integration/test_replicas.py",
-    "tests/integration/test_queues.py",
     "tests/integration/test_load_tooling.py::test_a_distributed",
     "tests/integration/",
 )
+# Modules whose tests share processes that a session or module fixture starts:
+# one xdist worker runs each group whole, so those processes start once (the
+# session's lab on two workers, not on each). Every other test is a unit of
+# its own. (xdist's own xdist_group marks do not group under pytest 9.2, which
+# computes node ids from their parts: xdist renames them to group.)
+SHARED_PROCESSES = {
+    "tests/integration/test_queues.py": "lab-queues",
+    "tests/integration/test_replicas.py": "lab-replicas",
+    "tests/integration/test_api_input.py": "lab-replicas",
+    "tests/integration/test_experiments.py": "experiments",
+    "tests/integration/test_modes.py": "modes",
+}
 
 
 def pytest_collection_modifyitems(items):
@@ -33,6 +47,22 @@ def pytest_collection_modifyitems(items):
         return next((i for i, prefix in enumerate(LONGEST_FIRST) if item.nodeid.startswith(prefix)), len(LONGEST_FIRST))
 
     items.sort(key=rank)  # stable: each module's tests keep their order
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadgroup: xdist's scope scheduling over SHARED_PROCESSES' groups,
+    in collection order."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedProcessesScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return SHARED_PROCESSES.get(nodeid.split("::", 1)[0], nodeid)
+
+    config.option.loadscopereorder = False  # collection order: the longest first
+    return SharedProcessesScheduling(config, log)
 
 
 @pytest.fixture(scope="session")

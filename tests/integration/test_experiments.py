@@ -11,9 +11,6 @@ import pytest
 
 from tests.lab import HTTP, LabProcess, Metrics, free_port, lab_env, post_tasks, start_api, wait_until
 
-# One xdist worker runs the module: its processes (module fixtures) start once.
-pytestmark = pytest.mark.xdist_group("experiments")
-
 UPSTREAM_LATENCY_MS = 1500  # long enough that "answered before the upstream call returned" is unambiguous
 VARIANTS = ["async-blocking", "async-threadpool", "sync-def", "async-native"]
 

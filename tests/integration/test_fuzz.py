@@ -4,10 +4,6 @@ than the documented 502/503, no traceback, and every error a JSON body."""
 import json
 
 import pytest
-import schemathesis
-from hypothesis import HealthCheck, given, settings
-from hypothesis.errors import Unsatisfiable
-from schemathesis import GenerationMode
 
 from tests.lab import start_api
 
@@ -34,6 +30,14 @@ def check(case) -> None:
 
 
 def test_fuzzed_requests_get_clean_answers(fuzzed_api):
+    # Imported here: schemathesis and hypothesis take about 3 s of CPU to import,
+    # which every pytest process (each xdist worker) paid at collection, fuzzing
+    # or not. Their pytest plugins are off (pyproject.toml): nothing uses them.
+    import schemathesis
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis.errors import Unsatisfiable
+    from schemathesis import GenerationMode
+
     schema = schemathesis.openapi.from_url(f"{fuzzed_api.url}/openapi.json")
     fuzzed = []
     for result in schema.get_all_operations():

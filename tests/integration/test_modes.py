@@ -12,9 +12,6 @@ from services.bare.drain import bare_backlog, published
 from services.bare.queues import BARE, KEYS
 from tests.lab import RedisServer, new_run, post_tasks, start_api, start_worker, wait_settled, wait_until
 
-# One xdist worker runs the module: its processes (module fixtures) start once.
-pytestmark = pytest.mark.xdist_group("modes")
-
 
 @pytest.fixture(scope="module")
 def isolated_redis():
