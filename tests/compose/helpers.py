@@ -33,7 +33,7 @@ TASKS_PER_QUEUE = 100
 # then a drain watch that ends with most of the run queued (arq at its default
 # 0.5 s poll takes about 6 tasks/s, whatever the machine).
 QUEUE_RUN_REQUESTS = 4000
-QUEUE_RUN_WATCH_S = 10
+QUEUE_RUN_WATCH_S = 5
 
 # The test stack's own settings, in every make and compose command of the
 # session (as a developer's .env would be): a recovery timer shortened through

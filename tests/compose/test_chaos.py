@@ -103,6 +103,10 @@ def test_make_chaos_kill_of_the_api_loses_background_tasks_but_never_a_count(sta
         "chaos",
         "worker=background",
         "fault=kill-worker",
+        # Dead from 3 s to 5 s into the load; back (~6 s after its start at 0.2
+        # CPU), the API has the rest of the load to take tasks again.
+        "hold=2",
+        "duration=24s",
         "wait=1",
         f"run={run}",
         f"results_dir={results_dir}",
