@@ -4,8 +4,12 @@ metrics, plus the TaskRunner that executes messages."""
 
 import asyncio
 import logging
+from typing import TYPE_CHECKING
 
-from prometheus_async.aio.web import MetricsHTTPServer, start_http_server
+# prometheus-async (aiohttp) is imported only where /metrics is served: RQ's
+# workers, which fork a work horse per job, then do not carry it (docs/hot-path.md).
+if TYPE_CHECKING:
+    from prometheus_async.aio.web import MetricsHTTPServer
 
 from lab.cgroup import register_cgroup_metrics
 from lab.heap import freeze_startup_heap
@@ -47,6 +51,8 @@ class WorkerRuntime:
             touch_task_series([self.queue])
         register_cgroup_metrics(self.service)
         self._lag = start_loop_lag_watch(self.service, self.settings.loop_lag_interval_s)
+        from prometheus_async.aio.web import start_http_server
+
         self._server = await start_http_server(addr="0.0.0.0", port=self.settings.metrics_port)
         freeze_startup_heap()  # last: the library's and the lab's start-up stay out of every full collection
 

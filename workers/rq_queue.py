@@ -282,11 +282,22 @@ def _serve_metrics(settings: Settings) -> None:
     _metrics_server = start_http_server_in_thread(addr="0.0.0.0", port=settings.metrics_port)
 
 
+class LabWorkerPool(WorkerPool):
+    """RQ's pool, whose /metrics server starts once its workers are forked: a
+    worker then holds no aiohttp (prometheus-async's server), and every fork
+    of a work horse copies the page tables of a smaller process and takes
+    fewer copy-on-write faults after it (docs/hot-path.md)."""
+
+    def start_workers(self, *args: Any, **kwargs: Any) -> None:
+        super().start_workers(*args, **kwargs)
+        _serve_metrics(get_settings())
+
+
 def main() -> None:
     setup_logging()
     settings = get_settings()
     connection = Redis.from_url(settings.redis_url, socket_connect_timeout=settings.redis_timeout_s)
-    pool = WorkerPool(
+    pool = LabWorkerPool(
         [QUEUE_NAME],
         connection=connection,
         num_workers=settings.concurrency_for(QUEUE),
@@ -294,7 +305,6 @@ def main() -> None:
     )
     os.register_at_fork(after_in_child=_die_with_parent)  # inherited by every process forked below
     freeze_startup_heap()  # before the pool forks: its workers inherit the frozen start-up objects
-    _serve_metrics(settings)
     pool.start(logging_level=settings.library_log_level)
 
 
