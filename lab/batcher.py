@@ -39,12 +39,22 @@ class Batcher:
             self._items.append((item, future))
             return await future
         self._busy = True
+        # Nothing in flight: only submit_later's items can be waiting, and they
+        # go with this one. Left to their timer or a flusher task, they could
+        # outlive a process that runs its loop only for one task (an RQ horse).
+        lingering, self._items = self._items, []
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         try:
-            [result] = await self._send([item])
-        except asyncio.CancelledError:
-            raise  # this caller's own cancellation: what came meanwhile was not sent, and goes next
+            result = (await self._send([*(i for i, _ in lingering), item]))[-1]
+        except asyncio.CancelledError as exc:
+            # This caller's own cancellation: what came meanwhile was not sent,
+            # and goes next; the lingering items may have been, and are dropped.
+            self._fail(lingering, exc)
+            raise
         except BaseException as exc:
-            batch, self._items = self._items, []
+            batch, self._items = lingering + self._items, []
             self._fail(batch, exc)
             raise
         finally:

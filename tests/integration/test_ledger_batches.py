@@ -88,6 +88,26 @@ def test_later_items_go_within_the_linger_time_without_a_waiting_caller():
     assert first == [["a", "b"]] and sent[-1] == ["c"]
 
 
+def test_later_items_go_with_the_next_callers_send():
+    """A process that runs its loop only for one task (an RQ work horse) ends
+    when the task's settle returns: a start waiting for its linger must have
+    gone with that settle."""
+
+    async def scenario():
+        sent = []
+
+        async def send(items):
+            sent.append(list(items))
+            return list(items)
+
+        batcher = Batcher(send, linger_s=10)
+        batcher.submit_later("start")
+        result = await batcher.submit("settle")
+        return result, sent
+
+    assert asyncio.run(scenario()) == ("settle", [["start", "settle"]])
+
+
 def test_a_cancelled_caller_does_not_break_the_batch():
     async def scenario():
         gate = asyncio.Event()
