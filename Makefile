@@ -31,8 +31,8 @@ dashboards: ## regenerate grafana/dashboards/*.json from grafana/generate.py
 # pytest-xdist workers for make test: each starts its own redis-server and lab
 # processes on free ports; most of the suite waits on processes (their leases,
 # timeouts and outages), not on the CPU: 3 on a 2-core machine. Tests go out one
-# at a time in collection order, the longest first (tests/conftest.py); a module
-# marked xdist_group runs on one worker, so its processes start once.
+# at a time in collection order, the longest first; the modules that share a
+# lab's processes each run whole on one worker, so those start once (tests/conftest.py).
 TEST_WORKERS ?= 3
 XDIST = -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
