@@ -167,9 +167,12 @@ def _requeue_interrupted(huey: RedisHuey):
 def main() -> None:
     setup_logging()
     settings = get_settings()
-    # BRPOP waits 1 s (Huey's read_timeout): the socket timeout only has to exceed it.
+    # No socket timeout, as Huey's own pool: BRPOP returns every second (Huey's
+    # read_timeout) and a restarted Redis closes the socket. A timeout made
+    # CPython poll() before every send and read, which cost the consumer under
+    # its CPU limit (docs/results/2026-11-27-rq-and-huey-at-the-defaults.md).
     pool = ConnectionPool.from_url(
-        settings.redis_url, socket_connect_timeout=settings.redis_timeout_s, socket_timeout=10
+        settings.redis_url, socket_connect_timeout=settings.redis_timeout_s, socket_timeout=None
     )
     huey, _ = make_huey(pool)
     huey.signal(SIGNAL_INTERRUPTED)(_requeue_interrupted(huey))
