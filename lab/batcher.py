@@ -39,23 +39,30 @@ class Batcher:
             self._items.append((item, future))
             return await future
         self._busy = True
-        # Nothing in flight: only submit_later's items can be waiting, and they
-        # go with this one. Left to their timer or a flusher task, they could
-        # outlive a process that runs its loop only for one task (an RQ horse).
-        lingering, self._items = self._items, []
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        # Nothing in flight: only submit_later's items can be waiting (their
+        # timer set), and they go with this one. Left to the timer or a flusher
+        # task, they could outlive a process that runs its loop only for one
+        # task (an RQ horse). Usually none wait: then no list beyond [item].
+        lingering = self._items
+        if lingering:
+            self._items = []
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            batch = [i for i, _ in lingering]
+            batch.append(item)
+        else:
+            lingering, batch = (), [item]
         try:
-            result = (await self._send([*(i for i, _ in lingering), item]))[-1]
+            result = (await self._send(batch))[-1]
         except asyncio.CancelledError as exc:
             # This caller's own cancellation: what came meanwhile was not sent,
             # and goes next; the lingering items may have been, and are dropped.
             self._fail(lingering, exc)
             raise
         except BaseException as exc:
-            batch, self._items = lingering + self._items, []
-            self._fail(batch, exc)
+            failed, self._items = [*lingering, *self._items], []
+            self._fail(failed, exc)
             raise
         finally:
             self._busy = False
