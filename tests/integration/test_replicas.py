@@ -26,9 +26,14 @@ COUNT = 100
 def test_two_replicas_never_duplicate(lab, queue):
     first = lab.workers[queue]
     second = start_worker(queue, lab.redis.url, name=f"{queue}-replica-2")
+    replicas = (first, second)
     labels = {"queue": queue, "kind": "io", "variant": "simple"}
+
+    def completed(p) -> float:
+        return p.metrics().value("lab_task_completed_total", **labels)
+
     try:
-        before = [p.metrics().value("lab_task_completed_total", **labels) for p in (first, second)]
+        before = [completed(p) for p in replicas]
         sent, done = 0, [0.0, 0.0]
         for batch in range(3):
             # A replica can take a whole batch of instant tasks before the other
@@ -38,14 +43,12 @@ def test_two_replicas_never_duplicate(lab, queue):
             # out). A paused replica's pending blocking pop may hold a message.
             idle = done.index(0) if batch and 0 in done else None
             run = new_run(f"replicas-{queue}-{batch}")
-            with paused((first, second)[1 - idle]) if idle is not None else nullcontext():
+            with paused(replicas[1 - idle]) if idle is not None else nullcontext():
                 assert all(r.status_code == 202 for r in post_tasks(lab.api.url, run, queue, "io/simple", COUNT))
                 if idle is not None:
-                    replica, base = (first, second)[idle], before[idle]
+                    replica, base = replicas[idle], before[idle]
                     wait_until(
-                        lambda replica=replica, base=base: (
-                            replica.metrics().value("lab_task_completed_total", **labels) > base
-                        ),
+                        lambda replica=replica, base=base: completed(replica) > base,
                         60,
                         f"{replica.name} to run tasks while the other is paused",
                     )
@@ -62,9 +65,7 @@ def test_two_replicas_never_duplicate(lab, queue):
             sent += COUNT
 
             def added_up(sent: int = sent) -> list | None:
-                done = [
-                    p.metrics().value("lab_task_completed_total", **labels) - b for p, b in zip((first, second), before)
-                ]
+                done = [completed(p) - b for p, b in zip(replicas, before)]
                 return done if sum(done) == sent else None
 
             done = wait_until(added_up, 10, "replica metrics to add up")
