@@ -505,6 +505,8 @@ def _derived(record: Mapping, key: str):
         return limit_text((record.get("limits") or {}).get("api"))
     if key == "_worker_limits":
         return workers_limit_text(workers) if workers else "-"
+    if key == "_limits":  # the short table's one column for both
+        return f"{_derived(record, '_api_limits')} / {_derived(record, '_worker_limits')}"
     if key == "_concurrency":
         values = {w.get("concurrency") for w in workers.values() if w.get("concurrency") is not None}
         return "/".join(str(v) for v in sorted(values)) if values else None
@@ -577,21 +579,8 @@ SHORT_COLUMNS = (
 )
 
 
-def _limits_cell(record: Mapping) -> str:
-    return f"{_derived(record, '_api_limits')} / {_derived(record, '_worker_limits')}"
-
-
 def table_row(record: Mapping, columns=COLUMNS) -> str:
-    values = [
-        (
-            _limits_cell(record)
-            if key == "_limits"
-            else _derived(record, key)
-            if key.startswith("_")
-            else _get(record, key)
-        )
-        for _, key in columns
-    ]
+    values = [(_derived(record, key) if key.startswith("_") else _get(record, key)) for _, key in columns]
     return "| " + " | ".join(cell(v) for v in values) + " |"
 
 
