@@ -7,10 +7,13 @@ labels `queue`, `kind`, `variant`.
 Celery's prefork pool runs tasks in child processes, so its worker sets
 PROMETHEUS_MULTIPROC_DIR before anything imports prometheus_client: every
 process then writes its samples to files there and the parent's /metrics
-adds them up (gauges say how: `livesum`, `livemax`).
+adds them up (gauges say how: `livesum`, `livemax`). RQ's pool reads its
+workers' and work horses' counts from a pipe instead (listen_to_children).
 """
 
+import json
 import os
+import select
 import threading
 import time
 from bisect import bisect_left
@@ -58,10 +61,14 @@ _flusher_pid: int | None = None
 
 
 def flush() -> None:
-    """Hand every update made so far to prometheus_client's children."""
+    """Hand every update made so far to prometheus_client's children (or, in a
+    process that sends to its parent, to the parent: send_to_parent below)."""
     with _flush_lock:
-        for series in _pending:
-            series.flush()
+        if _parent_fd is None:
+            for series in _pending:
+                series.flush()
+        else:
+            _send_deltas()
 
 
 def _flush_every() -> None:
@@ -83,7 +90,65 @@ def _track(series) -> None:
             _start_flusher()
 
 
-_children_report = False  # set by report_children_to_parent()
+# -- Processes that send their counts to a parent -------------------------------
+# RQ's pool forks its workers, and each worker forks a work horse per task. In
+# prometheus_client's multi-process mode every one of them would write files
+# that each scrape reads back and adds up (MultiProcessCollector: twice the
+# CPU of a scrape of the same series held in memory, docs/hot-path.md), and a
+# horse would open its files and start a flusher for every task. Instead the
+# pool makes every series before it forks and reads, from one pipe, what its
+# descendants counted: a worker sends it every FLUSH_S (its flush), a horse
+# once, as it ends (flush). A series is named by its place in `_pending`,
+# which a child inherits; one a child made itself has no twin in the parent
+# and is not sent.
+_children_fd: int | None = None  # in the listening parent: the pipe's write end
+_parent_fd: int | None = None  # in a descendant: where flush() sends
+_inherited = 0  # in a descendant: how many of _pending the parent has too
+_children_flush = True  # whether a child forked from here runs a flusher thread
+
+
+def listen_to_children() -> None:
+    """Processes forked from now on (and theirs) send what they count to this
+    one, which adds it to its own series: make every series first."""
+    global _children_fd
+    read_fd, _children_fd = os.pipe()
+    threading.Thread(target=_add_children_deltas, args=(read_fd,), name="metrics-children", daemon=True).start()
+
+
+def children_flush_at_exit() -> None:
+    """Children forked from here on run no flusher thread: each flushes once,
+    before it ends (an RQ work horse, which lives for one task)."""
+    global _children_flush
+    _children_flush = False
+
+
+def _send_deltas() -> None:
+    """What each series counted since the last send, one JSON line per series,
+    in writes of at most PIPE_BUF bytes: a pipe never interleaves those."""
+    batch = b""
+    for i in range(_inherited):
+        series = _pending[i]
+        delta = series.delta()
+        if delta:
+            series.mark_flushed()
+            line = json.dumps((i, delta)).encode() + b"\n"
+            if len(batch) + len(line) > select.PIPE_BUF:
+                os.write(_parent_fd, batch)  # type: ignore[arg-type]  # set: flush() checked
+                batch = b""
+            batch += line
+    if batch:
+        os.write(_parent_fd, batch)  # type: ignore[arg-type]  # as above
+
+
+def _add_children_deltas(fd: int) -> None:
+    """In the listening parent, a thread of its own: every child's deltas added
+    here (the only thread that updates these series: the parent runs no task)."""
+    rest = b""
+    while chunk := os.read(fd, 65536):
+        *lines, rest = (rest + chunk).split(b"\n")
+        for line in lines:
+            i, delta = json.loads(line)
+            _pending[i].add(delta)
 
 
 def _after_fork_in_child() -> None:
@@ -91,37 +156,15 @@ def _after_fork_in_child() -> None:
     the parent had not flushed yet is the parent's, and the parent's flusher
     thread did not come along. The fork waited for any flush in progress
     (register_at_fork below), so no prometheus_client lock was held by it.
-    A child that reports to its parent (report_children_to_parent) flushes nothing."""
-    global _flush_lock, _flusher_pid
+    A child of a listening process sends to it instead (listen_to_children)."""
+    global _flush_lock, _flusher_pid, _parent_fd, _inherited
     _flush_lock, _flusher_pid = threading.Lock(), None
     for series in _pending:
-        series.forked()
-    if _pending and not _children_report:
+        series.mark_flushed()
+    if _children_fd is not None:
+        _parent_fd, _inherited = _children_fd, len(_pending)
+    if _pending and _children_flush:
         _start_flusher()
-
-
-# -- Children that report to their parent ---------------------------------------
-# RQ forks a work horse per task. A horse that wrote its own multi-process files
-# would open them, read them back and start a flusher thread for every task, a
-# cost of the fork that its bare counterpart does not pay. Instead the parent
-# makes every series before it forks, and a horse hands what it counted since
-# the fork back to the parent (child_deltas, add_child_deltas), which flushes it.
-def report_children_to_parent() -> None:
-    """Processes forked from now on report their counts to this one (child_deltas)."""
-    global _children_report
-    _children_report = True
-
-
-def child_deltas() -> list:
-    """In a child: what each series counted since the fork, by its place in the parent's list."""
-    return [(i, d) for i, series in enumerate(_pending) if (d := series.delta())]
-
-
-def add_child_deltas(deltas: list) -> None:
-    """In the parent: a child's child_deltas() added to the same series here."""
-    for i, d in deltas:
-        if i < len(_pending):  # a series the child made itself has no twin here
-            _pending[i].add(d)
 
 
 # A fork waits for a flush in progress: a child that inherited a lock taken by
@@ -265,7 +308,7 @@ class Count:
             self._inc(n - self._flushed)
             self._flushed = n
 
-    def forked(self) -> None:
+    def mark_flushed(self) -> None:
         self._flushed = self.value
 
     def delta(self) -> int:
@@ -278,35 +321,62 @@ class Count:
 class Observe:
     """`observe` of one labelled Histogram child (or of an unlabelled
     histogram): the bucket found by bisection and counted in plain Python,
-    the sum added up; flush() hands the child what was observed since."""
+    the sum added up; flush() hands the child what was observed since.
 
-    __slots__ = ("_bounds", "_counts", "_sum", "_flushed", "_flushed_sum", "_bucket_inc", "_sum_inc")
+    Given a labelled histogram and its `labels`, the child is made at the
+    first flush with something to hand it: series made ahead of their first
+    task (RQ's pool makes every task shape's before it forks) are then not
+    in the exposition, twenty-two lines each, until a task of theirs has run,
+    as in a process that makes each on its first task."""
 
-    def __init__(self, child):
-        self._bounds = child._upper_bounds
+    __slots__ = (
+        "_bounds",
+        "_counts",
+        "_sum",
+        "_flushed",
+        "_flushed_sum",
+        "_bucket_inc",
+        "_sum_inc",
+        "_histogram",
+        "_labels",
+    )
+
+    def __init__(self, histogram, labels: dict | None = None):
+        self._bounds = histogram._upper_bounds
         self._counts = [0] * len(self._bounds)
         self._flushed = [0] * len(self._bounds)
         self._sum = self._flushed_sum = 0.0
+        self._histogram, self._labels = histogram, labels or {}
+        self._bucket_inc: list | None = None
+        if labels is None:
+            self._bind(histogram)
+        _track(self)
+
+    def _bind(self, child) -> list:
         self._bucket_inc = [bucket.inc for bucket in child._buckets]
         self._sum_inc = child._sum.inc
-        _track(self)
+        return self._bucket_inc
 
     def __call__(self, amount: float) -> None:
         self._counts[bisect_left(self._bounds, amount)] += 1
         self._sum += amount
 
     def flush(self) -> None:
-        flushed = self._flushed
+        flushed, bucket_inc = self._flushed, self._bucket_inc
+        if bucket_inc is None:
+            if self._counts == flushed:
+                return
+            bucket_inc = self._bind(self._histogram.labels(**self._labels))
         for i, n in enumerate(self._counts):
             if n != flushed[i]:
-                self._bucket_inc[i](n - flushed[i])
+                bucket_inc[i](n - flushed[i])
                 flushed[i] = n
         total = self._sum
         if total != self._flushed_sum:
             self._sum_inc(total - self._flushed_sum)
             self._flushed_sum = total
 
-    def forked(self) -> None:
+    def mark_flushed(self) -> None:
         self._flushed, self._flushed_sum = list(self._counts), self._sum
 
     def delta(self) -> tuple[list[int], float] | None:

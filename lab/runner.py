@@ -42,8 +42,8 @@ class _TaskMetrics:
         self.failed = Count(TASK_FAILED.labels(**labels))
         self.duplicates = Count(TASK_DUPLICATES.labels(**labels))
         self.in_progress = Count(TASKS_IN_PROGRESS.labels(**labels))
-        self.wait, self.duration = Observe(TASK_WAIT.labels(**labels)), Observe(TASK_DURATION.labels(**labels))
-        self.latency = Observe(TASK_LATENCY.labels(**labels))
+        self.wait, self.duration = Observe(TASK_WAIT, labels), Observe(TASK_DURATION, labels)
+        self.latency = Observe(TASK_LATENCY, labels)
 
     def begin(self, msg: TaskMessage) -> float:
         started = time.time()

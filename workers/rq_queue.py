@@ -32,14 +32,12 @@ API never reads one). Redis going away does not end the pool: a worker that
 gives up (RQ quits on a connection error outside its dequeue) is replaced by
 the pool within a second.
 
-Every worker process of the pool writes its metrics to files that the pool's
-/metrics adds up (lab/metrics.py), as Celery's prefork pool does. A work horse
-writes none: its worker makes every task series before it forks, and the horse
-hands what it counted back through a pipe (lab.metrics.child_deltas), which
-its worker adds to its own series. Opening and reading those files and
-starting a flusher thread in every horse cost more CPU than the task. Should
-a horse touch another metric, it goes to the one set of files all horses of
-a worker share (_metrics_identity, below), not a set per job.
+The pool makes the runner and every task series before it forks its
+workers, and serves /metrics from them: each worker sends what it counted
+every second, and each horse once as it ends, through a pipe the pool reads
+(lab.metrics.listen_to_children). Multi-process files would cost every
+scrape a read of every process's files, and every horse the opening of its
+own (docs/hot-path.md).
 
 RQ's own monitoring: `rq info --url $REDIS_URL` (queues, workers, registries)
 and rq-dashboard read the same keys (docs/queues.md).
@@ -49,34 +47,10 @@ loop or in threads of its own (BLOCKING_PUBLISH), behind a breaker
 (lab/blocking_publish.py).
 """
 
-import os
-import shutil
-import tempfile
-
-HORSE_IDENTITY = "LAB_METRICS_IDENTITY"  # set in a work horse: the files its metrics go to
-
-
-def _metrics_identity() -> str:
-    """The name of this process's metrics files: its pid, or for a work horse,
-    the one name all horses of a worker share (they run one after the other)."""
-    return os.environ.get(HORSE_IDENTITY) or str(os.getpid())
-
-
-_own_metrics_dir: tuple[int, str] | None = None  # (the pool's pid, a directory it made)
-if __name__ == "__main__":
-    if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
-        # Before prometheus_client is imported anywhere (as Celery's worker).
-        _own_metrics_dir = (os.getpid(), tempfile.mkdtemp(prefix="lab-rq-metrics-"))
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = _own_metrics_dir[1]
-    from prometheus_client import values
-
-    # Before any metric exists: a file set per horse would be a file set per job.
-    values.ValueClass = values.MultiProcessValue(_metrics_identity)
-
 import asyncio
 import ctypes
-import json
 import logging
+import os
 import signal
 from functools import partial
 from typing import Any
@@ -90,7 +64,7 @@ from rq.worker_pool import WorkerPool
 from lab.blocking_publish import BlockingPublisher
 from lab.cgroup import register_cgroup_metrics
 from lab.heap import freeze_startup_heap
-from lab.metrics import Count, add_child_deltas, child_deltas, flush, report_children_to_parent, touch_task_series
+from lab.metrics import Count, children_flush_at_exit, flush, listen_to_children, touch_task_series
 from lab.protocol import Queue, TaskMessage
 from lab.queues import RQ_MAINTENANCE_INTERVAL_S, RQ_WORKER_TTL_S
 from lab.redis_clients import sync_client
@@ -146,7 +120,6 @@ _runner: TaskRunner | None = None
 _loop: asyncio.AbstractEventLoop | None = None
 _loop_pid: int | None = None
 _in_horse = False
-_report_fd: int | None = None  # in a horse: where its counts go to its worker
 
 
 def _die_with_parent() -> None:
@@ -175,10 +148,9 @@ def lab_task(message: dict) -> None:
         _runner.run_blocking(message, _process_loop)
     finally:
         if _in_horse:
-            # The horse ends with os._exit: what it counted goes to its worker
+            # The horse ends with os._exit: what it counted goes to the pool
             # now, and a process pool it made (cpu/process) must not outlive it.
-            if _report_fd is not None:
-                os.write(_report_fd, json.dumps(child_deltas()).encode())
+            flush()
             pool = _runner.work._process_pool
             if pool is not None:
                 pool.shutdown(wait=True)
@@ -186,17 +158,13 @@ def lab_task(message: dict) -> None:
 
 class _LabWorker:
     """RQ's worker with the lab's maintenance interval and worker TTL
-    (lab/queues.py), a runner made before any fork, and, in a work horse, the
-    metrics identity its horses share. WorkerPool makes it with RQ's own
-    arguments: the lab's are added here."""
+    (lab/queues.py). WorkerPool makes it with RQ's own arguments: the lab's
+    are added here."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        global _runner
         kwargs.setdefault("maintenance_interval", RQ_MAINTENANCE_INTERVAL_S)
         kwargs.setdefault("worker_ttl", RQ_WORKER_TTL_S)
         super().__init__(*args, **kwargs)  # type: ignore[call-arg]  # a mixin: RQ's worker comes next in the MRO
-        if _runner is None:
-            _runner = TaskRunner(get_settings())
 
     def work(self, *args: Any, **kwargs: Any) -> bool:
         try:
@@ -204,32 +172,26 @@ class _LabWorker:
         finally:
             # A SimpleWorker ran tasks here: its pools must end before the
             # process does (multiprocessing waits for the process pool's
-            # children at exit), and what it counted goes to its files.
+            # children at exit), and what it counted goes to the pool.
             if _runner is not None:
                 _runner.work.close()
             flush()
 
-    def main_work_horse(self, job, queue) -> None:
-        global _in_horse
-        _in_horse = True
-        os.environ[HORSE_IDENTITY] = f"horse-{os.getppid()}"
-        super().main_work_horse(job, queue)  # type: ignore[misc]  # a mixin, as above
-
 
 class LabWorker(_LabWorker, Worker):
-    """RQ's default worker: a horse per job, whose counts come back through a pipe."""
+    """RQ's default worker: a horse per job, which sends its counts to the pool as it ends."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        report_children_to_parent()
-        assert _runner is not None
-        _runner.make_series(QUEUE)  # before any fork: a horse only adds to them
+        children_flush_at_exit()  # a horse: no flusher thread
+
+    def main_work_horse(self, job, queue) -> None:
+        global _in_horse
+        _in_horse = True
+        super().main_work_horse(job, queue)
 
     def execute_job(self, job, queue) -> None:
-        global _report_fd
-        read_fd, _report_fd = os.pipe()
-        os.set_blocking(read_fd, False)  # a horse's child may outlive it, holding the pipe open
-        running = _in_progress(job)  # the horse's own gauge is back at 0 when it reports
+        running = _in_progress(job)  # the horse's own gauge is back at 0 when it sends
         if running is not None:
             running.value += 1
         try:
@@ -237,12 +199,6 @@ class LabWorker(_LabWorker, Worker):
         finally:
             if running is not None:
                 running.value -= 1
-            os.close(_report_fd)
-            _report_fd = None
-            report = _read_all(read_fd)
-            os.close(read_fd)
-            if report:
-                add_child_deltas(json.loads(report))
 
 
 def _in_progress(job) -> Count | None:
@@ -251,17 +207,6 @@ def _in_progress(job) -> Count | None:
         return _runner.metrics(TaskMessage.validate(job.args[0])).in_progress
     except Exception:  # not a lab message: its horse fails it
         return None
-
-
-def _read_all(fd: int) -> bytes:
-    """What a finished horse wrote to the pipe (it wrote all of it before it ended)."""
-    chunks = []
-    try:
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-    except BlockingIOError:
-        pass
-    return b"".join(chunks)
 
 
 class LabSimpleWorker(_LabWorker, SimpleWorker):
@@ -273,7 +218,7 @@ _metrics_server = None
 
 
 def _serve_metrics(settings: Settings) -> None:
-    # In the pool's process: every worker's and horse's files, added up.
+    # In the pool's process: every worker's and horse's counts, sent to it.
     from prometheus_async.aio.web import start_http_server_in_thread
 
     global _metrics_server
@@ -303,6 +248,10 @@ def main() -> None:
         num_workers=settings.concurrency_for(QUEUE),
         worker_class=WORKER_CLASSES[settings.rq_worker_class],
     )
+    global _runner
+    _runner = TaskRunner(settings)
+    _runner.make_series(QUEUE)  # before any fork: a worker or horse only adds to them
+    listen_to_children()
     os.register_at_fork(after_in_child=_die_with_parent)  # inherited by every process forked below
     freeze_startup_heap()  # before the pool forks: its workers inherit the frozen start-up objects
     pool.start(logging_level=settings.library_log_level)
@@ -311,10 +260,6 @@ def main() -> None:
 if __name__ == "__main__":
     import importlib
 
-    try:
-        # Through the module's own name: RQ imports TASK_NAME from it in every
-        # worker and horse, which must find this module's state, not a second copy.
-        importlib.import_module("workers.rq_queue").main()
-    finally:
-        if _own_metrics_dir is not None and _own_metrics_dir[0] == os.getpid():
-            shutil.rmtree(_own_metrics_dir[1], ignore_errors=True)
+    # Through the module's own name: RQ imports TASK_NAME from it in every
+    # worker and horse, which must find this module's state, not a second copy.
+    importlib.import_module("workers.rq_queue").main()

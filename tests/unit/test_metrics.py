@@ -159,3 +159,58 @@ def test_a_forked_child_flushes_its_own_updates_and_not_its_parents():
     flush()
     assert seen_by_child == before + 2
     assert child_value.get() == before + 5
+
+
+def test_a_listening_parent_adds_up_what_its_children_and_theirs_count():
+    """RQ's pool (listen_to_children) holds every series in memory: a worker
+    it forks sends what it counts every FLUSH_S, by a thread of its own, and
+    a work horse that worker forks (children_flush_at_exit) sends its own with
+    one flush before it ends. A task shape's histogram made ahead of its
+    first task is not in the exposition until one has been observed."""
+    import time
+
+    read, write = os.pipe()
+    pool = os.fork()
+    if pool == 0:  # listening changes the process's module state: a process of its own
+        try:
+            from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+            from lab import metrics
+
+            registry = CollectorRegistry()
+            counter = Counter("c", "c", ("q",), registry=registry)
+            histogram = Histogram("h", "h", ("q",), buckets=metrics.LATENCY_BUCKETS, registry=registry)
+            count, observe = metrics.Count(counter.labels(q="a")), metrics.Observe(histogram, {"q": "a"})
+            metrics.Observe(histogram, {"q": "never"})
+            metrics.listen_to_children()
+            worker = os.fork()
+            if worker == 0:
+                metrics.children_flush_at_exit()
+                count.value += 1  # the worker's own: its flusher thread sends it
+                horse = os.fork()
+                if horse == 0:
+                    count.value += 10
+                    observe(0.003)
+                    metrics.flush()
+                    os._exit(0)
+                os.waitpid(horse, 0)
+                time.sleep(metrics.FLUSH_S * 3)
+                os._exit(0)
+            deadline = time.monotonic() + 10
+            while count.value < 11 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            os.waitpid(worker, 0)
+            os.write(write, generate_latest(registry))
+        finally:
+            os._exit(0)
+    os.close(write)
+    chunks = []
+    while chunk := os.read(read, 65536):
+        chunks.append(chunk)
+    os.close(read)
+    os.waitpid(pool, 0)
+    text = b"".join(chunks).decode()
+    assert 'c_total{q="a"} 11.0' in text
+    assert 'h_bucket{le="0.0025",q="a"} 0.0' in text and 'h_bucket{le="0.005",q="a"} 1.0' in text
+    assert 'h_count{q="a"} 1.0' in text
+    assert "never" not in text
