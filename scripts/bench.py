@@ -300,7 +300,13 @@ class Bench:
             )
         )
         bare = lambda *extra: Side("bare", bare_target, bare_start(*extra), lambda: c.ids(bench_svc))
-        lab = Side("lab", lab_target, lambda: c("start", queue, timeout=120), lambda: c.ids(queue))
+        lab = Side(
+            "lab",
+            lab_target,
+            lambda: c("start", queue, timeout=120),
+            lambda: c.ids(queue),
+            frozen_with=lambda: c.ids("prometheus"),
+        )
         self.say(f"[{queue}] drains: the bare worker and the lab's, in turns ({bare_target} and {lab_target} tasks)")
         drain = self.paired(counter, bare(), lab)
         try:

@@ -12,6 +12,12 @@ pair run seconds apart. Drains measured one after the other, minutes apart,
 moved the same bare worker's rate by up to 30 % between two benches, three
 times the budget; a drift that slow moves both windows of a pair alike.
 
+Prometheus is frozen and thawed with the lab's side (Side.frozen_with): a
+scrape that times out against a frozen worker stays queued on its socket and
+is answered when the worker thaws, so each lab window would also pay for the
+scrapes of the bare window before it, which a worker that is never frozen
+does not (docs/results/2026-11-27-rq-within-budget.md).
+
 A window holds at least MIN_TASKS_PER_WINDOW tasks (arq at its default polling
 gets longer windows), and the drain stops before a window would find its
 backlog empty, so every window measures a worker that had work throughout.
@@ -50,6 +56,8 @@ class Side:
     done: int = 0
     rate: float = 0.0  # its last rate, for the next window's length and whether its backlog lasts
     windows: list[dict] = field(default_factory=list)
+    # Containers frozen and thawed with it, their CPU not its own: Prometheus, for the lab's side.
+    frozen_with: Callable[[], list[str]] = lambda: []
 
 
 class Counter:
@@ -176,10 +184,10 @@ class PairedDrain:
         side.rate = (side.done - first) / (time.monotonic() - began)
 
     def freeze(self, side: Side) -> None:
-        docker("pause", *side.ids)
+        docker("pause", *side.ids, *side.frozen_with())
 
     def thaw(self, side: Side) -> None:
-        docker("unpause", *side.ids)
+        docker("unpause", *side.frozen_with(), *side.ids)
 
     def window(self, side: Side, length: float) -> None:
         cpu_before, done_before = self.cpu(side), side.done
