@@ -62,7 +62,7 @@ _flusher_pid: int | None = None
 
 def flush() -> None:
     """Hand every update made so far to prometheus_client's children (or, in a
-    process that sends to its parent, to the parent: send_to_parent below)."""
+    descendant of a listening process, to that process: listen_to_children)."""
     with _flush_lock:
         if _parent_fd is None:
             for series in _pending:

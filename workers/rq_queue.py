@@ -64,7 +64,7 @@ from rq.worker_pool import WorkerPool
 from lab.blocking_publish import BlockingPublisher
 from lab.cgroup import register_cgroup_metrics
 from lab.heap import freeze_startup_heap
-from lab.metrics import Count, children_flush_at_exit, flush, listen_to_children, touch_task_series
+from lab.metrics import Count, children_flush_at_exit, flush, listen_to_children
 from lab.protocol import Queue, TaskMessage
 from lab.queues import RQ_MAINTENANCE_INTERVAL_S, RQ_WORKER_TTL_S
 from lab.redis_clients import sync_client
@@ -222,7 +222,7 @@ def _serve_metrics(settings: Settings) -> None:
     from prometheus_async.aio.web import start_http_server_in_thread
 
     global _metrics_server
-    touch_task_series([QUEUE])
+    # The task series are made already, at 0 (main: _runner.make_series).
     register_cgroup_metrics(service_name(settings, QUEUE))
     _metrics_server = start_http_server_in_thread(addr="0.0.0.0", port=settings.metrics_port)
 
