@@ -1,20 +1,15 @@
 """What every worker process runs beside its queue library: logging, the
-/metrics endpoint (prometheus-async), the event-loop lag watch and the cgroup
-metrics, plus the TaskRunner that executes messages."""
+/metrics endpoint (lab/metrics_server.py), the event-loop lag watch and the
+cgroup metrics, plus the TaskRunner that executes messages."""
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
-
-# prometheus-async (aiohttp) is imported only where /metrics is served: RQ's
-# workers, which fork a work horse per job, then do not carry it (docs/hot-path.md).
-if TYPE_CHECKING:
-    from prometheus_async.aio.web import MetricsHTTPServer
 
 from lab.cgroup import register_cgroup_metrics
 from lab.heap import freeze_startup_heap
 from lab.loop_lag import start_loop_lag_watch
 from lab.metrics import touch_task_series
+from lab.metrics_server import MetricsServer, serve_metrics
 from lab.protocol import BROKER_QUEUES
 from lab.queues import BROKERS
 from lab.runner import TaskRunner
@@ -43,7 +38,7 @@ class WorkerRuntime:
         self.service = service_name(settings, queue)
         self.queue = queue if queue in BROKER_QUEUES else None
         self.runner = TaskRunner(settings)
-        self._server: MetricsHTTPServer | None = None
+        self._server: MetricsServer | None = None
         self._lag: asyncio.Task | None = None
 
     async def start(self) -> None:
@@ -51,14 +46,12 @@ class WorkerRuntime:
             touch_task_series([self.queue])
         register_cgroup_metrics(self.service)
         self._lag = start_loop_lag_watch(self.service, self.settings.loop_lag_interval_s)
-        from prometheus_async.aio.web import start_http_server
-
-        self._server = await start_http_server(addr="0.0.0.0", port=self.settings.metrics_port)
+        self._server = serve_metrics(self.settings.metrics_port)
         freeze_startup_heap()  # last: the library's and the lab's start-up stay out of every full collection
 
     async def stop(self) -> None:
         if self._lag:
             self._lag.cancel()
         if self._server:
-            await self._server.close()
+            self._server.stop()
         await self.runner.close()

@@ -42,6 +42,7 @@ from lab.blocking_publish import BlockingPublisher
 from lab.cgroup import register_cgroup_metrics
 from lab.heap import freeze_startup_heap
 from lab.metrics import flush, touch_task_series
+from lab.metrics_server import serve_metrics
 from lab.process_loop import ProcessLoop
 from lab.protocol import Queue, TaskMessage
 from lab.settings import Settings, get_settings
@@ -170,20 +171,18 @@ _metrics_server = None
 @worker_ready.connect
 def _serve_metrics(**_) -> None:
     # In the parent, once the worker consumes: /metrics answering means ready.
-    from prometheus_async.aio.web import start_http_server_in_thread
-
     global _metrics_server
     settings = get_settings()
     touch_task_series([QUEUE])
     register_cgroup_metrics(service_name(settings, QUEUE))
-    _metrics_server = start_http_server_in_thread(addr="0.0.0.0", port=settings.metrics_port)
+    _metrics_server = serve_metrics(settings.metrics_port)
 
 
 @worker_shutdown.connect
 def _stop(**_) -> None:
     process_loop.stop()  # the solo and threads pools run tasks in this process
     if _metrics_server is not None:
-        _metrics_server.close()
+        _metrics_server.stop()
 
 
 def main() -> None:

@@ -61,6 +61,7 @@ from lab.blocking_publish import BlockingPublisher
 from lab.cgroup import register_cgroup_metrics
 from lab.heap import freeze_startup_heap
 from lab.metrics import flush, touch_task_series
+from lab.metrics_server import serve_metrics
 from lab.process_loop import ProcessLoop
 from lab.protocol import Queue, TaskMessage
 from lab.redis_clients import sync_client
@@ -186,16 +187,15 @@ def main() -> None:
         shutdown_timeout=settings.shutdown_grace_s,
     )
     freeze_startup_heap()  # before worker processes fork: they inherit the frozen start-up objects
-    from prometheus_async.aio.web import start_http_server_in_thread
-
     touch_task_series([QUEUE])
     register_cgroup_metrics(service_name(settings, QUEUE))
-    server = start_http_server_in_thread(addr="0.0.0.0", port=settings.metrics_port)
+    server = serve_metrics(settings.metrics_port)
     try:
         consumer.run()
     finally:
         process_loop.stop()  # the thread workers ran their tasks in this process
-        server.close()
+        if server is not None:
+            server.stop()
 
 
 if __name__ == "__main__":

@@ -65,6 +65,7 @@ from lab.blocking_publish import BlockingPublisher
 from lab.cgroup import register_cgroup_metrics
 from lab.heap import freeze_startup_heap
 from lab.metrics import Count, children_flush_at_exit, flush, listen_to_children
+from lab.metrics_server import serve_metrics
 from lab.protocol import Queue, TaskMessage
 from lab.queues import RQ_MAINTENANCE_INTERVAL_S, RQ_WORKER_TTL_S
 from lab.redis_clients import sync_client
@@ -214,24 +215,18 @@ class LabSimpleWorker(_LabWorker, SimpleWorker):
 
 
 WORKER_CLASSES: dict[str, type[BaseWorker]] = {"Worker": LabWorker, "SimpleWorker": LabSimpleWorker}
-_metrics_server = None
 
 
 def _serve_metrics(settings: Settings) -> None:
     # In the pool's process: every worker's and horse's counts, sent to it.
-    from prometheus_async.aio.web import start_http_server_in_thread
-
-    global _metrics_server
     # The task series are made already, at 0 (main: _runner.make_series).
     register_cgroup_metrics(service_name(settings, QUEUE))
-    _metrics_server = start_http_server_in_thread(addr="0.0.0.0", port=settings.metrics_port)
+    serve_metrics(settings.metrics_port)
 
 
 class LabWorkerPool(WorkerPool):
-    """RQ's pool, whose /metrics server starts once its workers are forked: a
-    worker then holds no aiohttp (prometheus-async's server), and every fork
-    of a work horse copies the page tables of a smaller process and takes
-    fewer copy-on-write faults after it (docs/hot-path.md)."""
+    """RQ's pool, whose /metrics server starts once its workers are forked:
+    /metrics answering means they run, and no worker holds the server's socket."""
 
     def start_workers(self, *args: Any, **kwargs: Any) -> None:
         super().start_workers(*args, **kwargs)

@@ -16,13 +16,13 @@ from lab.cgroup import register_cgroup_metrics
 from lab.heap import freeze_startup_heap
 from lab.loop_lag import start_loop_lag_watch
 from lab.metrics import ENQUEUED, touch_task_series
+from lab.metrics_server import serve_metrics
 from lab.protocol import ENDPOINTS, Queue
 from lab.queues import BROKER_NAMES, adapter
 from lab.settings import get_settings
 from services.api import errors
 from services.api.background import QUEUE as BACKGROUND
 from services.api.http_metrics import HttpMetrics
-from services.api.metrics_server import serve_metrics_in_thread
 from services.api.routes import clients, health, metrics, payload, runs, tasks, upstream
 from services.api.state import LabState
 
@@ -44,15 +44,14 @@ async def lifespan(app: FastAPI):
         for kind, variant in ENDPOINTS:
             ENQUEUED.labels(queue=queue, kind=kind, variant=variant)
     lag = start_loop_lag_watch(service, settings.loop_lag_interval_s)
-    metrics_server = serve_metrics_in_thread(settings.metrics_port)
+    metrics_server = serve_metrics(settings.metrics_port)
     freeze_startup_heap()  # last: what start-up made stays out of every full collection
     try:
         yield
     finally:
         lag.cancel()
         if metrics_server is not None:
-            metrics_server.shutdown()
-            metrics_server.server_close()
+            metrics_server.stop()
         await app.state.lab.close()
 
 

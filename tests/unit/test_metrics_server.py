@@ -1,0 +1,59 @@
+"""The /metrics server of every lab process (lab/metrics_server.py), on a real port."""
+
+import socket
+import urllib.error
+import urllib.request
+
+from prometheus_client import Counter
+from prometheus_client.parser import text_string_to_metric_families
+
+from lab.metrics_server import serve_metrics
+from tests.lab import free_port
+
+# What Prometheus sends: OpenMetrics first, the text format as a fallback, gzip.
+PROMETHEUS_HEADERS = {
+    "Accept": "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
+    "text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+    "Accept-Encoding": "gzip",
+}
+SEEN = Counter("lab_test_metrics_server_seen", "A series this test looks for.", ("where",))
+
+
+def get(url: str, headers: dict | None = None):
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=5) as response:
+            return response.status, response.headers, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers, exc.read()
+
+
+def test_serves_the_text_format_uncompressed_whatever_the_scraper_offers():
+    SEEN.labels(where="here").inc(3)
+    port = free_port()
+    server = serve_metrics(port, "127.0.0.1")
+    assert server is not None
+    try:
+        status, headers, body = get(f"http://127.0.0.1:{port}/metrics", PROMETHEUS_HEADERS)
+        assert status == 200
+        assert headers["Content-Type"].startswith("text/plain;")  # not application/openmetrics-text
+        assert headers.get("Content-Encoding") is None
+        assert int(headers["Content-Length"]) == len(body)
+        samples = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(body.decode())
+            for s in family.samples
+        }
+        assert samples[("lab_test_metrics_server_seen_total", (("where", "here"),))] == 3.0
+        # The health probes' page is not the exposition; anything else is a 404.
+        status, _, page = get(f"http://127.0.0.1:{port}/")
+        assert status == 200 and b"lab_test" not in page and len(page) < 100
+        assert get(f"http://127.0.0.1:{port}/favicon.ico")[0] == 404
+    finally:
+        server.stop()
+
+
+def test_a_taken_port_is_reported_not_raised():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        assert serve_metrics(taken.getsockname()[1], "127.0.0.1") is None
