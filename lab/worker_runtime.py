@@ -53,5 +53,6 @@ class WorkerRuntime:
         if self._lag:
             self._lag.cancel()
         if self._server:
-            self._server.stop()
+            # Off the loop: stop() waits for the server thread's next poll (up to half a second).
+            await asyncio.to_thread(self._server.stop)
         await self.runner.close()

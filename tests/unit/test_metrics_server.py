@@ -8,14 +8,9 @@ from prometheus_client import Counter
 from prometheus_client.parser import text_string_to_metric_families
 
 from lab.metrics_server import serve_metrics
+from scripts.scrape_cost import HEADERS as PROMETHEUS_HEADERS  # OpenMetrics first, text as a fallback, gzip
 from tests.lab import free_port
 
-# What Prometheus sends: OpenMetrics first, the text format as a fallback, gzip.
-PROMETHEUS_HEADERS = {
-    "Accept": "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
-    "text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
-    "Accept-Encoding": "gzip",
-}
 SEEN = Counter("lab_test_metrics_server_seen", "A series this test looks for.", ("where",))
 
 
