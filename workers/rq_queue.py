@@ -52,6 +52,7 @@ import ctypes
 import logging
 import os
 import signal
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -123,16 +124,23 @@ _loop_pid: int | None = None
 _in_horse = False
 
 
+# Looked up once, here: a work horse that made its own CDLL would write to
+# pages it shares with its worker, and pay for each page copied, on every job.
+_prctl: Callable[..., int] | None
+try:
+    _prctl = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):  # not Linux
+    _prctl = None
+
+
 def _die_with_parent() -> None:
     """SIGKILL this process when its parent dies (Linux's PR_SET_PDEATHSIG).
     Run in every process forked under the pool (workers, horses, RQ's
     scheduler, a horse's process pool): a pool killed with SIGKILL takes them
     all with it, as a container's death does, instead of leaving them
     consuming."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    if _prctl is not None:
+        _prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
 
 
 def _process_loop() -> asyncio.AbstractEventLoop:

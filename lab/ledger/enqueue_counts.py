@@ -77,7 +77,7 @@ class EnqueueCounts:
     answers."""
 
     def __init__(
-        self, script, undo_script, link: Link, writer_link: Link, retry_s: float = 1.0, linger_s: float = 0.05
+        self, script, undo_script, link: Link, writer_link: Link, retry_s: float = 1.0, linger_s: float = 0.25
     ):
         self._script = script
         self._link = link  # write_now's, which one Batcher calls one batch at a time
@@ -86,7 +86,8 @@ class EnqueueCounts:
         self._undo_script = undo_script
         self.retry_s = retry_s
         # A write waits this long for company: at a few hundred tasks a second
-        # one round trip carries tens of them. It is also what a SIGKILL loses.
+        # one round trip carries tens of them, and a 0.2-CPU API pays for a few
+        # writes a second, not tens. It is also what a SIGKILL loses.
         self.linger_s = linger_s
         self._rows: dict[tuple[str, str], list] = {}
         self._undos: list[tuple[str, list]] = []

@@ -155,6 +155,16 @@ def test_every_service_has_a_healthcheck_restart_policy_and_waits_for_healthy_de
         assert "redis" in config["services"][name].get("depends_on", {}), name
 
 
+def test_each_bare_worker_is_probed_as_often_as_the_lab_worker_beside_it(render):
+    """A probe is a `docker exec`, whose CPU the container pays: a bare worker
+    without one would drain at a larger share of the same quota."""
+    services = render()["services"]
+    for name in WORKERS:
+        lab, bare = services[name]["healthcheck"], services[f"bench-{name}"].get("healthcheck", {})
+        assert bare.get("test") and not bare.get("disable"), f"bench-{name} has no probe"
+        assert bare.get("interval") == lab.get("interval"), name
+
+
 def test_workers_outlive_their_shutdown_grace(render):
     config = render()
     grace = Settings.model_fields["shutdown_grace_s"].default
