@@ -13,7 +13,9 @@ than OpenMetrics (whose writer checks every label name character by
 character) or gzip, which saves nothing on a compose network
 (docs/metrics.md, "What a scrape costs"). / answers a one-line page, for the
 containers' health probes. With API_WORKERS > 1 every server process binds
-the port (SO_REUSEPORT) and any of them answers with every process's samples.
+the port (`shared`: SO_REUSEPORT) and any of them answers with every
+process's samples; any other process that finds its port taken says so,
+instead of silently sharing it with a stranger.
 """
 
 import logging
@@ -50,8 +52,13 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class MetricsServer(HTTPServer):
+    def __init__(self, address: tuple[str, int], shared: bool = False):
+        self.shared = shared
+        super().__init__(address, _Handler)
+
     def server_bind(self) -> None:
-        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        if self.shared:
+            self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         super().server_bind()
 
     def stop(self) -> None:
@@ -59,11 +66,12 @@ class MetricsServer(HTTPServer):
         self.server_close()
 
 
-def serve_metrics(port: int, addr: str = "0.0.0.0") -> MetricsServer | None:
+def serve_metrics(port: int, addr: str = "0.0.0.0", shared: bool = False) -> MetricsServer | None:
     """Start serving REGISTRY on `port` from a daemon thread; None (and a
-    warning) if the port is taken."""
+    warning) if the port is taken. `shared`: processes of one service that
+    bind the same port, each answering for all (API_WORKERS > 1)."""
     try:
-        server = MetricsServer((addr, port), _Handler)
+        server = MetricsServer((addr, port), shared)
     except OSError as exc:
         log.warning("metrics not served on port %d (%s)", port, exc)
         return None

@@ -39,10 +39,26 @@ class UpstreamBug(UserWarning):
     (pytest's warnings summary) whether or not the library still has it."""
 
 
+# Each pytest-xdist worker hands out ports from a range of its own, below the
+# kernel's ephemeral ones, never the same twice: a port the kernel picked
+# could be handed to two tests at once before either process had bound it.
+_PORTS_PER_WORKER = 3000
+_next_port: int | None = None
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    global _next_port
+    if _next_port is None:
+        worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+        _next_port = 11000 + worker % 7 * _PORTS_PER_WORKER
+    while True:
+        port, _next_port = _next_port, _next_port + 1
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:  # taken by something else
+                continue
+            return port
 
 
 def new_run(prefix: str) -> str:

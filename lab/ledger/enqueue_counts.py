@@ -63,6 +63,11 @@ def _count_args(rows: dict) -> list:
     ]
 
 
+def _end(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
 class EnqueueCounts:
     """Enqueues the brokers accepted, added up in memory and written by one
     background writer: whatever was counted while a write was in flight goes
@@ -92,6 +97,8 @@ class EnqueueCounts:
         self._rows: dict[tuple[str, str], list] = {}
         self._undos: list[tuple[str, list]] = []
         self._writer: asyncio.Task | None = None
+        self._pausing: asyncio.Future | None = None  # the writer's pause, which written() ends early
+        self._readers = 0  # callers of written() waiting now: the writer lingers for nobody
 
     def add(self, msg: TaskMessage) -> None:
         _tally(self._rows, msg)
@@ -116,15 +123,35 @@ class EnqueueCounts:
             self._writer = asyncio.get_running_loop().create_task(self._write())
 
     async def written(self) -> None:
-        """Return once every count added (or taken back) so far is in Redis."""
-        while self._writer is not None:
-            await asyncio.shield(self._writer)
+        """Return once every count added (or taken back) so far is in Redis.
+        Meanwhile the writer does not linger, and a retry it was waiting for
+        is made at once."""
+        self._readers += 1
+        try:
+            while self._writer is not None:
+                if self._pausing is not None:
+                    _end(self._pausing)
+                await asyncio.shield(self._writer)
+        finally:
+            self._readers -= 1
+
+    async def _pause(self, seconds: float) -> None:
+        """asyncio.sleep(seconds), which written() can end early."""
+        loop = asyncio.get_running_loop()
+        self._pausing = pausing = loop.create_future()
+        timer = loop.call_later(seconds, _end, pausing)
+        try:
+            await pausing
+        finally:
+            timer.cancel()
+            self._pausing = None
 
     async def _write(self) -> None:
         try:
             while self._rows or self._undos:
                 if self._rows:
-                    await asyncio.sleep(self.linger_s)
+                    if not self._readers:
+                        await self._pause(self.linger_s)
                     rows, self._rows = self._rows, {}
                     await self._send(self._script, uuid.uuid4().hex, _count_args(rows))
                 while self._undos:
@@ -147,6 +174,6 @@ class EnqueueCounts:
                 if failures == 0:
                     log.warning("enqueue counts not written yet (%s): retrying every %.0f s", exc, self.retry_s)
                 failures += 1
-                await asyncio.sleep(self.retry_s)
+                await self._pause(self.retry_s)
         if failures:
             log.warning("enqueue counts written after %d failed attempt(s)", failures)

@@ -44,7 +44,7 @@ async def lifespan(app: FastAPI):
         for kind, variant in ENDPOINTS:
             ENQUEUED.labels(queue=queue, kind=kind, variant=variant)
     lag = start_loop_lag_watch(service, settings.loop_lag_interval_s)
-    metrics_server = serve_metrics(settings.metrics_port)
+    metrics_server = serve_metrics(settings.metrics_port, shared=settings.api_workers > 1)
     freeze_startup_heap()  # last: what start-up made stays out of every full collection
     try:
         yield

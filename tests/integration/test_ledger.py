@@ -94,6 +94,27 @@ def test_a_resent_enqueue_count_write_is_applied_once(ledger_redis):
     assert (row["enqueued"], row["value"], row["pending"]) == (2 + 2, 2 + 5 + 7, 4)
 
 
+def test_a_ledger_read_does_not_wait_for_the_writers_linger(ledger_redis):
+    """Counts waiting for company are written at once when a reader asks
+    (GET /runs/<run> allows them REDIS_TIMEOUT_S), and only then: they are
+    not in Redis before."""
+
+    async def scenario():
+        redis = aioredis.Redis.from_url(ledger_redis)
+        ledger = Ledger(redis)
+        ledger.enqueues.linger_s = 60
+        ledger.count_enqueued(msg("unit-linger"))
+        await asyncio.sleep(0.2)
+        before = await ledger.report("unit-linger")
+        await asyncio.wait_for(ledger.enqueues.written(), 5)
+        after = (await ledger.report("unit-linger"))["queues"]["arq"]["io/simple"]
+        await redis.aclose()
+        return before, after
+
+    before, after = asyncio.run(scenario())
+    assert before is None and after["enqueued"] == 1
+
+
 def test_a_taken_back_enqueue_count_write_counts_nothing_whichever_lands_first(ledger_redis):
     """A failed write is taken back: if it had landed, its counts are subtracted;
     if it lands after the take-back (a frozen Redis), it is refused."""

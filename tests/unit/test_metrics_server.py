@@ -52,3 +52,24 @@ def test_a_taken_port_is_reported_not_raised():
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         assert serve_metrics(taken.getsockname()[1], "127.0.0.1") is None
+
+
+def test_only_the_processes_of_one_api_share_a_port():
+    """API_WORKERS > 1: every server process binds the port (shared). Any
+    other second server on a taken port is refused, not handed half the
+    scrapes."""
+    port = free_port()
+    first = serve_metrics(port, "127.0.0.1")
+    assert first is not None
+    try:
+        assert serve_metrics(port, "127.0.0.1") is None
+    finally:
+        first.stop()
+    port = free_port()
+    first, second = serve_metrics(port, "127.0.0.1", shared=True), serve_metrics(port, "127.0.0.1", shared=True)
+    try:
+        assert first is not None and second is not None
+    finally:
+        for server in (first, second):
+            if server is not None:
+                server.stop()
