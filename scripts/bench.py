@@ -1,7 +1,7 @@
 """`make bench`: what the lab costs next to each library on its own.
 
     uv run python -m scripts.bench [--worker arq|...|all] [--requests 3000] [--users 50] [--warmup 200]
-                                   [--rounds 4] [--drain-s 15] [--drain-window-s 1]
+                                   [--rounds 4] [--drain-s 30] [--drain-window-s 1]
 
 For each queue, under the limits `make up` applied (read from the running
 containers, never changed):
@@ -9,14 +9,15 @@ containers, never changed):
    drained first, and spoil its drain), then stops the lab's worker of that
    queue, so both APIs' tasks wait in their queues;
 2. drives the bare API (compose service `bench-api`, services/bare/api.py)
-   and the lab's API at the same time, round after round, with the same
-   requests (two services/bare/loadgen.py processes in the `bench-client`
-   container), and samples each API's working-set memory and CPU from its
+   and the lab's API at the same time, round after round, each round on a
+   new process of each (both restarted), with the same requests (two
+   services/bare/loadgen.py processes in the `bench-client` container), and
+   samples each API's working-set memory and CPU from its
    cgroup meanwhile;
 3. drains what each API enqueued: the bare worker (services/bare/worker.py)
    under the lab worker's limits and the lab's own worker, both started, run
-   in turns of short windows while the other is paused, for --drain-s each
-   (scripts/bench_drain.py); then the lab's worker empties its queue; for arq
+   in turns of short windows while the other is paused, for --drain-s and
+   400 tasks each at least (scripts/bench_drain.py); then the lab's worker empties its queue; for arq
    all this once more at ARQ_POLL_DELAY=0.01 s;
 4. prints the table, writes results/bench-<time>.json (shown by `make results`)
    and starts the lab's worker again.
@@ -203,6 +204,7 @@ class Bench:
         elif cpu_before is not None and (cpu_after := cpu_seconds(container)) is not None:
             result["api_cpu_s"] = round(cpu_after - cpu_before, 4)
         result["window"] = [round(began, 1), round(time.time(), 1)]  # for Prometheus: the event-loop lag meanwhile
+        result["api_started"] = (state_before or {}).get("StartedAt")  # a new process each round
         return result
 
     def wait_for_empty(self, queue: str) -> None:
@@ -224,6 +226,16 @@ class Bench:
             self.say(f"[{queue}] the lab's queue holds {depth} tasks from before the bench: waiting for its worker")
             time.sleep(5)
 
+    def restart_apis(self) -> None:
+        """A new process of each API before each round. A process's speed is
+        partly a draw (where its memory landed, say) that it keeps for all its
+        drives, so one bench with one process of each read the draw as the
+        lab's cost. Fresh processes each round make the rounds independent
+        draws, and their mean carries that spread halved (docs/bench.md)."""
+        self.compose("restart", "bench-api", "api", extra_env=self.env, timeout=300)
+        for service in ("bench-api", "api"):
+            self.client("python", "-m", "services.bare.loadgen", f"http://{service}:8000/healthz", "--ready", "60")
+
     def redis(self, *command: str) -> str:
         return self.compose("exec", "-T", "redis", "redis-cli", *command, timeout=60).stdout.strip()
 
@@ -237,7 +249,7 @@ class Bench:
             c("stop", queue, timeout=120)
         self.redis("DEL", done_key(queue), *KEYS)
         say(f"[{queue}] starting bench-api ({R.limit_text(self.api_limits)}, ENQUEUE_MODE={self.mode})")
-        c("up", "-d", "--wait", "--no-deps", "bench-api", extra_env=self.env, timeout=300)
+        c("up", "-d", "--no-deps", "bench-api", extra_env=self.env, timeout=300)
         run = f"bench-{self.stamp}-{queue}"
         rounds: dict[str, list[dict]] = {"bare": [], "lab": []}
         apis = {
@@ -249,6 +261,7 @@ class Bench:
         # moves with the machine's speed from one drive to the next (docs/bench.md).
         with ThreadPoolExecutor(2) as pool:
             for i in range(self.args.rounds):
+                self.restart_apis()
                 say(
                     f"[{queue}] round {i + 1}/{self.args.rounds}: {apis['bare'][0]}, and the {apis['lab'][0]}"
                     f" at the same time ..."
@@ -470,6 +483,7 @@ def combine(rounds: list[dict]) -> dict:
         "rps": round(ok / elapsed, 1) if elapsed else None,
         "rps_rounds": [r["rps"] for r in rounds],
         "windows": [r["window"] for r in rounds],
+        "api_started": [r.get("api_started") for r in rounds],
         "p50_ms": mean("p50_ms"),
         "p95_ms": mean("p95_ms"),
         "api_peak_mb": max(peaks) if peaks else None,
@@ -702,8 +716,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--drain-s",
         type=float,
-        default=15,
-        help="how long each worker's drain is measured, in windows taken in turns (default 15 s); "
+        default=30,
+        help="how long each worker's drain is measured, in windows taken in turns (default 30 s); "
         "the lab's queue is emptied regardless",
     )
     p.add_argument(

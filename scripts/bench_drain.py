@@ -16,16 +16,21 @@ Prometheus is frozen and thawed with the lab's side (Side.frozen_with): a
 scrape that times out against a frozen worker stays queued on its socket and
 is answered when the worker thaws, so each lab window would also pay for the
 scrapes of the bare window before it, which a worker that is never frozen
-does not (docs/results/2026-11-27-rq-within-budget.md).
+does not (docs/results/2026-11-27-rq-within-budget.md). It is thawed before
+the lab's worker and frozen after it, outside the window's clock, which
+runs over each side's own pause and unpause alike.
 
 A window holds at least MIN_TASKS_PER_WINDOW tasks (arq at its default polling
-gets longer windows), and the drain stops before a window would find its
+gets longer windows), each side is measured over at least MIN_TASKS_MEASURED
+tasks (RQ, forking a process per task, takes longer than `measure_s` to
+reach them), and the drain stops before a window would find its
 backlog empty, so every window measures a worker that had work throughout.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -38,6 +43,7 @@ from scripts.compose import LoadError
 
 WARM_S = 1.0  # a side runs this long after its first task before it is measured: imports, connections, caches
 MIN_TASKS_PER_WINDOW = 40
+MIN_TASKS_MEASURED = 400  # per side: a slow worker does few tasks in measure_s, and their ratio moves bench to bench
 MIN_PAIRS = 4  # arq at its default polling: windows of 6 s, and a ratio that needs several of them
 START_TIMEOUT_S = 120  # a worker's container start and imports, at 0.2 CPU
 EMPTY_TIMEOUT_S = 600
@@ -135,6 +141,9 @@ def cpu_limit_lifted(ids: list[str]) -> Iterator[None]:
 
 
 def docker(*args: str, tries: int = 5) -> None:
+    """A docker command; `pause` and `unpause` are given one container each: a
+    call on several that failed to freeze one said "already paused" of
+    another, and read as done."""
     for attempt in range(tries):
         proc = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=60, check=False)
         if proc.returncode == 0 or "is not paused" in proc.stderr or "is already paused" in proc.stderr:
@@ -155,7 +164,7 @@ class PairedDrain:
         cpu_seconds: Callable[[str], float | None],
         sides: Callable[[int], tuple[str, str]],
         window_s: float = 1.0,
-        measure_s: float = 15.0,
+        measure_s: float = 30.0,
         say=print,
     ):
         self.counter, self.sides, self.cpu_seconds, self.order = counter, {"bare": bare, "lab": lab}, cpu_seconds, sides
@@ -183,21 +192,32 @@ class PairedDrain:
         side.done = self.counter()[side.name]
         side.rate = (side.done - first) / (time.monotonic() - began)
 
-    def freeze(self, side: Side) -> None:
-        docker("pause", *side.ids, *side.frozen_with())
+    # One container per docker call, and the window's clock runs over the
+    # side's own containers only: timed across Prometheus' pause and unpause
+    # too, the lab's windows ran longer than the bare worker's, some by
+    # seconds in which its worker was already frozen.
+    def freeze(self, side: Side) -> tuple[float, float]:
+        began = time.perf_counter()
+        for container in side.ids:
+            docker("pause", container)
+        ended = time.perf_counter()
+        for container in side.frozen_with():
+            docker("pause", container)
+        return began, ended
 
-    def thaw(self, side: Side) -> None:
-        docker("unpause", *side.frozen_with(), *side.ids)
+    def thaw(self, side: Side) -> tuple[float, float]:
+        for container in side.frozen_with():
+            docker("unpause", container)
+        began = time.perf_counter()
+        for container in side.ids:
+            docker("unpause", container)
+        return began, time.perf_counter()
 
     def window(self, side: Side, length: float) -> None:
         cpu_before, done_before = self.cpu(side), side.done
-        a = time.perf_counter()
-        self.thaw(side)
-        b = time.perf_counter()
+        a, b = self.thaw(side)
         time.sleep(length)
-        c = time.perf_counter()
-        self.freeze(side)
-        d = time.perf_counter()
+        c, d = self.freeze(side)
         side.done = self.counter()[side.name]
         cpu_after = self.cpu(side)
         seconds = (c + d) / 2 - (a + b) / 2  # from half-way through the thaw to half-way through the freeze
@@ -207,6 +227,7 @@ class PairedDrain:
             {
                 "tasks": tasks,
                 "s": round(seconds, 3),
+                "thaw_freeze_s": round((b - a) + (d - c), 3),  # its own containers' pause and unpause
                 "cpu_s": None if cpu_before is None or cpu_after is None else round(cpu_after - cpu_before, 4),
             }
         )
@@ -223,7 +244,7 @@ class PairedDrain:
                 self.warm(side)
             slowest = max(min(bare.rate, lab.rate), 0.1)
             length = max(self.window_s, MIN_TASKS_PER_WINDOW / slowest)
-            pairs = max(MIN_PAIRS, round(self.measure_s / length))
+            pairs = max(MIN_PAIRS, round(self.measure_s / length), math.ceil(MIN_TASKS_MEASURED / (slowest * length)))
             self.say(f"  {pairs} pairs of {length:.1f} s windows at most, in turns ...")
             for i in range(pairs):
                 if not (self.lasts(bare, length) and self.lasts(lab, length)):

@@ -13,8 +13,8 @@ pytestmark = pytest.mark.compose
 
 # Enough tasks for the drain's windows: it measures only while both backlogs
 # last (SAQ drains about 110 tasks/s at 0.2 CPU: four pairs of 1 s windows).
-REQUESTS, WARMUP = 1000, 20
-TASKS = REQUESTS + WARMUP
+REQUESTS, WARMUP, ROUNDS = 500, 20, 2
+TASKS = ROUNDS * (REQUESTS + WARMUP)
 
 
 def test_make_bench_records_bare_beside_lab_and_restores_the_lab(stack, tmp_path):
@@ -24,7 +24,7 @@ def test_make_bench_records_bare_beside_lab_and_restores_the_lab(stack, tmp_path
         f"requests={REQUESTS}",
         "users=20",
         f"warmup={WARMUP}",
-        "rounds=1",
+        f"rounds={ROUNDS}",
         "drain_s=4",
         f"results_dir={tmp_path}",
         timeout=900,
@@ -38,7 +38,9 @@ def test_make_bench_records_bare_beside_lab_and_restores_the_lab(stack, tmp_path
     [row] = record["rows"]
     assert row["queue"] == "saq" and "| saq | await | 0.2cpu/200M / 0.2cpu/200M |" in out
     for side in ("bare", "lab"):
-        assert row[side]["ok"] == REQUESTS and row[side]["errors"] == 0, row[side]
+        assert row[side]["ok"] == ROUNDS * REQUESTS and row[side]["errors"] == 0, row[side]
+        # Each round met a new process of each API (a fresh draw of its speed).
+        assert len(set(row[side]["api_started"])) == ROUNDS and None not in row[side]["api_started"], row[side]
         assert row[side]["rps"] > 0 and row[side]["p50_ms"] <= row[side]["p95_ms"]
         assert row[side]["api_peak_mb"] > 0  # read from the API container's cgroup
         assert row[side]["api_cpu_us_per_request"] > 0  # likewise
@@ -46,6 +48,8 @@ def test_make_bench_records_bare_beside_lab_and_restores_the_lab(stack, tmp_path
         drain = row[f"{side}_drain"]
         assert drain["target"] == TASKS and len(drain["windows"]) >= 2 and drain["rate"] > 0, drain
         assert all(w["tasks"] > 0 and w["cpu_s"] > 0 for w in drain["windows"]), drain
+        # Each window is timed over its side's own pause and unpause (not Prometheus').
+        assert all(0 < w["thaw_freeze_s"] < w["s"] for w in drain["windows"]), drain
         assert drain["cpu_us_per_task"] > 0, drain
     # Every task the lab's API accepted was run by the lab's worker, once.
     report = stack.compose("exec", "-T", "api", "python", "-m", "lab.ledger", "show", row["run"]).stdout
