@@ -142,8 +142,8 @@ def cpu_limit_lifted(ids: list[str]) -> Iterator[None]:
 
 def docker(*args: str, tries: int = 5) -> None:
     """A docker command; `pause` and `unpause` are given one container each: a
-    call on several that failed to freeze one said "already paused" of
-    another, and read as done."""
+    retried call on several could read as done on one's "already paused"
+    while another still failed to freeze."""
     for attempt in range(tries):
         proc = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=60, check=False)
         if proc.returncode == 0 or "is not paused" in proc.stderr or "is already paused" in proc.stderr:
