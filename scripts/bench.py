@@ -234,7 +234,8 @@ class Bench:
         draws, and their mean carries that spread halved (docs/bench.md)."""
         self.compose("restart", "bench-api", "api", extra_env=self.env, timeout=300)
         for service in ("bench-api", "api"):
-            self.client("python", "-m", "services.bare.loadgen", f"http://{service}:8000/healthz", "--ready", "60")
+            if not self.compose.answers(service, 8000, "/healthz", every_s=0.2):
+                raise LoadError(f"{service} did not answer within 60 s of its restart: docker compose logs {service}")
 
     def redis(self, *command: str) -> str:
         return self.compose("exec", "-T", "redis", "redis-cli", *command, timeout=60).stdout.strip()

@@ -7,6 +7,7 @@ import json
 import os
 import shlex
 import subprocess
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,6 +100,17 @@ class Compose:
 
     def exec(self, service: str, *cmd: str, timeout: float = 60) -> subprocess.CompletedProcess:
         return self("exec", "-T", service, *cmd, check=False, timeout=timeout)
+
+    def answers(self, service: str, port: int, path: str, within_s: float = 60, every_s: float = 1) -> bool:
+        """Whether GET <path> on the service's <port> answers 200 within `within_s`,
+        asked as its own healthcheck asks (services/healthcheck.sh, in its container)."""
+        deadline = time.monotonic() + within_s
+        probe = ("bash", "/app/services/healthcheck.sh", str(port), path)
+        while self.exec(service, *probe).returncode != 0:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(every_s)
+        return True
 
     def reload_prometheus(self) -> bool:
         """prometheus.yml is a mounted file: a running Prometheus reads it again on SIGHUP."""

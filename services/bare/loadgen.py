@@ -1,7 +1,6 @@
 """The HTTP client of `make bench`: N POSTs at concurrency C, keep-alive, one JSON line out.
 
     python -m services.bare.loadgen URL --requests 3000 --users 50 [--warmup 200] [--run NAME]
-    python -m services.bare.loadgen URL --ready 60    # wait until a GET of URL answers 200
 
 Closed loop, like the published experiment's client: C connections, each
 sending its next request when the last one answered. It reports its own CPU
@@ -68,25 +67,7 @@ async def drive(url: str, requests: int, users: int, headers: dict) -> dict:
     }
 
 
-async def ready(url: str, within_s: float) -> dict:
-    """Poll URL until it answers 200: a restarted API is up before its drive begins."""
-    began = time.perf_counter()
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
-        while True:
-            try:
-                async with session.get(url) as response:
-                    if response.status == 200:
-                        return {"ready_s": round(time.perf_counter() - began, 2)}
-            except (TimeoutError, aiohttp.ClientError):
-                pass
-            if time.perf_counter() - began > within_s:
-                raise SystemExit(f"{url} did not answer 200 within {within_s:.0f} s")
-            await asyncio.sleep(0.1)
-
-
 async def main_async(args) -> dict:
-    if args.ready:
-        return await ready(args.url, args.ready)
     headers = {"Content-Type": "application/json", **({"X-Lab-Run": args.run} if args.run else {})}
     warmup = await drive(args.url, args.warmup, min(args.users, args.warmup), headers) if args.warmup else {}
     result = await drive(args.url, args.requests, args.users, headers)
@@ -101,7 +82,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--users", type=int, default=50)
     parser.add_argument("--warmup", type=int, default=200)
     parser.add_argument("--run", default="")
-    parser.add_argument("--ready", type=float, default=0, help="only wait up to this many seconds for a 200")
     args = parser.parse_args(argv)
     print(json.dumps(asyncio.run(main_async(args))), flush=True)
 
