@@ -29,6 +29,14 @@ def service_name(settings: Settings, queue: str) -> str:
     return settings.service_name or queue
 
 
+def serve_worker_metrics(service: str, settings: Settings) -> MetricsServer | None:
+    """/metrics on METRICS_PORT for a worker process, with its container's
+    cgroup metrics under `service`; None if the port is taken
+    (lab/metrics_server.py)."""
+    register_cgroup_metrics(service)
+    return serve_metrics(settings.metrics_port)
+
+
 class WorkerRuntime:
     """Started from the queue library's own startup hook, inside its event loop,
     so /metrics answers only once the worker is really consuming."""
@@ -44,9 +52,8 @@ class WorkerRuntime:
     async def start(self) -> None:
         if self.queue:
             touch_task_series([self.queue])
-        register_cgroup_metrics(self.service)
         self._lag = start_loop_lag_watch(self.service, self.settings.loop_lag_interval_s)
-        self._server = serve_metrics(self.settings.metrics_port)
+        self._server = serve_worker_metrics(self.service, self.settings)
         freeze_startup_heap()  # last: the library's and the lab's start-up stay out of every full collection
 
     async def stop(self) -> None:

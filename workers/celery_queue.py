@@ -39,14 +39,12 @@ from celery import Celery
 from celery.signals import worker_init, worker_process_init, worker_process_shutdown, worker_ready, worker_shutdown
 
 from lab.blocking_publish import BlockingPublisher
-from lab.cgroup import register_cgroup_metrics
 from lab.heap import freeze_startup_heap
 from lab.metrics import flush, touch_task_series
-from lab.metrics_server import serve_metrics
 from lab.process_loop import ProcessLoop
 from lab.protocol import Queue, TaskMessage
 from lab.settings import Settings, get_settings
-from lab.worker_runtime import service_name, setup_logging
+from lab.worker_runtime import serve_worker_metrics, service_name, setup_logging
 
 QUEUE = Queue("celery")
 QUEUE_NAME = "lab-celery"  # the Redis LIST kombu pushes to
@@ -174,8 +172,7 @@ def _serve_metrics(**_) -> None:
     global _metrics_server
     settings = get_settings()
     touch_task_series([QUEUE])
-    register_cgroup_metrics(service_name(settings, QUEUE))
-    _metrics_server = serve_metrics(settings.metrics_port)
+    _metrics_server = serve_worker_metrics(service_name(settings, QUEUE), settings)
 
 
 @worker_shutdown.connect

@@ -58,16 +58,14 @@ from huey.signals import SIGNAL_INTERRUPTED
 from redis import ConnectionPool
 
 from lab.blocking_publish import BlockingPublisher
-from lab.cgroup import register_cgroup_metrics
 from lab.heap import freeze_startup_heap
 from lab.metrics import flush, touch_task_series
-from lab.metrics_server import serve_metrics
 from lab.process_loop import ProcessLoop
 from lab.protocol import Queue, TaskMessage
 from lab.redis_clients import sync_client
 from lab.runner import TaskRunner
 from lab.settings import Settings, get_settings
-from lab.worker_runtime import service_name, setup_logging
+from lab.worker_runtime import serve_worker_metrics, service_name, setup_logging
 
 QUEUE = Queue("huey")
 QUEUE_NAME = "lab"  # keys huey.redis.lab (LIST of messages), huey.schedule.lab, huey.results.lab
@@ -188,8 +186,7 @@ def main() -> None:
     )
     freeze_startup_heap()  # before worker processes fork: they inherit the frozen start-up objects
     touch_task_series([QUEUE])
-    register_cgroup_metrics(service_name(settings, QUEUE))
-    server = serve_metrics(settings.metrics_port)
+    server = serve_worker_metrics(service_name(settings, QUEUE), settings)
     try:
         consumer.run()
     finally:

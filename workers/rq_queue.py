@@ -63,16 +63,14 @@ from rq.worker import BaseWorker
 from rq.worker_pool import WorkerPool
 
 from lab.blocking_publish import BlockingPublisher
-from lab.cgroup import register_cgroup_metrics
 from lab.heap import freeze_startup_heap
 from lab.metrics import Count, children_flush_at_exit, flush, listen_to_children
-from lab.metrics_server import serve_metrics
 from lab.protocol import Queue, TaskMessage
 from lab.queues import RQ_MAINTENANCE_INTERVAL_S, RQ_WORKER_TTL_S
 from lab.redis_clients import sync_client
 from lab.runner import TaskRunner
 from lab.settings import Settings, get_settings
-from lab.worker_runtime import service_name, setup_logging
+from lab.worker_runtime import serve_worker_metrics, service_name, setup_logging
 
 QUEUE = Queue("rq")
 QUEUE_NAME = "lab"  # keys rq:queue:lab (LIST of job ids), rq:job:<id> (HASH), rq:wip:lab, ...
@@ -225,20 +223,16 @@ class LabSimpleWorker(_LabWorker, SimpleWorker):
 WORKER_CLASSES: dict[str, type[BaseWorker]] = {"Worker": LabWorker, "SimpleWorker": LabSimpleWorker}
 
 
-def _serve_metrics(settings: Settings) -> None:
-    # In the pool's process: every worker's and horse's counts, sent to it.
-    # The task series are made already, at 0 (main: _runner.make_series).
-    register_cgroup_metrics(service_name(settings, QUEUE))
-    serve_metrics(settings.metrics_port)
-
-
 class LabWorkerPool(WorkerPool):
     """RQ's pool, whose /metrics server starts once its workers are forked:
     /metrics answering means they run, and no worker holds the server's socket."""
 
     def start_workers(self, *args: Any, **kwargs: Any) -> None:
         super().start_workers(*args, **kwargs)
-        _serve_metrics(get_settings())
+        # In the pool's process: every worker's and horse's counts, sent to it.
+        # The task series are made already, at 0 (main: _runner.make_series).
+        settings = get_settings()
+        serve_worker_metrics(service_name(settings, QUEUE), settings)
 
 
 def main() -> None:
