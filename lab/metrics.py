@@ -46,9 +46,12 @@ def metrics_registry():
 # path: the hot paths add up in plain Python instead (Count, Observe;
 # docs/hot-path.md). flush() hands what was added
 # since the last flush to the children: before every collection of REGISTRY,
-# so that a scrape sees every update made before it, and every FLUSH_S from a
-# thread of each process, so that a process nobody scrapes (Celery's prefork
-# children, API_WORKERS > 1) still writes its multi-process files. Each
+# so that a scrape sees every update made before it, and, where updates leave
+# the process, every FLUSH_S from a thread of its own, so that a process
+# nobody scrapes (Celery's prefork children, API_WORKERS > 1) still writes its
+# multi-process files and a child of a listening process still sends its
+# counts. A process that holds its series in memory and serves them itself
+# runs no such thread: only a collection reads them, and it flushes first. Each
 # series is updated by one thread only: the event loop's, a Celery child's, or
 # a Huey worker thread's (TaskRunner.for_thread gives each its own series).
 # Both reach into prometheus_client's children (`_value`, `_sum`, `_buckets`,
@@ -83,10 +86,15 @@ def _start_flusher() -> None:
     threading.Thread(target=_flush_every, name="metrics-flush", daemon=True).start()
 
 
+def _updates_leave_process() -> bool:
+    """Whether a flush writes files or sends to a parent (not only a collection reads them)."""
+    return MULTIPROCESS or _parent_fd is not None
+
+
 def _track(series) -> None:
     with _flush_lock:
         _pending.append(series)
-        if _flusher_pid != os.getpid():
+        if _flusher_pid != os.getpid() and _updates_leave_process():
             _start_flusher()
 
 
@@ -163,7 +171,7 @@ def _after_fork_in_child() -> None:
         series.mark_flushed()
     if _children_fd is not None:
         _parent_fd, _inherited = _children_fd, len(_pending)
-    if _pending and _children_flush:
+    if _pending and _children_flush and _updates_leave_process():
         _start_flusher()
 
 

@@ -8,9 +8,13 @@ there, for the length of a task and only for a body that awaits; the others
 run and settle without it (TaskRunner.run_blocking), not in a thread of its
 own with every task handed over to it, which costs much of the worker's
 throughput under a CPU limit (docs/hot-path.md). A pool of threads runs
-several tasks at once: there the loop runs in a daemon thread, a task's
-coroutine is submitted to it, and only there is the loop's lag watched (a
-loop that runs only during tasks has none to show)."""
+several tasks at once: there the loop runs in a daemon thread, started for
+the first task that needs it (Huey's thread workers run a body that never
+awaits themselves), a task's coroutine is submitted to it, and only there is
+the loop's lag watched (a loop that runs only during tasks has none to
+show). A worker whose tasks never await runs no loop thread: nothing would
+run on it but the lag watch's timer
+(docs/results/2026-11-27-huey-worker-threads.md)."""
 
 import asyncio
 import os
@@ -27,6 +31,7 @@ class ProcessLoop:
     # Made by get() on a process's first task; _pid says in which process.
     loop: asyncio.AbstractEventLoop
     runner: TaskRunner
+    _loop_thread = False  # whether the loop runs in a thread of its own (threaded only)
 
     def __init__(self, queue: str, threaded: Callable[[Settings], bool]):
         """threaded: whether these settings run the tasks in a pool of threads."""
@@ -43,17 +48,24 @@ class ProcessLoop:
                 self.threaded = self._threaded_under(settings)
                 self.loop = asyncio.new_event_loop()
                 self.runner = TaskRunner(settings)
-                if self.threaded:
-                    threading.Thread(target=self.loop.run_forever, name="lab-loop", daemon=True).start()
-                    asyncio.run_coroutine_threadsafe(self._watch_lag(settings), self.loop)
+                self._loop_thread = False
                 self._pid = os.getpid()
             return self.loop, self.runner
+
+    def _start_loop_thread(self) -> None:
+        with self._lock:
+            if not self._loop_thread:
+                threading.Thread(target=self.loop.run_forever, name="lab-loop", daemon=True).start()
+                asyncio.run_coroutine_threadsafe(self._watch_lag(self.runner.settings), self.loop)
+                self._loop_thread = True
 
     async def _watch_lag(self, settings: Settings) -> None:
         start_loop_lag_watch(service_name(settings, self.queue), settings.loop_lag_interval_s)
 
     def _call(self, coro, timeout: float | None = None):
         if self.threaded:
+            if not self._loop_thread:
+                self._start_loop_thread()
             return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
         return self.loop.run_until_complete(coro)
 
@@ -65,5 +77,9 @@ class ProcessLoop:
             runner.run_blocking(message, lambda: loop)
 
     def stop(self) -> None:
-        if self._pid == os.getpid():
+        if self._pid != os.getpid():
+            return
+        if self._loop_thread:
             self._call(self.runner.close(), timeout=10)
+        else:  # no thread runs the loop: this one may
+            self.loop.run_until_complete(self.runner.close())

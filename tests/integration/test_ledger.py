@@ -268,6 +268,21 @@ def test_a_blocking_settle_counts_once_and_waits_for_redis_to_come_back():
     }  # a's value twice: once per execution that wrote it
 
 
+def assert_every_shape_completed_once(report: dict, queue: str, work: int) -> None:
+    """Every task shape of `queue` in a run's report: enqueued, started and completed once, its value written."""
+    rows = report["queues"][queue]
+    assert len(rows) == len(ENDPOINTS)
+    for endpoint, row in rows.items():
+        assert {k: row[k] for k in ("enqueued", "started", "completed", "duplicates", "pending", "work")} == {
+            "enqueued": 1,
+            "started": 1,
+            "completed": 1,
+            "duplicates": 0,
+            "pending": 0,
+            "work": work,
+        }, endpoint
+
+
 def test_run_blocking_runs_loop_free_bodies_without_the_loop_and_the_rest_on_it(redis_server):
     """Celery's prefork and solo children call TaskRunner.run_blocking: every
     task shape completes once and writes its value, and only the shapes that
@@ -299,16 +314,7 @@ def test_run_blocking_runs_loop_free_bodies_without_the_loop_and_the_rest_on_it(
         loop.run_until_complete(runner.close())
     finally:
         loop.close()
-    for endpoint, row in report["queues"]["celery"].items():
-        assert {k: row[k] for k in ("enqueued", "started", "completed", "duplicates", "pending", "work")} == {
-            "enqueued": 1,
-            "started": 1,
-            "completed": 1,
-            "duplicates": 0,
-            "pending": 0,
-            "work": 3,
-        }, endpoint
-    assert len(report["queues"]["celery"]) == len(ENDPOINTS)
+    assert_every_shape_completed_once(report, "celery", work=3)
 
 
 def test_a_link_keeps_its_connection_in_step_through_a_restart_and_a_frozen_redis():
@@ -349,3 +355,51 @@ def test_a_link_keeps_its_connection_in_step_through_a_restart_and_a_frozen_redi
     finally:
         server.stop()
     assert first == [2, b"2"] and after_restart == [5, 6] and late == b"106" and kept
+
+
+def test_hueys_thread_workers_start_the_loop_thread_only_for_a_body_that_awaits(redis_server, monkeypatch):
+    """Huey's thread workers run a body that never awaits themselves: the
+    event loop's thread starts with the first task that awaits, not before,
+    and every task shape completes once and writes its value."""
+    import threading
+
+    from lab.redis_clients import async_client
+    from lab.settings import get_settings
+
+    for name, value in {"REDIS_URL": redis_server.url, "CPU_WORK": "1000", "PROCESS_POOL_SIZE": "1"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("HUEY_WORKER_TYPE", "thread")
+    get_settings.cache_clear()
+    from workers.huey_queue import _HueyLoop
+
+    def loop_threads() -> int:
+        return sum(t.name == "lab-loop" for t in threading.enumerate())
+
+    run, process_loop, before = "unit-huey-threads", _HueyLoop(), loop_threads()
+    msgs = {(kind, variant): TaskMessage.new(run, Queue.huey, kind, variant, 3) for kind, variant in ENDPOINTS}
+    awaiting = [(Kind.io, Variant.thread), (Kind.cpu, Variant.process)]
+
+    async def ledger(call):
+        redis = async_client(get_settings())
+        try:
+            return await call(Ledger(redis))
+        finally:
+            await redis.aclose()
+
+    async def enqueue(ledger):
+        for m in msgs.values():
+            await ledger.record_enqueued(m)
+
+    try:
+        asyncio.run(ledger(enqueue))
+        for shape, m in msgs.items():
+            if shape not in awaiting:
+                process_loop.run(m.payload())
+        assert loop_threads() == before
+        for shape in awaiting:
+            process_loop.run(msgs[shape].payload())
+        assert loop_threads() == before + 1
+    finally:
+        process_loop.stop()
+        get_settings.cache_clear()
+    assert_every_shape_completed_once(asyncio.run(ledger(lambda ledger: ledger.report(run))), "huey", work=3)

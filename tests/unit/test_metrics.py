@@ -132,17 +132,22 @@ def test_a_scrape_of_the_registry_sees_every_update_made_before_it():
     assert ENQUEUE_SECONDS.labels("arq")._sum.get() >= 0.0042
 
 
-def test_a_forked_child_flushes_its_own_updates_and_not_its_parents():
-    """Celery's prefork children are forked: each flushes (within FLUSH_S, by a
-    thread of its own) what it added, never what its parent had not flushed yet."""
+def test_a_forked_child_flushes_its_own_updates_and_not_its_parents(monkeypatch):
+    """Celery's prefork children are forked, in multi-process mode: each
+    flushes (within FLUSH_S, by a thread of its own) what it added, never what
+    its parent had not flushed yet."""
     import time
 
+    import lab.metrics
     from lab.metrics import ENQUEUED, FLUSH_S, Count, flush
 
     child_value = ENQUEUED.labels(queue="saq", kind="cpu", variant="process")._value
     count = Count(ENQUEUED.labels(queue="saq", kind="cpu", variant="process"))
     before = child_value.get()
     count.value += 5  # not flushed yet: the parent's
+    # The values stay in memory here: what matters is that the child, whose
+    # updates would leave it through its files, starts a flusher of its own.
+    monkeypatch.setattr(lab.metrics, "MULTIPROCESS", True)
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -159,6 +164,33 @@ def test_a_forked_child_flushes_its_own_updates_and_not_its_parents():
     flush()
     assert seen_by_child == before + 2
     assert child_value.get() == before + 5
+
+
+def test_a_process_that_serves_its_own_series_runs_no_flusher_thread():
+    """In memory, only a collection reads the series, and it flushes first: no
+    thread wakes every FLUSH_S for nothing (the API, Huey's thread workers),
+    in this process nor in a child forked from it."""
+    import threading
+
+    from lab.metrics import ENQUEUED, Count
+
+    def flushers() -> list:
+        return [t for t in threading.enumerate() if t.name == "metrics-flush"]
+
+    Count(ENQUEUED.labels(queue="arq", kind="io", variant="sync")).value += 1
+    assert flushers() == []
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            Count(ENQUEUED.labels(queue="arq", kind="io", variant="thread")).value += 1
+            os.write(write, str(len(flushers())).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    assert os.read(read, 10) == b"0"
+    os.close(read)
 
 
 def test_a_listening_parent_adds_up_what_its_children_and_theirs_count():
@@ -200,6 +232,7 @@ def test_a_listening_parent_adds_up_what_its_children_and_theirs_count():
             while count.value < 11 and time.monotonic() < deadline:
                 time.sleep(0.05)
             os.waitpid(worker, 0)
+            metrics.flush()  # as every collection of REGISTRY does first
             os.write(write, generate_latest(registry))
         finally:
             os._exit(0)
