@@ -31,7 +31,7 @@ class ProcessLoop:
     # Made by get() on a process's first task; _pid says in which process.
     loop: asyncio.AbstractEventLoop
     runner: TaskRunner
-    _loop_thread = False  # whether the loop runs in a thread of its own (threaded only)
+    _loop_thread: bool  # whether the loop runs in a thread of its own yet (threaded only)
 
     def __init__(self, queue: str, threaded: Callable[[Settings], bool]):
         """threaded: whether these settings run the tasks in a pool of threads."""

@@ -366,10 +366,11 @@ def test_hueys_thread_workers_start_the_loop_thread_only_for_a_body_that_awaits(
     from lab.redis_clients import async_client
     from lab.settings import get_settings
 
-    for name, value in {"REDIS_URL": redis_server.url, "CPU_WORK": "1000", "PROCESS_POOL_SIZE": "1"}.items():
+    env = {"REDIS_URL": redis_server.url, "CPU_WORK": "1000", "PROCESS_POOL_SIZE": "1", "HUEY_WORKER_TYPE": "thread"}
+    for name, value in env.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setenv("HUEY_WORKER_TYPE", "thread")
-    get_settings.cache_clear()
+    get_settings.cache_clear()  # the worker's loop reads its settings from the environment
+    settings = get_settings()
     from workers.huey_queue import _HueyLoop
 
     def loop_threads() -> int:
@@ -380,7 +381,7 @@ def test_hueys_thread_workers_start_the_loop_thread_only_for_a_body_that_awaits(
     awaiting = [(Kind.io, Variant.thread), (Kind.cpu, Variant.process)]
 
     async def ledger(call):
-        redis = async_client(get_settings())
+        redis = async_client(settings)
         try:
             return await call(Ledger(redis))
         finally:
@@ -401,5 +402,6 @@ def test_hueys_thread_workers_start_the_loop_thread_only_for_a_body_that_awaits(
         assert loop_threads() == before + 1
     finally:
         process_loop.stop()
+        # Not kept for later tests: the next get_settings() reads the restored environment.
         get_settings.cache_clear()
     assert_every_shape_completed_once(asyncio.run(ledger(lambda ledger: ledger.report(run))), "huey", work=3)
