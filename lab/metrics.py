@@ -11,6 +11,7 @@ adds them up (gauges say how: `livesum`, `livemax`). RQ's pool reads its
 workers' and work horses' counts from a pipe instead (listen_to_children).
 """
 
+import glob
 import json
 import os
 import select
@@ -195,9 +196,29 @@ class _FlushFirst:
         return []
 
 
+class SizedFilesCollector(MultiProcessCollector):
+    """prometheus_client's MultiProcessCollector, minus the files a process has
+    created but not yet sized. A process creates its file empty and sizes it a
+    moment later; read in that moment, the one empty file fails the whole
+    collection (prometheus/client_python#1199), and a scrape of Celery's
+    prefork or Huey's process workers can meet one whenever a child makes its
+    first series. An empty file holds no samples yet: skipping it loses none."""
+
+    def collect(self):
+        files = [path for path in glob.glob(os.path.join(self._path, "*.db")) if _holds_data(path)]
+        return self.merge(files, accumulate=True)
+
+
+def _holds_data(path: str) -> bool:
+    try:
+        return os.path.getsize(path) > 0
+    except FileNotFoundError:  # a dead process's live gauges, removed meanwhile (mark_process_dead)
+        return False
+
+
 REGISTRY.register(_FlushFirst())
 if MULTIPROCESS:
-    MultiProcessCollector(REGISTRY)
+    SizedFilesCollector(REGISTRY)
 
 TASK = ("queue", "kind", "variant")
 # From a millisecond to 20 minutes: tasks wait behind a backlog for a long time.
