@@ -238,11 +238,12 @@ class BlockingLink:
     """Link, for the blocking client and one caller at a time (a Celery prefork
     or solo child, a Huey worker thread settling its task): a kept connection,
     one send and one read per command, packed by `_pack` or by the caller.
-    redis-py's connection times out and drops itself on any failure but an
-    error reply, so a late reply is never read as the next command's. A connection the server closed (Redis
-    restarted) fails the next command, which the caller retries, as it does
-    while Redis is away: checking it first, as the pool does, would cost a
-    poll() on every command."""
+    redis-py's connection drops itself on any failure but an error reply (a
+    timeout, on a client that has one), so a late reply is never read as the
+    next command's. A connection the server closed (Redis restarted) fails
+    the next command, which the caller retries, as it does while Redis is
+    away: checking it first, as the pool does, would cost a poll() on every
+    command."""
 
     def __init__(self, client: redis.Redis):
         self.client = client
@@ -280,3 +281,15 @@ def async_client(settings: Settings) -> aioredis.Redis:
 
 def sync_client(settings: Settings) -> redis.Redis:
     return redis.Redis.from_url(settings.redis_url, **_options(settings))
+
+
+def worker_client(settings: Settings) -> redis.Redis:
+    """A blocking client for a worker's own traffic (a library's fetches and
+    acknowledgements, a task's settle): a connect timeout but no read timeout,
+    as the libraries' own clients and the bare workers' have. With a read
+    timeout, CPython polls the socket before every send and every read, and
+    each poll lets another of the worker's threads take the GIL: twice a
+    settle (docs/hot-path.md). A Redis that restarts closes the connection,
+    and the command fails at once; one that stops answering stalls it until
+    it answers again, as it stalls the library's own fetch."""
+    return redis.Redis.from_url(settings.redis_url, socket_connect_timeout=settings.redis_timeout_s)

@@ -27,7 +27,7 @@ from lab.metrics import (
     Observe,
 )
 from lab.protocol import ENDPOINTS, TaskMessage
-from lab.redis_clients import async_client, sync_client
+from lab.redis_clients import async_client, sync_client, worker_client
 from lab.settings import Settings
 from lab.tasks import TaskWork
 
@@ -80,7 +80,8 @@ class TaskRunner:
         self.redis = async_client(settings)
         self.work = TaskWork(settings, self.redis, sync_client(settings))
         self.ledger = Ledger(self.redis)
-        self.blocking_ledger = BlockingSettle(self.work.redis_sync)
+        self.settle_client = worker_client(settings)
+        self.blocking_ledger = BlockingSettle(self.settle_client)
         # A task that ran while Redis was away is settled once it is back, not left pending.
         self.retry_s = settings.task_timeout_s
         self._metrics: dict[tuple, _TaskMetrics] = {}
@@ -176,9 +177,10 @@ class TaskRunner:
         updated by one thread only)."""
         twin = copy.copy(self)
         twin._metrics = {}
-        twin.blocking_ledger = BlockingSettle(self.work.redis_sync)
+        twin.blocking_ledger = BlockingSettle(self.settle_client)
         return twin
 
     async def close(self) -> None:
         self.work.close()
+        self.settle_client.close()
         await self.redis.aclose()

@@ -42,7 +42,7 @@ from pathlib import Path
 from lab.cgroup import cpu_seconds_of, memory_of
 from lab.queues import BROKERS
 from scripts import lab_results as R
-from scripts.bench_drain import Counter, PairedDrain, Side, container_id, cpu_limit_lifted, pair_ratios, spread
+from scripts.bench_drain import Counter, PairedDrain, Side, container_id, cpu_limit_lifted, pair_ratios, paused, spread
 from scripts.compose import Compose, LoadError
 from scripts.grafana import Grafana
 from services.bare.queues import BARE, KEYS, done_key
@@ -319,12 +319,14 @@ class Bench:
             lab_target,
             lambda: c("start", queue, timeout=120),
             lambda: c.ids(queue),
-            frozen_with=lambda: c.ids("prometheus"),
         )
         self.say(f"[{queue}] drains: the bare worker and the lab's, in turns ({bare_target} and {lab_target} tasks)")
         drain = self.paired(counter, bare(), lab)
         try:
-            result = drain.run()
+            paused_from = time.time()
+            with paused(c.ids("prometheus")):  # the whole drain: scripts/bench_drain.py
+                result = drain.run()
+            row["prometheus_paused"] = [round(paused_from, 1), round(time.time(), 1)]
         finally:
             c("rm", "--stop", "--force", bench_svc, check=False, timeout=120)
         row["drain_window_s"], row["bare_drain"], row["lab_drain"] = result["window_s"], result["bare"], result["lab"]
@@ -354,7 +356,8 @@ class Bench:
         fast_lab = Side("lab", lab_target, one_off, lambda: container_id(name))
         fast = self.paired(counter, bare(("ARQ_POLL_DELAY", FAST_ARQ_POLL)), fast_lab)
         try:
-            result = fast.run()
+            with paused(c.ids("prometheus")):
+                result = fast.run()
             row["drain_window_s_fast"], row["bare_drain_fast"], row["lab_drain_fast"] = (
                 result["window_s"],
                 result["bare"],

@@ -12,13 +12,14 @@ pair run seconds apart. Drains measured one after the other, minutes apart,
 moved the same bare worker's rate by up to 30 % between two benches, three
 times the budget; a drift that slow moves both windows of a pair alike.
 
-Prometheus is frozen and thawed with the lab's side (Side.frozen_with): a
-scrape that times out against a frozen worker stays queued on its socket and
-is answered when the worker thaws, so each lab window would also pay for the
-scrapes of the bare window before it, which a worker that is never frozen
-does not (docs/results/2026-11-27-rq-within-budget.md). It is thawed before
-the lab's worker and frozen after it, outside the window's clock, which
-runs over each side's own pause and unpause alike.
+Prometheus stays frozen for the whole drain (bench.py, `paused`): a scrape
+that times out against a frozen worker stays queued on its socket and is
+answered when the worker thaws, so a lab window would also pay for the bare
+window's scrapes; and Prometheus thawed with the lab's side alone put its
+scrapes of the whole stack, and their CPU on the host's cores, into the
+lab's windows only (docs/results/2026-11-28-a-quiet-drain.md). The drain's
+figures therefore leave out what the lab's worker spends on being scraped
+(docs/metrics.md, "What a scrape costs").
 
 A window holds at least MIN_TASKS_PER_WINDOW tasks (arq at its default polling
 gets longer windows), each side is measured over at least MIN_TASKS_MEASURED
@@ -62,8 +63,6 @@ class Side:
     done: int = 0
     rate: float = 0.0  # its last rate, for the next window's length and whether its backlog lasts
     windows: list[dict] = field(default_factory=list)
-    # Containers frozen and thawed with it, their CPU not its own: Prometheus, for the lab's side.
-    frozen_with: Callable[[], list[str]] = lambda: []
 
 
 class Counter:
@@ -111,6 +110,18 @@ def container_id(name: str) -> list[str]:
         ["docker", "inspect", "-f", "{{.Id}}", name], capture_output=True, text=True, timeout=60, check=False
     )
     return proc.stdout.split() if proc.returncode == 0 else []
+
+
+@contextmanager
+def paused(ids: list[str]) -> Iterator[None]:
+    """The containers frozen meanwhile (`docker pause`), then thawed."""
+    for cid in ids:
+        docker("pause", cid)
+    try:
+        yield
+    finally:
+        for cid in ids:
+            docker("unpause", cid)
 
 
 @contextmanager
@@ -193,21 +204,14 @@ class PairedDrain:
         side.rate = (side.done - first) / (time.monotonic() - began)
 
     # One container per docker call, and the window's clock runs over the
-    # side's own containers only: timed across Prometheus' pause and unpause
-    # too, the lab's windows ran longer than the bare worker's, some by
-    # seconds in which its worker was already frozen.
+    # side's own pause and unpause.
     def freeze(self, side: Side) -> tuple[float, float]:
         began = time.perf_counter()
         for container in side.ids:
             docker("pause", container)
-        ended = time.perf_counter()
-        for container in side.frozen_with():
-            docker("pause", container)
-        return began, ended
+        return began, time.perf_counter()
 
     def thaw(self, side: Side) -> tuple[float, float]:
-        for container in side.frozen_with():
-            docker("unpause", container)
         began = time.perf_counter()
         for container in side.ids:
             docker("unpause", container)

@@ -52,7 +52,7 @@ from lab.blocking_publish import BlockingPublisher
 from lab.metrics import REGISTRY, Count, LibraryMetrics, Observe, library_exporter
 from lab.protocol import Queue, TaskMessage
 from lab.queues import DRAMATIQ_MAINTENANCE_CHANCE
-from lab.redis_clients import sync_client
+from lab.redis_clients import sync_client, worker_client
 from lab.settings import Settings, get_settings
 from lab.worker_runtime import WorkerRuntime, setup_logging
 
@@ -270,7 +270,7 @@ def main() -> None:
     # an acknowledgement that timed out (the message would stay in the acks set
     # until this worker died). A Redis that is down fails the connect at once,
     # and Dramatiq retries its consumer every few seconds.
-    client = redis.Redis.from_url(settings.redis_url, socket_connect_timeout=settings.redis_timeout_s)
+    client = worker_client(settings)
     broker = make_broker(settings, client)
     broker.add_middleware(AsyncIO())
     broker.add_middleware(LabRuntime(runtime))

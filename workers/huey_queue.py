@@ -62,8 +62,7 @@ from lab.heap import freeze_startup_heap
 from lab.metrics import flush, touch_task_series
 from lab.process_loop import ProcessLoop
 from lab.protocol import Queue, TaskMessage
-from lab.redis_clients import sync_client
-from lab.runner import TaskRunner
+from lab.redis_clients import sync_client, worker_client
 from lab.settings import Settings, get_settings
 from lab.worker_runtime import serve_worker_metrics, service_name, setup_logging
 
@@ -114,21 +113,18 @@ class _HueyLoop(ProcessLoop):
         self._threads = threading.local()  # each worker thread's runner
 
     def run(self, message: dict) -> None:
-        _, runner = self.get()
-        if not self.threaded:
-            return super().run(message)
-        msg = TaskMessage.validate(message)
-        if runner.is_loop_free(msg):
-            # Fast path: in this worker thread, not handed to the loop's (docs/hot-path.md).
-            self._thread_runner(runner).run_loop_free(msg)
-        else:
-            self._call(runner.run(msg))  # on the loop's thread; this one waits
-
-    def _thread_runner(self, runner: TaskRunner) -> TaskRunner:
-        own = getattr(self._threads, "runner", None)
+        own = getattr(self._threads, "runner", None)  # set on this worker thread's first task
         if own is None:
+            _, runner = self.get()
+            if not self.threaded:
+                return super().run(message)
             own = self._threads.runner = runner.for_thread()
-        return own
+        msg = TaskMessage.validate(message)
+        if own.is_loop_free(msg):
+            # Fast path: in this worker thread, not handed to the loop's (docs/hot-path.md).
+            own.run_loop_free(msg)
+        else:
+            self._call(self.runner.run(msg))  # on the loop's thread; this one waits
 
 
 process_loop = _HueyLoop()
@@ -166,14 +162,9 @@ def _requeue_interrupted(huey: RedisHuey):
 def main() -> None:
     setup_logging()
     settings = get_settings()
-    # No socket timeout, as Huey's own pool: BRPOP returns every second (Huey's
-    # read_timeout) and a restarted Redis closes the socket. A timeout made
-    # CPython poll() before every send and read, which cost the consumer under
-    # its CPU limit (docs/results/2026-11-27-rq-and-huey-at-the-defaults.md).
-    pool = ConnectionPool.from_url(
-        settings.redis_url, socket_connect_timeout=settings.redis_timeout_s, socket_timeout=None
-    )
-    huey, _ = make_huey(pool)
+    # No read timeout, as Huey's own pool: BRPOP returns every second (Huey's
+    # read_timeout) and a restarted Redis closes the socket (worker_client).
+    huey, _ = make_huey(worker_client(settings).connection_pool)
     huey.signal(SIGNAL_INTERRUPTED)(_requeue_interrupted(huey))
     if settings.huey_worker_type == "process":
         huey.on_startup()(_child_started)

@@ -56,7 +56,6 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from redis import Redis
 from rq import Queue as RQQueue
 from rq import Retry, SimpleWorker, Worker
 from rq.worker import BaseWorker
@@ -67,7 +66,7 @@ from lab.heap import freeze_startup_heap
 from lab.metrics import Count, children_flush_at_exit, flush, listen_to_children
 from lab.protocol import Queue, TaskMessage
 from lab.queues import RQ_MAINTENANCE_INTERVAL_S, RQ_WORKER_TTL_S
-from lab.redis_clients import sync_client
+from lab.redis_clients import sync_client, worker_client
 from lab.runner import TaskRunner
 from lab.settings import Settings, get_settings
 from lab.worker_runtime import serve_worker_metrics, service_name, setup_logging
@@ -238,7 +237,7 @@ class LabWorkerPool(WorkerPool):
 def main() -> None:
     setup_logging()
     settings = get_settings()
-    connection = Redis.from_url(settings.redis_url, socket_connect_timeout=settings.redis_timeout_s)
+    connection = worker_client(settings)
     pool = LabWorkerPool(
         [QUEUE_NAME],
         connection=connection,

@@ -51,6 +51,15 @@ def test_make_bench_records_bare_beside_lab_and_restores_the_lab(stack, tmp_path
         # Each window is timed over its side's own pause and unpause (not Prometheus').
         assert all(0 < w["thaw_freeze_s"] < w["s"] for w in drain["windows"]), drain
         assert drain["cpu_us_per_task"] > 0, drain
+    # Prometheus sat frozen through the drain (no scrape of the lab's worker
+    # inside it) and runs again.
+    began, ended = row["prometheus_paused"]
+    assert ended - began > 6, row["prometheus_paused"]
+    inside = stack.prometheus(
+        "/api/v1/query", query=f'count_over_time(up{{job="saq"}}[{ended - began - 4:.0f}s])', time=f"{ended - 2:.1f}"
+    )["result"]
+    assert inside == [], inside
+    assert stack.compose("ps", "--status", "running", "-q", "prometheus").stdout.split()
     # Every task the lab's API accepted was run by the lab's worker, once.
     report = stack.compose("exec", "-T", "api", "python", "-m", "lab.ledger", "show", row["run"]).stdout
     totals = json.loads(report)["totals"]
