@@ -25,8 +25,10 @@ an immediate stop that interrupts running tasks) the workers take no more
 messages and running tasks get SHUTDOWN_GRACE_S (Huey's `shutdown_timeout`)
 to finish; a worker holds nothing it has not started. A consumer killed with
 SIGKILL loses the tasks it was running, at most HUEY_WORKERS per replica, and
-a message whose BRPOP reply was lost as Redis restarted is lost too: Huey
-delivers at most once (its maintainer in coleifer/huey#559, #571, #844).
+a message whose BRPOP reply was lost as Redis restarted is lost too, as is
+one taken just before the restart whose revocation check (an HMGET) then
+failed: Huey delivers at most once (its maintainer in coleifer/huey#559,
+#571, #844).
 A task still running when the grace has passed is interrupted, and enqueued
 again from Huey's SIGNAL_INTERRUPTED, as Huey's documentation does it (its
 signals are its monitoring hooks); the ledger counts a second execution as a
