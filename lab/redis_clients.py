@@ -286,7 +286,7 @@ def sync_client(settings: Settings) -> redis.Redis:
 def worker_client(settings: Settings) -> redis.Redis:
     """A blocking client for a worker's own traffic (a library's fetches and
     acknowledgements, a task's settle): a connect timeout but no read timeout,
-    as the libraries' own clients and the bare workers' have. With a read
+    as Huey's own pool and the bare workers' clients have. With a read
     timeout, CPython polls the socket before every send and every read, and
     each poll lets another of the worker's threads take the GIL: twice a
     settle (docs/hot-path.md). A Redis that restarts closes the connection,
