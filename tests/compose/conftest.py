@@ -41,7 +41,7 @@ import pytest
 
 from tests.compose.helpers import (
     LOAD_PANEL,
-    QUEUE_RUN_REQUESTS,
+    QUEUE_RUN_SECONDS,
     QUEUE_RUN_WATCH_S,
     QUEUES,
     TASKS_PER_QUEUE,
@@ -316,8 +316,8 @@ def load_results_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def arq_queue_run(stack, load_results_dir):
-    """`make load worker=arq` sized to prove the point (QUEUE_RUN_REQUESTS,
-    20-30 s of load at 0.2 CPU, and a QUEUE_RUN_WATCH_S drain watch), with
+    """`make load worker=arq` sized to prove the point (QUEUE_RUN_SECONDS of
+    load, and a QUEUE_RUN_WATCH_S drain watch), with
     the Load panel's queries read from Prometheus every second while it runs.
     Once per session: test_load checks it, test_panels reads the Load dashboard
     after it. make load returns with most of the run still queued; a one-off
@@ -329,7 +329,7 @@ def arq_queue_run(stack, load_results_dir):
 
     def make_load():
         started = time.monotonic()
-        args = ("worker=arq", f"iterations={QUEUE_RUN_REQUESTS}", f"drain_watch={QUEUE_RUN_WATCH_S}")
+        args = ("worker=arq", f"duration={QUEUE_RUN_SECONDS}s", f"drain_watch={QUEUE_RUN_WATCH_S}")
         try:
             _, outcome["proc"], outcome["record"] = load(stack, load_results_dir, *args, run=run)
         except BaseException as exc:  # pytest.fail's too: raised again in the test's thread
