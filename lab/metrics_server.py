@@ -31,6 +31,10 @@ TIMEOUT_S = 5.0
 
 class _Handler(BaseHTTPRequestHandler):
     timeout = TIMEOUT_S
+    # The head and the body leave in one send, flushed after do_GET: a health
+    # probe reads the status line and hangs up, and a second send (the body)
+    # would then meet its reset and print a traceback.
+    wbufsize = 1 << 16
 
     def do_GET(self) -> None:
         if self.path.startswith("/metrics"):

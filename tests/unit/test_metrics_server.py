@@ -1,8 +1,10 @@
 """The /metrics server of every lab process (lab/metrics_server.py), on a real port."""
 
 import socket
+import subprocess
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 from prometheus_client import Counter
 from prometheus_client.parser import text_string_to_metric_families
@@ -11,6 +13,7 @@ from lab.metrics_server import serve_metrics
 from scripts.scrape_cost import HEADERS as PROMETHEUS_HEADERS  # OpenMetrics first, text as a fallback, gzip
 from tests.lab import free_port
 
+HEALTHCHECK = Path(__file__).parents[2] / "services" / "healthcheck.sh"
 SEEN = Counter("lab_test_metrics_server_seen", "A series this test looks for.", ("where",))
 
 
@@ -73,3 +76,18 @@ def test_only_the_processes_of_one_api_share_a_port():
         for server in (first, second):
             if server is not None:
                 server.stop()
+
+
+def test_a_health_probe_that_hangs_up_after_the_status_line_leaves_no_traceback(capsys):
+    """services/healthcheck.sh reads the status line and closes. The answer left
+    in two sends (the head, then the body), the body met the probe's reset in
+    about one probe in ten, and the server printed a ConnectionResetError."""
+    port = free_port()
+    server = serve_metrics(port, "127.0.0.1")
+    assert server is not None
+    try:
+        for _ in range(300):
+            assert subprocess.run(["bash", str(HEALTHCHECK), str(port), "/"], check=False).returncode == 0
+    finally:
+        server.stop()
+    assert "Traceback" not in capsys.readouterr().err
