@@ -283,8 +283,8 @@ def sync_client(settings: Settings) -> redis.Redis:
     return redis.Redis.from_url(settings.redis_url, **_options(settings))
 
 
-def worker_client(settings: Settings) -> redis.Redis:
-    """A blocking client for a worker's own traffic (a library's fetches and
+def worker_pool(settings: Settings) -> redis.ConnectionPool:
+    """The connections of a worker's own traffic (a library's fetches and
     acknowledgements, a task's settle): a connect timeout but no read timeout,
     as Huey's own pool and the bare workers' clients have. With a read
     timeout, CPython polls the socket before every send and every read, and
@@ -292,4 +292,9 @@ def worker_client(settings: Settings) -> redis.Redis:
     settle (docs/hot-path.md). A Redis that restarts closes the connection,
     and the command fails at once; one that stops answering stalls it until
     it answers again, as it stalls the library's own fetch."""
-    return redis.Redis.from_url(settings.redis_url, socket_connect_timeout=settings.redis_timeout_s)
+    return redis.ConnectionPool.from_url(settings.redis_url, socket_connect_timeout=settings.redis_timeout_s)
+
+
+def worker_client(settings: Settings) -> redis.Redis:
+    """A blocking client on a worker_pool of its own, closed with it."""
+    return redis.Redis.from_pool(worker_pool(settings))

@@ -64,7 +64,7 @@ from lab.heap import freeze_startup_heap
 from lab.metrics import flush, touch_task_series
 from lab.process_loop import ProcessLoop
 from lab.protocol import Queue, TaskMessage
-from lab.redis_clients import sync_client, worker_client
+from lab.redis_clients import sync_client, worker_pool
 from lab.settings import Settings, get_settings
 from lab.worker_runtime import serve_worker_metrics, service_name, setup_logging
 
@@ -165,8 +165,8 @@ def main() -> None:
     setup_logging()
     settings = get_settings()
     # No read timeout, as Huey's own pool: BRPOP returns every second (Huey's
-    # read_timeout) and a restarted Redis closes the socket (worker_client).
-    huey, _ = make_huey(worker_client(settings).connection_pool)
+    # read_timeout) and a restarted Redis closes the socket (worker_pool).
+    huey, _ = make_huey(worker_pool(settings))
     huey.signal(SIGNAL_INTERRUPTED)(_requeue_interrupted(huey))
     if settings.huey_worker_type == "process":
         huey.on_startup()(_child_started)

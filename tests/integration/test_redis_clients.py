@@ -10,7 +10,8 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
-from lab.redis_clients import TimelyConnection
+from lab.redis_clients import TimelyConnection, sync_client, worker_client
+from lab.settings import Settings
 from tests.lab import RedisServer, UpstreamBug
 
 TIMEOUT_S = 0.3
@@ -117,3 +118,19 @@ def test_a_send_that_redis_does_not_take_times_out():
         lambda r: r.set("big", b"x" * (64 << 20)), "writing", after=half_a_command_never_ran
     )
     assert TIMEOUT_S * 0.9 <= elapsed < TIMEOUT_S + 1.0
+
+
+def test_a_workers_client_waits_for_a_slow_reply_that_the_lab_client_gives_up_on(redis_server):
+    """worker_client has a connect timeout only (lab/redis_clients.py says why):
+    a reply that comes after redis_timeout_s is read, where sync_client's
+    socket timeout gives up on it."""
+    settings = Settings(redis_url=redis_server.url, redis_timeout_s=TIMEOUT_S)
+    slow = int(TIMEOUT_S * 2 * 1e6)
+    waiting, impatient = worker_client(settings), sync_client(settings)
+    try:
+        assert waiting.eval(SLOW_INCR, 1, "slow-reply", slow) >= 1
+        with pytest.raises(redis.exceptions.TimeoutError):
+            impatient.eval(SLOW_INCR, 1, "slow-reply", slow)
+    finally:
+        waiting.close()
+        impatient.close()
