@@ -69,7 +69,7 @@ def test_an_arq_run_returns_after_its_drain_watch_and_settles_later(stack, arq_q
     )
     assert record["duration_target_s"] == QUEUE_RUN_SECONDS
     # Every POST accepted, and the ledger's count the same (below); the backlog was still draining.
-    assert (record["requests"], record["failures"], record["status_codes"]) == (n, 0, {"202": n})
+    assert n > 0 and (record["failures"], record["status_codes"]) == (0, {"202": n})
     tasks = record["tasks"]
     watch = tasks["draining"]
     assert not tasks["settled"] and tasks["lost"] is None and tasks["time_to_execute_all_s"] is None
