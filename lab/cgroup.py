@@ -3,6 +3,7 @@
 Works unprivileged with cgroup v2 and v1, so the same numbers appear on Linux,
 Docker Desktop and Kubernetes. Exported as:
   lab_cpu_seconds_total, lab_cpu_limit_cores, lab_cpu_throttled_seconds_total,
+  lab_cpu_periods_total, lab_cpu_throttled_periods_total,
   lab_memory_bytes, lab_memory_usage_bytes, lab_memory_limit_bytes,
   lab_oom_kills_total   (label: service)
 Memory is the working set, what `docker stats` and Kubernetes show: the
@@ -28,6 +29,11 @@ class CgroupSample:
     cpu_seconds: float | None = None
     cpu_limit_cores: float | None = None
     throttled_seconds: float | None = None
+    # CFS enforcement periods in which the container ran, and those in which it
+    # used up its quota and was held back: their ratio is the share of the
+    # time the container wanted to run that its CPU limit cut short (0-100 %).
+    periods: float | None = None
+    throttled_periods: float | None = None
     memory_bytes: float | None = None  # working set
     memory_usage_bytes: float | None = None  # raw usage, page cache included
     memory_limit_bytes: float | None = None
@@ -109,6 +115,7 @@ def read_cgroup(root: Path = ROOT) -> CgroupSample:
             sample.cpu_seconds = cpu["usage_usec"] / 1e6
         if "throttled_usec" in cpu:
             sample.throttled_seconds = cpu["throttled_usec"] / 1e6
+        sample.periods, sample.throttled_periods = cpu.get("nr_periods"), cpu.get("nr_throttled")
         quota, _, period = (_read(d / "cpu.max") or "max 100000").partition(" ")
         if quota != "max":
             sample.cpu_limit_cores = int(quota) / int(period)
@@ -126,6 +133,7 @@ def read_cgroup(root: Path = ROOT) -> CgroupSample:
         throttled = _stat(cpu_dir / "cpu.stat")
         if "throttled_time" in throttled:
             sample.throttled_seconds = throttled["throttled_time"] / 1e9
+        sample.periods, sample.throttled_periods = throttled.get("nr_periods"), throttled.get("nr_throttled")
         quota_us, period_us = _read(cpu_dir / "cpu.cfs_quota_us"), _read(cpu_dir / "cpu.cfs_period_us")
         if quota_us and period_us and int(quota_us) > 0:
             sample.cpu_limit_cores = int(quota_us) / int(period_us)
@@ -162,6 +170,18 @@ class CgroupCollector(Collector):
                 "lab_cpu_throttled_seconds",
                 "Time this container was throttled by its CPU limit.",
                 s.throttled_seconds,
+            ),
+            (
+                CounterMetricFamily,
+                "lab_cpu_periods",
+                "CPU enforcement periods (cpu.cfs_period_us each) in which this container ran.",
+                s.periods,
+            ),
+            (
+                CounterMetricFamily,
+                "lab_cpu_throttled_periods",
+                "Enforcement periods in which this container used up its CPU quota and was held back.",
+                s.throttled_periods,
             ),
             (
                 GaugeMetricFamily,

@@ -27,7 +27,7 @@ LAB_FIELDS = (
     ("API CPU ms/request", "api_cpu_ms_per_request"),
     ("worker peak MB", "worker_peak_mb"),
     ("API peak MB", "api_peak_mb"),
-    ("throttled %", "throttled_pct"),
+    ("throttled periods %", "throttled_periods_pct"),
     ("lost", "lost"),
     ("dup", "duplicates"),
 )
@@ -89,7 +89,7 @@ def run_row(record: Mapping, queue: str, rep: int, cpu_s: Mapping[str, float | N
         "api_cpu_ms_per_request": _per(cpu_s.get("api"), record.get("requests")),
         "worker_peak_mb": _mb((resources.get(service) or {}).get("peak_memory_bytes")),
         "api_peak_mb": _mb((resources.get("api") or {}).get("peak_memory_bytes")),
-        "throttled_pct": (resources.get(service) or {}).get("cpu_throttled_pct"),
+        "throttled_periods_pct": (resources.get(service) or {}).get("cpu_throttled_periods_pct"),
         "warnings": list(record.get("warnings") or []),
     }
 
@@ -477,7 +477,8 @@ empty backlog and for all its tasks. Figures: mean (min–max) over the reps.</p
 <p class="muted">RPS, median and p95 from Locust ({esc(p["users"])} users); all tasks done: first enqueue to last
 completion (the ledger); CPU per task: the worker's CPU seconds from the load's start to the last settled task,
 over the tasks completed (for <code>background</code> the API's, which serves the requests too); peaks and
-throttling over the same window (Prometheus).</p>
+throttling over the same window (Prometheus). Throttled periods: of the CPU scheduler's 100 ms periods in which
+the worker ran, the share in which it used up its CPU limit and was held back until the next one (0-100 %).</p>
 {published_section(record)}
 <h2>Over time</h2>
 {charts_section(record)}

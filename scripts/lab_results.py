@@ -352,12 +352,16 @@ def _subject_fields(subjects: list[str], resources: Mapping | None) -> dict:
     """The subjects, every service's resources, and the subjects' worst memory peak and throttling."""
     res = resources or {}
     peaks = [res[s]["peak_memory_bytes"] for s in subjects if res.get(s, {}).get("peak_memory_bytes") is not None]
-    throttles = [res[s]["cpu_throttled_pct"] for s in subjects if res.get(s, {}).get("cpu_throttled_pct") is not None]
+    throttles = [
+        res[s]["cpu_throttled_periods_pct"]
+        for s in subjects
+        if res.get(s, {}).get("cpu_throttled_periods_pct") is not None
+    ]
     return {
         "subjects": subjects,
         "resources": dict(res) if resources is not None else None,
         "worker_peak_memory_bytes": max(peaks) if peaks else None,
-        "cpu_throttled_pct": _round(max(throttles), 1) if throttles else None,
+        "cpu_throttled_periods_pct": _round(max(throttles), 1) if throttles else None,
     }
 
 
@@ -418,7 +422,8 @@ def build_record(
     ledger: GET /api/v1/runs/{run} at the end (queue runs), settled: pending reached 0
     draining: the drain watch's backlog, rate and projection when it ended before the drain
     limits: {"api": {...}, "workers": {queue: {...}}} (limits_of)
-    resources: per service from Prometheus: peak_memory_bytes, cpu_throttled_pct, cpu_used_cores, cpu_limit_cores
+    resources: per service from Prometheus: peak_memory_bytes, cpu_throttled_periods_pct (the share of the
+      CPU periods in which it ran that its limit held it back), cpu_used_cores, cpu_limit_cores
     subjects: the services under test (the queues' workers; the API for `background`
       and the event-loop scenarios): the record's worker memory and throttling are theirs.
     """
@@ -482,7 +487,7 @@ COLUMNS = (
     ("conc.", "_concurrency"),
     ("repl.", "_replicas"),
     ("peak MB", "_peak_mb"),
-    ("throttled %", "cpu_throttled_pct"),
+    ("throttled periods %", "cpu_throttled_periods_pct"),
     ("probe ok %", "_probe_ok"),
     ("probe worst gap s", "probe.worst_gap_s"),
     ("notes", "_notes"),

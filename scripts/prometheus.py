@@ -85,7 +85,8 @@ class Prometheus:
 
     def resources(self, services: list[str], start: float, end: float) -> dict[str, dict]:
         """Per service over [start, end]: peak memory (max_over_time), CPU used
-        (cores, mean over replicas), its limit, and throttled seconds per second (%)."""
+        (cores, mean over replicas), its limit, and the share of the CPU periods in which
+        it ran that its limit held it back (%, over every replica's periods)."""
         at = min(end + 5, time.time())  # the scrape after the end is part of the run
         window = f"{max(10, math.ceil(at - start))}s"
         sel = f'service=~"{"|".join(services)}"'
@@ -93,7 +94,10 @@ class Prometheus:
         used = self.by("service", f"avg by (service) (rate(lab_cpu_seconds_total{{{sel}}}[{window}]))", at)
         limit = self.by("service", f"max by (service) (max_over_time(lab_cpu_limit_cores{{{sel}}}[{window}]))", at)
         throttled = self.by(
-            "service", f"avg by (service) (rate(lab_cpu_throttled_seconds_total{{{sel}}}[{window}])) * 100", at
+            "service",
+            f"sum by (service) (increase(lab_cpu_throttled_periods_total{{{sel}}}[{window}])) * 100"
+            f" / sum by (service) (increase(lab_cpu_periods_total{{{sel}}}[{window}]))",
+            at,
         )
         out = {}
         for s in services:
@@ -102,7 +106,9 @@ class Prometheus:
                 "cpu_used_cores": round(used[s], 3) if s in used else None,
                 "cpu_limit_cores": limit.get(s),
                 "cpu_used_pct_of_limit": round(100 * used[s] / limit[s], 1) if s in used and limit.get(s) else None,
-                "cpu_throttled_pct": round(throttled[s], 1) if s in throttled else None,
+                "cpu_throttled_periods_pct": round(throttled[s], 1)
+                if s in throttled and math.isfinite(throttled[s])
+                else None,
             }
         return out
 

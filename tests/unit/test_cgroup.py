@@ -18,7 +18,7 @@ def test_cgroup_v2_with_limits(tmp_path):
         tmp_path,
         {
             "cgroup.controllers": "cpu memory",
-            "cpu.stat": "usage_usec 2500000\nuser_usec 2000000\nnr_throttled 4\nthrottled_usec 750000\n",
+            "cpu.stat": "usage_usec 2500000\nuser_usec 2000000\nnr_periods 40\nnr_throttled 4\nthrottled_usec 750000\n",
             "cpu.max": "20000 100000",
             "memory.current": "104857600",
             "memory.stat": "anon 73400320\nfile 31457280\nactive_file 10485760\ninactive_file 20971520\n",
@@ -28,6 +28,7 @@ def test_cgroup_v2_with_limits(tmp_path):
     )
     s = read_cgroup(root)
     assert (s.cpu_seconds, s.throttled_seconds, s.cpu_limit_cores) == (2.5, 0.75, 0.2)
+    assert (s.periods, s.throttled_periods) == (40, 4)  # a share of periods, never above 1
     # the working set leaves out inactive page cache; the raw usage keeps it
     assert (s.memory_bytes, s.memory_usage_bytes) == (104857600 - 20971520, 104857600)
     assert (s.memory_limit_bytes, s.oom_kills) == (209715200, 2)
@@ -64,6 +65,7 @@ def test_cgroup_v1_with_limits(tmp_path):
     )
     s = read_cgroup(root)
     assert (s.cpu_seconds, s.throttled_seconds, s.cpu_limit_cores) == (3.0, 0.5, 0.5)
+    assert (s.periods, s.throttled_periods) == (10, 2)
     assert (s.memory_bytes, s.memory_usage_bytes) == (1048576 - 262144, 1048576)
     assert (s.memory_limit_bytes, s.oom_kills) == (524288000, 3)
 

@@ -29,8 +29,8 @@ def load_record(run: str, queue: str, rps: float, p95: float, done_s: float) -> 
         settled=True,
         limits={"api": limits, "workers": {queue: {**limits, "concurrency": 3}}},
         knobs={"api": {"ENQUEUE_MODE": "await"}},
-        resources={service: {"peak_memory_bytes": 80 * MiB, "cpu_throttled_pct": 12.5},
-                   "api": {"peak_memory_bytes": 90 * MiB, "cpu_throttled_pct": 20.0}},
+        resources={service: {"peak_memory_bytes": 80 * MiB, "cpu_throttled_periods_pct": 12.5},
+                   "api": {"peak_memory_bytes": 90 * MiB, "cpu_throttled_periods_pct": 20.0}},
         probe=None,
         locust_workers=2,
         subjects=[service],
@@ -71,14 +71,14 @@ def test_a_run_row_holds_the_articles_figures_and_the_cost_per_task():
     )  # fmt: skip
     # 0.5 CPU seconds over 200 tasks; the API's 0.4 s over 200 requests.
     assert (row["cpu_ms_per_task"], row["api_cpu_ms_per_request"]) == (2.5, 2.0)
-    assert (row["worker_peak_mb"], row["api_peak_mb"], row["throttled_pct"]) == (80.0, 90.0, 12.5)
+    assert (row["worker_peak_mb"], row["api_peak_mb"], row["throttled_periods_pct"]) == (80.0, 90.0, 12.5)
     assert (row["lost"], row["duplicates"], row["settled"]) == (0, 0, True)
 
 
 def test_background_is_measured_on_the_api():
     record = load_record("r", "background", 100.0, 200.0, 3.0)
     row = compare_report.run_row(record, "background", 1, {"api": 0.6})
-    assert row["cpu_ms_per_task"] == 3.0 and row["worker_peak_mb"] == 90.0 and row["throttled_pct"] == 20.0
+    assert row["cpu_ms_per_task"] == 3.0 and row["worker_peak_mb"] == 90.0 and row["throttled_periods_pct"] == 20.0
 
 
 def test_the_spread_is_the_mean_and_range_over_reps():
@@ -138,15 +138,25 @@ def test_chart_points_stay_inside_the_plot():
 
 def test_the_published_rows_only_beside_their_own_setting():
     rows = {"0.2cpu/200M": {"arq": {"rps": 1.0}}}
-    assert published.beside("0.2cpu/200M", "io/simple", 100, rows)["rows"] == {"arq": {"rps": 1.0}}
+    beside = published.beside("0.2cpu/200M", "io/simple", 100, rows)["rows"]
+    # The enqueue table's rows, and BackgroundTasks' own table at 0.2 CPU for the same endpoint and users.
+    assert beside["arq"] == {"rps": 1.0} and beside["background"]["rps"] == 319
     assert published.beside("0.5cpu/500M", "io/simple", 100, rows) is None
-    assert published.beside("0.2cpu/200M", "io/thread", 100, rows) is None
     assert published.beside("0.2cpu/200M", "io/simple", 50, rows) is None
+    assert published.beside("0.2cpu/200M", "io/thread", 100, rows)["rows"] == {
+        "background": {"rps": 209, "median_ms": 400, "p95_ms": 600, "all_done_s": 245, "errors_pct": 0.0}
+    }
+    assert published.beside("0.2cpu/200M", "cpu/simple", 100, rows) is None  # the article ran it with 3 users
     assert set(published.RESULTS) == set(published.SETTINGS) and published.SOURCE["url"].startswith("https://habr")
+    # The article's tables as it prints them (another machine's figures).
+    assert (
+        published.RESULTS["0.2cpu/200M"]["arq"]["rps"] == 227
+        and published.RESULTS["0.5cpu/500M"]["celery"]["p95_ms"] == 59
+    )
+    assert set(published.RESULTS["0.5cpu/500M"]) == set(published.QUEUES)
     record = comparison()
-    _, why = compare.published_beside(record["setting"], record["params"])
-    if not published.RESULTS["0.2cpu/200M"]:
-        assert "not transcribed" in why
+    shown, why = compare.published_beside(record["setting"], record["params"])
+    assert (shown is None) == bool(why)
 
 
 def test_the_queues_and_parameters_a_comparison_takes():
