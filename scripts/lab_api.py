@@ -7,13 +7,16 @@ import httpx
 from scripts.compose import Compose, LoadError
 
 
-def api_address(compose: Compose) -> str:
-    """host:port of the running API, ready to answer; LoadError says what to do otherwise."""
+def api_address(compose: Compose, queues: tuple[str, ...] = ()) -> str:
+    """host:port of the running API, ready to answer, with the producers of `queues`
+    ready too (their library imported before the load, not in its first requests);
+    LoadError says what to do otherwise."""
     api = compose.port("api", 8000)
     if not api:
         raise LoadError("the lab is not running (no published API port): start it with `make up`")
     try:
-        httpx.get(f"http://{api}/readyz", timeout=5).raise_for_status()
+        # A library's first import at a low CPU limit takes seconds: a longer wait than a ping's.
+        httpx.get(f"http://{api}/readyz", params={"queues": ",".join(queues)}, timeout=60).raise_for_status()
     except httpx.HTTPError as exc:
         raise LoadError(f"the API at {api} is not ready ({exc}): `make ps`, `make logs svc=api`") from None
     return api

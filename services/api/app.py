@@ -18,7 +18,6 @@ from lab.loop_lag import start_loop_lag_watch
 from lab.metrics import ENQUEUED, touch_task_series
 from lab.metrics_server import serve_metrics
 from lab.protocol import ENDPOINTS, Queue
-from lab.queues import BROKER_NAMES, adapter
 from lab.settings import get_settings
 from services.api import errors
 from services.api.background import QUEUE as BACKGROUND
@@ -33,9 +32,11 @@ API_V1 = "/api/v1"
 async def lifespan(app: FastAPI):
     settings = get_settings()
     service = settings.service_name or "api"
+    # A queue's library is imported, off the event loop, when the queue is first
+    # used or readied (GET /readyz?queues=...: make load asks before its load),
+    # not here: the API then holds only the libraries of the queues it serves
+    # (each costs it several MB, file pages of its own charged to its cgroup too).
     app.state.lab = LabState(settings)
-    for name in BROKER_NAMES:  # every queue library imported now, not in the first request to it
-        adapter(name)
     # The threadpool that runs `def` handlers and run_in_threadpool calls.
     anyio.to_thread.current_default_thread_limiter().total_tokens = settings.threadpool_tokens
     register_cgroup_metrics(service)

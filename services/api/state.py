@@ -48,11 +48,14 @@ class LabState:
 
     async def producer(self, queue: Queue) -> Producer:
         """The queue's producer, connected on first use, so the API starts (and
-        reports not-ready) even while Redis is down."""
+        reports not-ready) even while Redis is down. Its library is imported
+        then, in a thread: an import takes a moment the event loop would
+        otherwise stand still for."""
         if queue not in self.producers:
             async with self._lock:
                 if queue not in self.producers:
-                    producer = adapter(queue).Producer(self.settings)
+                    module = await asyncio.to_thread(adapter, queue)
+                    producer = module.Producer(self.settings)
                     await producer.start()
                     self.producers[queue] = producer
         return self.producers[queue]

@@ -1,9 +1,11 @@
-"""/healthz (the process answers) and /readyz (and Redis answers it)."""
+"""/healthz (the process answers) and /readyz (and Redis answers it; with
+`?queues=arq,saq`, those queues' producers are ready too)."""
 
 import asyncio
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, HTTPException, Query, Response
 
+from lab.protocol import BROKER_QUEUES, Queue
 from services.api.deps import LabStateDep
 
 router = APIRouter()
@@ -14,12 +16,34 @@ async def healthz() -> dict:
     return {"status": "ok"}
 
 
+def _queues(text: str) -> list[Queue]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = sorted(set(names) - {q.value for q in Queue})
+    if unknown:
+        raise HTTPException(
+            422, f"queues: unknown {', '.join(unknown)}; choose from {', '.join(q.value for q in Queue)}"
+        )
+    return [Queue(n) for n in dict.fromkeys(names)]
+
+
 @router.get("/readyz")
-async def readyz(state: LabStateDep, response: Response) -> dict:
+async def readyz(
+    state: LabStateDep,
+    response: Response,
+    queues: str = Query("", description="queues whose producers must be ready too (their library imported, connected)"),
+) -> dict:
+    wanted = [q for q in _queues(queues) if q in BROKER_QUEUES]  # background runs in the API itself
     try:
         async with asyncio.timeout(state.settings.redis_timeout_s):
             await state.redis.ping()
     except Exception as exc:
         response.status_code = 503
         return {"status": "unavailable", "redis": f"{type(exc).__name__}: {exc}"[:200]}
-    return {"status": "ok"}
+    for queue in wanted:
+        try:
+            # The import has no deadline (a cold start at a low CPU limit takes a while); the connection has.
+            await state.producer(queue)
+        except Exception as exc:
+            response.status_code = 503
+            return {"status": "unavailable", "queue": queue.value, "error": f"{type(exc).__name__}: {exc}"[:200]}
+    return {"status": "ok", **({"queues": [q.value for q in wanted]} if wanted else {})}
