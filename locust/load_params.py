@@ -35,13 +35,18 @@ MAX_CLIENTS = 50_000
 MAX_PAYLOAD = 10 * 1024 * 1024
 # One Locust user class per scenario (locust/locustfile.py).
 USER_CLASSES = {"queue": "QueueUser", "upstream": "UpstreamUser", "clients": "ClientsUser", "payload": "PayloadUser"}
-# A queue run sends the same number of tasks for every queue, so that their
-# records compare (the published experiment's "time to execute all tasks"):
-# enough for at least 30 s of load at 100 users for the fastest queue at the
-# lab's 0.2-CPU defaults, so every panel settles and can be read during the run
-# (docs/results/ has the measured runs). The event-loop runs repeat the
-# original's "100 requests" (ab -n 100 -c 50).
-DEFAULT_ITERATIONS = {"queue": 15000, "upstream": 100, "clients": 100, "payload": 100}
+# A queue run sends for a time by default, the same for every queue, so that
+# every run lasts long enough to watch at any limits and on any machine: the
+# dashboards' 10 s rates fill within the first seconds and read the run's rate
+# from then on, where a request count sized for one setting lasts a few
+# seconds at another. Queues then compare at the same offered load (100
+# users, each sending its next request once the last is answered) over the
+# same time: their RPS, latencies and the drain after the load (`drain s`),
+# not their "all tasks done" time, which grows with the tasks each API took.
+# `iterations=` still sends an exact count (make compare does). The event-loop
+# runs repeat the original's "100 requests" (ab -n 100 -c 50).
+DEFAULT_DURATION_S = {"queue": 60.0}
+DEFAULT_ITERATIONS = {"upstream": 100, "clients": 100, "payload": 100}
 DEFAULT_USERS = 100
 DEFAULT_SPAWN_RATE = 100.0
 DEFAULT_CLIENTS = 1000  # the API's default; the article's 40000 needs API_MEM=1G or so
@@ -231,14 +236,17 @@ def _spawn_rate(raw: Mapping[str, object]) -> float:
 
 
 def _length(raw: Mapping[str, object], scenario: str) -> tuple[int | None, float | None]:
-    """(iterations, duration_s): one of them, the scenario's default iterations when neither is given."""
+    """(iterations, duration_s): one of them, the scenario's default when neither is given."""
     iterations_text, duration_text = _given(raw, "iterations"), _given(raw, "duration")
     if iterations_text and duration_text:
         raise ParamError("give iterations= or duration=, not both")
     iterations = _int("iterations", iterations_text, 1) if iterations_text else None
     duration_s = parse_duration(duration_text) if duration_text else None
     if iterations is None and duration_s is None:
-        iterations = DEFAULT_ITERATIONS[scenario]
+        if scenario in DEFAULT_DURATION_S:
+            duration_s = DEFAULT_DURATION_S[scenario]
+        else:
+            iterations = DEFAULT_ITERATIONS[scenario]
     return iterations, duration_s
 
 

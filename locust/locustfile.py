@@ -204,8 +204,8 @@ def _read_params(environment) -> None:
         raw = options_of(environment)
         STATE.params = parse_params(raw)
         if in_web_ui(environment) and not (raw.get("iterations") or raw.get("duration")):
-            # In the web UI the person stops the run: no default request count.
-            STATE.params = dataclasses.replace(STATE.params, iterations=None)
+            # In the web UI the person stops the run: no default length.
+            STATE.params = dataclasses.replace(STATE.params, iterations=None, duration_s=None)
     except ParamError as exc:
         emit("ERROR", {"role": STATE.role, "error": str(exc)})
         raise SystemExit(2) from None

@@ -226,15 +226,17 @@ class Bench:
             self.say(f"[{queue}] the lab's queue holds {depth} tasks from before the bench: waiting for its worker")
             time.sleep(5)
 
-    def restart_apis(self) -> None:
+    def restart_apis(self, queue: str) -> None:
         """A new process of each API before each round. A process's speed is
         partly a draw (where its memory landed, say) that it keeps for all its
         drives, so one bench with one process of each read the draw as the
         lab's cost. Fresh processes each round make the rounds independent
-        draws, and their mean carries that spread halved (docs/bench.md)."""
+        draws, and their mean carries that spread halved (docs/bench.md). The lab's
+        API is ready once its producer of the queue is (the library imported), as
+        the bare API's is at its start."""
         self.compose("restart", "bench-api", "api", extra_env=self.env, timeout=300)
-        for service in ("bench-api", "api"):
-            if not self.compose.answers(service, 8000, "/healthz", every_s=0.2):
+        for service, path in (("bench-api", "/healthz"), ("api", f"/readyz?queues={queue}")):
+            if not self.compose.answers(service, 8000, path, every_s=0.2):
                 raise LoadError(f"{service} did not answer within 60 s of its restart: docker compose logs {service}")
 
     def redis(self, *command: str) -> str:
@@ -262,7 +264,7 @@ class Bench:
         # moves with the machine's speed from one drive to the next (docs/bench.md).
         with ThreadPoolExecutor(2) as pool:
             for i in range(self.args.rounds):
-                self.restart_apis()
+                self.restart_apis(queue)
                 say(
                     f"[{queue}] round {i + 1}/{self.args.rounds}: {apis['bare'][0]}, and the {apis['lab'][0]}"
                     f" at the same time ..."
@@ -275,10 +277,10 @@ class Bench:
                     rounds[side].append(drive.result())
         row["bare"], row["lab"] = combine(rounds["bare"]), combine(rounds["lab"])
         row["run"] = run
-        c("rm", "--stop", "--force", "bench-api", check=False, timeout=120)
         bare_target = row["bare"]["enqueued"]
         lab_target = row["lab"]["enqueued"]
         if queue == "background":  # ran inside the APIs; nothing to drain
+            c("rm", "--stop", "--force", "bench-api", check=False, timeout=120)
             return row
         if self.mode == "after-response":  # a 202 came before its publish: count what was published
             drain = lambda *question: self.client("python", "-m", "services.bare.drain", *question)
@@ -293,11 +295,38 @@ class Bench:
             self.drain_queue(queue, row, counter, bare_target, lab_target)
         finally:
             counter.close()
+            # The bare API stays up through the drain: a backlog too short for it is topped up through both APIs.
+            c("rm", "--stop", "--force", "bench-api", check=False, timeout=120)
         return row
 
-    def paired(self, counter: Counter, bare: Side, lab: Side) -> PairedDrain:
+    def top_up(self, queue: str, run: str, n: int) -> dict[str, int]:
+        """n more tasks into each side's queue, through each side's own API at the same time (the workers
+        frozen meanwhile); the tasks each API accepted."""
+        apis = {"bare": ("bench-api", ""), "lab": ("api", run)}
+        with ThreadPoolExecutor(2) as pool:
+            drives = {
+                side: pool.submit(
+                    self.client,
+                    "python",
+                    "-m",
+                    "services.bare.loadgen",
+                    f"http://{service}:8000/api/v1/incr/io/simple/{queue}",
+                    "--requests",
+                    str(n),
+                    "--users",
+                    str(self.args.users),
+                    "--warmup",
+                    "0",
+                    *(["--run", side_run] if side_run else []),
+                )
+                for side, (service, side_run) in apis.items()
+            }
+            return {side: drive.result()["ok"] for side, drive in drives.items()}
+
+    def paired(self, counter: Counter, bare: Side, lab: Side, queue: str, run: str) -> PairedDrain:
         a = self.args
-        return PairedDrain(counter, bare, lab, cpu_seconds, sides, a.drain_window_s, a.drain_s, self.say)
+        top_up = lambda n: self.top_up(queue, run, n)
+        return PairedDrain(counter, bare, lab, cpu_seconds, sides, a.drain_window_s, a.drain_s, self.say, top_up)
 
     def drain_queue(self, queue: str, row: dict, counter: Counter, bare_target: int, lab_target: int) -> None:
         """The bare worker and the lab's drain in turns (scripts/bench_drain.py); then the lab's empties its queue."""
@@ -321,7 +350,7 @@ class Bench:
             lambda: c.ids(queue),
         )
         self.say(f"[{queue}] drains: the bare worker and the lab's, in turns ({bare_target} and {lab_target} tasks)")
-        drain = self.paired(counter, bare(), lab)
+        drain = self.paired(counter, bare(), lab, queue, row["run"])
         try:
             paused_from = time.time()
             with paused(c.ids("prometheus")):  # the whole drain: scripts/bench_drain.py
@@ -330,6 +359,9 @@ class Bench:
         finally:
             c("rm", "--stop", "--force", bench_svc, check=False, timeout=120)
         row["drain_window_s"], row["bare_drain"], row["lab_drain"] = result["window_s"], result["bare"], result["lab"]
+        row["drain_topped_up"] = result["topped_up"]
+        # What each queue now holds in all, top-ups included: the fast arq drain below goes on from there.
+        bare_target, lab_target = drain.sides["bare"].target, lab.target
         if queue != "arq":
             self.say(f"[{queue}] the lab's worker empties its queue (not measured; its CPU limit lifted meanwhile) ...")
             with cpu_limit_lifted(c.ids(queue)):
@@ -354,7 +386,7 @@ class Bench:
             extra_env=self.env,
         )
         fast_lab = Side("lab", lab_target, one_off, lambda: container_id(name))
-        fast = self.paired(counter, bare(("ARQ_POLL_DELAY", FAST_ARQ_POLL)), fast_lab)
+        fast = self.paired(counter, bare(("ARQ_POLL_DELAY", FAST_ARQ_POLL)), fast_lab, queue, row["run"])
         try:
             with paused(c.ids("prometheus")):
                 result = fast.run()
@@ -363,6 +395,7 @@ class Bench:
                 result["bare"],
                 result["lab"],
             )
+            row["drain_topped_up_fast"] = result["topped_up"]
             self.say(f"{say_fast}: the lab's one-off worker empties its queue (not measured) ...")
             fast.wait_until_done(fast_lab)
         finally:

@@ -26,6 +26,11 @@ gets longer windows), each side is measured over at least MIN_TASKS_MEASURED
 tasks (RQ, forking a process per task, takes longer than `measure_s` to
 reach them), and the drain stops before a window would find its
 backlog empty, so every window measures a worker that had work throughout.
+
+The drain is a length, not a count: once both sides are warm (their rates
+known), a backlog too short for the windows planned is topped up, the same
+number of tasks on each side (`top_up`, through each side's own API), so a
+faster machine measures as many windows as a slower one.
 """
 
 from __future__ import annotations
@@ -177,9 +182,13 @@ class PairedDrain:
         window_s: float = 1.0,
         measure_s: float = 30.0,
         say=print,
+        top_up: Callable[[int], dict[str, int]] | None = None,
     ):
         self.counter, self.sides, self.cpu_seconds, self.order = counter, {"bare": bare, "lab": lab}, cpu_seconds, sides
         self.window_s, self.measure_s, self.say = window_s, measure_s, say
+        # top_up(n): n more tasks into each side's queue; what each side's queue really got.
+        self.top_up = top_up
+        self.topped_up: dict[str, int] = {}
 
     def cpu(self, side: Side) -> float | None:
         values = [self.cpu_seconds(i) for i in side.ids]
@@ -240,6 +249,22 @@ class PairedDrain:
         """Its backlog holds another window's work with room to spare."""
         return side.target - side.done > 1.5 * max(side.rate, 1.0) * length
 
+    def fill(self, pairs: int, length: float) -> None:
+        """Both backlogs made to last every window planned (and the spare `lasts` asks), with room for a
+        rate above the warm-up's: what the shorter one lacks is added to each, through top_up."""
+        need = {
+            side.name: math.ceil(1.5 * max(side.rate, 1.0) * length * (pairs + 1.5)) - (side.target - side.done)
+            for side in self.sides.values()
+        }
+        short = max(need.values())
+        if short <= 0 or self.top_up is None:
+            return
+        self.say(f"  the backlogs would not last {pairs} pairs of windows: {short} more tasks on each side ...")
+        added = self.top_up(short)
+        for name, n in added.items():
+            self.sides[name].target += n
+            self.topped_up[name] = self.topped_up.get(name, 0) + n
+
     def run(self) -> dict:
         bare, lab = self.sides["bare"], self.sides["lab"]
         try:
@@ -249,6 +274,7 @@ class PairedDrain:
             slowest = max(min(bare.rate, lab.rate), 0.1)
             length = max(self.window_s, MIN_TASKS_PER_WINDOW / slowest)
             pairs = max(MIN_PAIRS, round(self.measure_s / length), math.ceil(MIN_TASKS_MEASURED / (slowest * length)))
+            self.fill(pairs, length)
             self.say(f"  {pairs} pairs of {length:.1f} s windows at most, in turns ...")
             for i in range(pairs):
                 if not (self.lasts(bare, length) and self.lasts(lab, length)):
@@ -259,7 +285,12 @@ class PairedDrain:
             for side in (bare, lab):
                 if side.ids:
                     self.thaw(side)
-        return {"window_s": round(length, 2), "bare": summary(bare), "lab": summary(lab)}
+        return {
+            "window_s": round(length, 2),
+            "bare": summary(bare),
+            "lab": summary(lab),
+            "topped_up": dict(self.topped_up),
+        }
 
     def wait_until_done(self, side: Side, timeout: float = EMPTY_TIMEOUT_S) -> int:
         """A thawed side works until its whole backlog is done (not measured)."""

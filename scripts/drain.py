@@ -25,6 +25,7 @@ class Drain:
     watch_ended: bool = False  # the bounded watch ended with a backlog, still draining
     rate_per_s: float | None = None  # tasks settled per second while watched
     samples: list[tuple[float, int]] = field(default_factory=list)  # (time, settled) once a second
+    timeline: list[list[float]] = field(default_factory=list)  # timeline_row() once a second
 
     @property
     def totals(self) -> dict:
@@ -47,6 +48,22 @@ class Drain:
             "projected_empty_s": round(self.projected_s, 1) if self.projected_s is not None else None,
             "watch_ended_at": self.samples[-1][0] if self.samples else None,
         }
+
+
+# A run's ledger over time, as the record keeps it (record["timeline"]).
+TIMELINE_FIELDS = ("at", "enqueued", "completed", "failed", "pending")
+
+
+def timeline_row(led: dict) -> list[float]:
+    """The ledger's totals now: unix time, enqueued, completed, failed, pending (backlog_of)."""
+    totals = led.get("totals", {})
+    return [
+        round(time.time(), 3),
+        totals.get("enqueued", 0),
+        totals.get("completed", 0),
+        totals.get("failed", 0),
+        backlog_of(led),
+    ]
 
 
 def settled_count(totals: dict) -> int:
@@ -100,7 +117,9 @@ def watch_drain(
     started = time.monotonic()
     moved_at, last = started, -1
     while True:
-        drain.ledger = ledger(api, run) or drain.ledger
+        if fresh := ledger(api, run):
+            drain.ledger = fresh
+            drain.timeline.append(timeline_row(fresh))
         now, count = time.time(), settled_count(drain.totals)
         drain.samples.append((now, count))
         drain.rate_per_s = rate_of(drain.samples)

@@ -39,7 +39,7 @@ import httpx
 from scripts import lab_results
 from scripts.compose import ROOT, Compose, LoadError, setting
 from scripts.console import Display, Rate, progress_line
-from scripts.drain import Drain, outcome_lines, watch_drain
+from scripts.drain import TIMELINE_FIELDS, Drain, outcome_lines, timeline_row, watch_drain
 from scripts.grafana import Grafana
 from scripts.lab_api import api_address, ledger
 from scripts.locust_run import LOAD_SERVICES, MasterLog, copy_locust_report, load_env, open_gate, raw_params
@@ -72,6 +72,9 @@ class LoadRun:
     probe_started: bool = False
     platform: dict = field(default_factory=dict)  # Compose/Swarm.describe()
     containers_since: float = 0.0  # when the Locust containers were started
+    # The run's ledger once a second, through the load and the drain watch: what
+    # the dashboards' task panels are checked against (drain.timeline_row).
+    timeline: list[list[float]] = field(default_factory=list)
 
     @property
     def queue_run(self) -> bool:
@@ -114,7 +117,7 @@ def prepare(args: argparse.Namespace, compose: Compose | Swarm, ui: Display) -> 
     run.platform = compose.describe()
     if run.platform["orchestrator"] == "swarm":
         run.say(f"on the Swarm stack {run.platform['stack']} ({run.platform['nodes']} node(s))")
-    run.api = api_address(compose)
+    run.api = api_address(compose, p.workers)
     if ledger(run.api, p.run) is not None:
         raise LoadError(f"run {p.run} already has a ledger: choose another run= or `make reset run={p.run}`")
     read_limits(run)
@@ -236,7 +239,9 @@ class _Follow:
             raise LoadError(f"no response for {STALL_TIMEOUT_S} s: the run is stuck (make ps; make logs svc=api)")
         if run.queue_run and now >= self.next_poll:
             led = ledger(run.api, run.params.run)
-            self.totals = led["totals"] if led else self.totals
+            if led:
+                self.totals = led["totals"]
+                run.timeline.append(timeline_row(led))
             self.next_poll = now + 1
         if self.start_info is not None and self.progress:
             elapsed = self.progress.get("elapsed", 0)
@@ -298,6 +303,7 @@ def wait_for_tasks(run: LoadRun, result: dict) -> Drain | None:
         show=run.ui.show,
         note=note,
     )
+    run.timeline.extend(drain.timeline)
     run.ui.end_line()
     for line in outcome_lines(
         drain, run=run.params.run, watch_s=watch_s, timeout_s=args.drain_timeout, stall_s=args.drain_stall
@@ -395,6 +401,8 @@ def write_record(run: LoadRun, result: dict, drain: Drain | None, window, resour
     )
     record["platform"] = run.platform
     record["window_end"] = window[1]
+    if run.queue_run:
+        record["timeline"] = {"fields": list(TIMELINE_FIELDS), "rows": run.timeline}
     record["locust_report"] = report_files
     annotate(run, "end", window[1], duration_s=window[1] - window[0])
     path = Path(run.args.results_dir) / f"{p.run}.json"
@@ -457,13 +465,16 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--users", default="", help="Locust users (default 100)")
     p.add_argument("--spawn", default="", help="users started per second (default 100)")
-    defaults = load_params.DEFAULT_ITERATIONS
     p.add_argument(
         "--iterations",
         default="",
-        help=f"exactly this many requests (default: {defaults['queue']} queue, {defaults['upstream']} others)",
+        help=f"exactly this many requests (default for the event-loop runs: {load_params.DEFAULT_ITERATIONS['upstream']})",
     )
-    p.add_argument("--duration", default="", help="or send for this long: 60s, 2m")
+    p.add_argument(
+        "--duration",
+        default="",
+        help=f"or send for this long: 60s, 2m (default for queue runs: {load_params.DEFAULT_DURATION_S['queue']:g}s)",
+    )
     p.add_argument("--run", default="", help="the ledger's run name (default: generated)")
     p.add_argument("--variant", default="", help="upstream: async-blocking|async-threadpool|sync-def|async-native")
     p.add_argument("--mode", default="", help="clients: model (default)|prejson")

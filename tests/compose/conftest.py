@@ -40,7 +40,6 @@ from pathlib import Path
 import pytest
 
 from tests.compose.helpers import (
-    LOAD_PANEL,
     QUEUE_RUN_SECONDS,
     QUEUE_RUN_WATCH_S,
     QUEUES,
@@ -317,38 +316,19 @@ def load_results_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def arq_queue_run(stack, load_results_dir):
     """`make load worker=arq` sized to prove the point (QUEUE_RUN_SECONDS of
-    load, and a QUEUE_RUN_WATCH_S drain watch), with
-    the Load panel's queries read from Prometheus every second while it runs.
-    Once per session: test_load checks it, test_panels reads the Load dashboard
-    after it. make load returns with most of the run still queued; a one-off
-    arq worker then takes the backlog over, whatever the run's tests will say,
-    so that no later test finds arq's queue full."""
+    load, and a QUEUE_RUN_WATCH_S drain watch). Once per session: test_load
+    checks it and reads the dashboards' queries over it from Prometheus,
+    test_panels reads every dashboard after it. make load returns with most of
+    the run still queued; a one-off arq worker then takes the backlog over,
+    whatever the run's tests will say, so that no later test finds arq's queue
+    full."""
     run = f"compose-load-{secrets.token_hex(4)}"
-    samples: list[tuple[float, dict]] = []
     outcome: dict = {"run": run}
-
-    def make_load():
-        started = time.monotonic()
-        args = ("worker=arq", f"duration={QUEUE_RUN_SECONDS}s", f"drain_watch={QUEUE_RUN_WATCH_S}")
-        try:
-            _, outcome["proc"], outcome["record"] = load(stack, load_results_dir, *args, run=run)
-        except BaseException as exc:  # pytest.fail's too: raised again in the test's thread
-            outcome["error"] = exc
-        outcome["wall_s"] = time.monotonic() - started
-
-    thread = threading.Thread(target=make_load)
-    thread.start()
+    started = time.monotonic()
+    args = ("worker=arq", f"duration={QUEUE_RUN_SECONDS}s", f"drain_watch={QUEUE_RUN_WATCH_S}")
     try:
-        while thread.is_alive():
-            now = time.time()
-            samples.append(
-                (now, {name: sum(float(r["value"][1]) for r in stack.query(q)) for name, q in LOAD_PANEL.items()})
-            )
-            thread.join(1)
+        _, outcome["proc"], outcome["record"] = load(stack, load_results_dir, *args, run=run)
     finally:
-        thread.join()
+        outcome["wall_s"] = time.monotonic() - started
         drain_arq_backlog(stack, run)
-    if "error" in outcome:
-        raise outcome["error"]
-    outcome["samples"] = samples
     return outcome

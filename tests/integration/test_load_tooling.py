@@ -33,9 +33,9 @@ P = load_params  # locust/load_params.py, loaded by path the way the driver load
 
 
 # -- Parameters ---------------------------------------------------------------------
-def test_queue_defaults_reproduce_the_published_experiment():
+def test_queue_defaults_are_the_published_users_for_a_minute():
     p = P.parse_params({"worker": "arq"}, now=0)
-    assert (p.scenario, p.users, p.spawn_rate, p.iterations, p.duration_s) == ("queue", 100, 100.0, 15000, None)
+    assert (p.scenario, p.users, p.spawn_rate, p.iterations, p.duration_s) == ("queue", 100, 100.0, None, 60.0)
     assert (p.workers, p.endpoints, p.user_class) == (("arq",), ("io/simple",), "QueueUser")
     assert [(c.method, c.path, c.body, c.expect_status) for c in p.calls] == [
         ("POST", "/api/v1/incr/io/simple/arq", {"value": 1}, 202)
@@ -313,8 +313,8 @@ def record(**overrides):
         limits={"api": R.limits_of([INSPECT_API]), "workers": {"arq": R.limits_of([INSPECT_ARQ], "arq")}},
         knobs={"arq": R.knobs_of([INSPECT_ARQ], "arq")},
         resources={
-            "arq": {"peak_memory_bytes": 150 * 2**20, "cpu_throttled_pct": 42.04},
-            "api": {"peak_memory_bytes": 90 * 2**20, "cpu_throttled_pct": 80.0},
+            "arq": {"peak_memory_bytes": 150 * 2**20, "cpu_throttled_periods_pct": 42.04},
+            "api": {"peak_memory_bytes": 90 * 2**20, "cpu_throttled_periods_pct": 80.0},
         },
         probe=None,
         locust_workers=2,
@@ -340,7 +340,7 @@ def test_the_record_of_a_queue_run():
     assert t["time_to_execute_all_s"] == 300.0  # first enqueue to last completion
     assert t["drain_s"] == 280.1  # last completion after the last response
     # The subject is arq: its memory and throttling, not the API's.
-    assert (r["worker_peak_memory_bytes"], r["cpu_throttled_pct"]) == (150 * 2**20, 42.0)
+    assert (r["worker_peak_memory_bytes"], r["cpu_throttled_periods_pct"]) == (150 * 2**20, 42.0)
     assert r["generator"]["cpu_bound"] is True  # one worker at 0.95 core
     assert [p["cpu_cores"] for p in r["generator"]["processes"]] == [0.025, 0.95, 0.2]
     assert any("CPU-bound" in w for w in r["warnings"]) and not any("!=" in w for w in r["warnings"])
@@ -434,7 +434,7 @@ def test_an_event_loop_run_has_no_task_fields_and_keeps_the_probe():
         subjects=["api"],
     )
     assert r["tasks"] is None and r["probe"] == probe and r["worker"] is None
-    assert r["worker_peak_memory_bytes"] == 90 * 2**20 and r["cpu_throttled_pct"] == 80.0
+    assert r["worker_peak_memory_bytes"] == 90 * 2**20 and r["cpu_throttled_periods_pct"] == 80.0
     row = R.table_row(r).strip("|").split("|")
     cells = dict(zip([name for name, _ in R.COLUMNS], (c.strip() for c in row)))
     assert (
