@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from scripts.params import load_params
+from labctl.params import load_params
 from tests.compose.helpers import (
     LOAD_PANEL,
     QUEUE_RUN_SECONDS,
