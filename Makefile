@@ -17,8 +17,8 @@ help: ## list the targets
 
 # --compile-bytecode: the packages' bytecode is written once, here, so every
 # process the lab and its tests start imports compiled modules, even where
-# PYTHONDONTWRITEBYTECODE keeps Python from caching them (an API start then
-# costs about 2 s of CPU, not 6).
+# PYTHONDONTWRITEBYTECODE keeps Python from caching them, and pays the compile
+# only once (docs/results/2026-11-28-figures-out-of-comments.md: what a start costs).
 install: ## install the Python environment (uv sync, from uv.lock)
 	$(UV) sync --locked --all-groups --compile-bytecode
 
@@ -177,10 +177,10 @@ sweep: grafana-password ## load runs over a matrix of worker limits: make sweep 
 # ---- Every queue under the same limits ----------------------------------------------------
 # make compare [workers="arq saq"] [requests=1000 reps=2 users=100 endpoint=io/simple spawn= locust_workers=]
 # Under the running stack's limits (make up WORKER_CPUS=.. first to change them).
-# The defaults (every queue, 1000 requests, 2 reps) take about 15 min at 0.2 CPU:
-# about 30 s a run besides its load, and arq and RQ drain 1000 io tasks in 1-2 min there.
+# The defaults (every queue, 1000 requests, 2 reps) take a while: a run's start-up
+# besides its load, and the slowest queues' drains (docs/results/2026-11-28-figures-out-of-comments.md).
 .PHONY: compare
-compare: ## every queue in turn under the same limits and load, twice; one report (defaults: ~15 min at 0.2 CPU): make compare [workers="arq saq" requests=1000 reps=2 users=100 endpoint=io/simple]
+compare: ## every queue in turn under the same limits and load, twice; one report: make compare [workers="arq saq" requests=1000 reps=2 users=100 endpoint=io/simple]
 	@$(LABCTL) compare --workers '$(workers)' \
 	  $(if $(requests),--requests '$(requests)') $(if $(reps),--reps '$(reps)') $(if $(users),--users '$(users)') \
 	  $(if $(endpoint),--endpoint '$(endpoint)') $(if $(spawn),--spawn '$(spawn)') \

@@ -25,7 +25,7 @@ LOGS = Path(os.environ.get("LAB_TEST_LOGS", "/tmp/lab-test-logs")) / os.environ.
 WORKER_MODULES = {b.name: b.module for b in BROKERS}
 
 # httpx.get() builds a client for each call, and with it a TLS context that
-# loads certifi's CA bundle (about 0.1 s of CPU), even for plain HTTP: the
+# loads certifi's CA bundle (a costly parse), even for plain HTTP: the
 # readiness, ledger and /metrics polls made that the larger part of the test
 # process's CPU. One context, built once, and one client for the tests' calls.
 # No keep-alive: each request opens its own connection, as httpx.get() did (an

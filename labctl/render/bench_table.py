@@ -31,9 +31,9 @@ def spread(ratios: list[float]) -> str:
 # -- The table -----------------------------------------------------------------------------
 def _by_round(what: str, bare_rounds, lab_rounds) -> list[str]:
     """Each round's lab / bare ratio (round i of one side ran next to round i of
-    the other). Driven together, one round's RPS ratio moves by about 0.02 about
-    its mean here, so rounds spread much wider say the machine was not quiet;
-    one drain window's ratio moves far more (_drain_pairs)."""
+    the other). Driven together, one round's RPS ratio moves little about its
+    mean (docs/results/2026-11-28-figures-out-of-comments.md), so rounds spread much wider say the machine was not
+    quiet; one drain window's ratio moves far more (_drain_pairs)."""
     if not bare_rounds or not lab_rounds or len(bare_rounds) != len(lab_rounds) or len(bare_rounds) < 2:
         return []
     ratios = [_ratio(lab, bare) for bare, lab in zip(bare_rounds, lab_rounds)]
@@ -67,10 +67,9 @@ def _idle_windows(drain: dict, cpus) -> int:
 
 def _not_cpu_bound(bare: dict, lab: dict, cpus) -> list[str]:
     """A note for a drain whose windows were not all CPU-bound. arq at
-    ARQ_POLL_DELAY=0.01 under 0.5 CPU runs at one of two rates: flat out, or,
-    sleeping between polls with its few jobs done, at about half of it and
-    half its quota; which one, from one window to the next, is the quota's
-    timing. Its ratio then compares two schedules, and the CPU per task is
+    a fast poll under a small CPU quota runs at one of two rates: flat out, or,
+    sleeping between polls with its few jobs done, at a fraction of it and of
+    its quota; which one, from one window to the next, is the quota's timing. Its ratio then compares two schedules, and the CPU per task is
     what says what the lab costs."""
     idle = [
         f"{name} {n} of {len(drain['windows'])}"
@@ -85,9 +84,10 @@ def _drain_cell(b: dict, l: dict, cpus) -> str:
     workers whose windows were not all CPU-bound is judged again on the CPU
     each side spent per task (bare ÷ lab: the ratio two CPU-bound workers
     would show), written beside it: such a rate says how the library
-    scheduled its tasks in those windows. arq at ARQ_POLL_DELAY=0.01 under
-    0.5 CPU read 0.77 in one bench and 1.13 in the next; in the first its lab
-    worker spent 1.07 times the bare one's CPU per task. (A rate at or above
+    scheduled its tasks in those windows (arq at a fast poll: its rate ratio
+    moved from bench to bench far more than its CPU per task did: the figures in
+    docs/results/2026-11-28-figures-out-of-comments.md).
+    (A rate at or above
     budget needs no second figure: arq at its default polling spends most of
     its CPU idle, and its CPU per task says nothing about a task.)"""
     d_ratio = _ratio(l.get("rate"), b.get("rate"))

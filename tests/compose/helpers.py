@@ -31,8 +31,8 @@ TASKS_PER_QUEUE = 100
 # The session's `make load worker=arq`: 20 s of load (a length, not a request
 # count, so that a faster machine does not shorten it below what the Load
 # panel's 10 s rate needs to be read over several seconds), then a drain watch
-# that ends with most of the run queued (arq at its default 0.5 s poll takes
-# about 6 tasks/s, whatever the machine).
+# that ends with most of the run queued (arq at its default poll takes at most
+# ARQ_MAX_JOBS per ARQ_POLL_DELAY, whatever the machine).
 QUEUE_RUN_SECONDS = 20
 QUEUE_RUN_WATCH_S = 5
 

@@ -10,7 +10,8 @@ move under the reading) and the CPU its containers used (their cgroup).
 Sides take turns, bare-lab then lab-bare (`sides`), so the two windows of a
 pair run seconds apart: drains measured one after the other, minutes apart,
 met the machine's slow drift, which moves both windows of a pair alike
-(docs/bench.md says how far it moved one worker's rate between two benches).
+(docs/results/2026-11-28-figures-out-of-comments.md: how far it moved one
+worker's rate between two benches).
 
 Prometheus stays frozen for the whole drain (runner.py, `paused`): a scrape
 that times out against a frozen worker stays queued on its socket and is
@@ -46,8 +47,8 @@ from labctl.polling import Progress, wait_until
 WARM_S = 1.0  # a side runs this long after its first task before it is measured: imports, connections, caches
 MIN_TASKS_PER_WINDOW = 40
 MIN_TASKS_MEASURED = 400  # per side: a slow worker does few tasks in measure_s, and their ratio moves bench to bench
-MIN_PAIRS = 4  # arq at its default polling: windows of 6 s, and a ratio that needs several of them
-START_TIMEOUT_S = 120  # a worker's container start and imports, at 0.2 CPU
+MIN_PAIRS = 4  # arq at its default polling: long windows, and a ratio that needs several of them
+START_TIMEOUT_S = 120  # a worker's container start and imports, under a small CPU quota
 EMPTY_TIMEOUT_S = 600
 STALL_S = 30
 

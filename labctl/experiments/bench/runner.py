@@ -369,7 +369,7 @@ class Bench:
 def api_down(before: dict | None, after: dict | None) -> str | None:
     """Why an API stopped answering during a drive, or None if it ran throughout.
     The bare API's plain BackgroundTasks keep no bound on the tasks that wait
-    to run after their responses: under 0.2 CPU / 200M it has been killed at
+    to run after their responses: under a small memory limit it has been killed at
     its memory limit. The bench's API does not restart (docker-compose.yml),
     so such a kill shows here and in the record; a container that did restart
     (the lab's API) is a new process whose CPU counter started again at zero."""
