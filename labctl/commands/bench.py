@@ -6,13 +6,13 @@ from typing import Annotated
 
 import typer
 
-from labctl.commands.common import ResultsDir, console, handled
+from labctl.commands.common import ResultsDir, console, handled, help_of
 from labctl.config import RESULTS_DIR
 from labctl.experiments.bench import runner
 
 
 def register(app: typer.Typer) -> None:
-    app.command("bench", help=runner.__doc__)(bench)
+    app.command("bench", help=help_of(runner.__doc__))(bench)
 
 
 @handled("bench", "interrupted: no bench record written")

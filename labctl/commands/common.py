@@ -22,6 +22,13 @@ from labctl.render.console import Console
 ResultsDir = Annotated[Path, typer.Option("--results-dir", help="where the records go (and are read)")]
 
 
+def help_of(doc: str | None) -> str:
+    """A module's docstring as a command's --help: its indented blocks (usage lines,
+    lists) kept as written (click's \\b), its prose wrapped."""
+    paragraphs = (doc or "").strip().split("\n\n")
+    return "\n\n".join(f"\b\n{p}" if "\n " in p or p.startswith(" ") else p for p in paragraphs)
+
+
 def console() -> Console:
     return Console()
 

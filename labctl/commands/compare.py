@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from labctl.commands.common import ResultsDir, console, handled
+from labctl.commands.common import ResultsDir, console, handled, help_of
 from labctl.config import RESULTS_DIR
 from labctl.experiments import compare as experiment
 from labctl.platform.select import orchestrator
@@ -14,7 +14,7 @@ from labctl.queues import QUEUES
 
 
 def register(app: typer.Typer) -> None:
-    app.command("compare", help=experiment.__doc__)(compare)
+    app.command("compare", help=help_of(experiment.__doc__))(compare)
 
 
 @handled("compare", "interrupted: no comparison written (the runs done so far have their records)")

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from labctl.commands.common import console, handled
+from labctl.commands.common import console, handled, help_of
 from labctl.config import setting
 from labctl.experiments import limits as limits_experiment
 from labctl.experiments import locust_ui as locust_ui_experiment
@@ -17,8 +17,8 @@ from labctl.platform import stack_deploy
 
 
 def register(app: typer.Typer) -> None:
-    app.command("limits", help=limits_experiment.__doc__)(limits)
-    app.command("locust-ui", help=locust_ui_experiment.__doc__)(locust_ui)
+    app.command("limits", help=help_of(limits_experiment.__doc__))(limits)
+    app.command("locust-ui", help=help_of(locust_ui_experiment.__doc__))(locust_ui)
     app.command("stack-up", help="Deploy the lab as a stack to the Swarm the Docker CLI points at.")(stack_up)
     app.command("stack-down", help="Remove the stack and its port forwarder (the swarm and the volumes stay).")(
         stack_down
@@ -26,7 +26,7 @@ def register(app: typer.Typer) -> None:
     app.command("swarm-leave", help="Leave this engine's swarm, restart the engine, check that names resolve.")(
         swarm_leave
     )
-    app.command("stack-file", help=stack_file.__doc__)(write_stack_file)
+    app.command("stack-file", help=help_of(stack_file.__doc__))(write_stack_file)
 
 
 @handled("limits")

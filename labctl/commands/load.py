@@ -6,11 +6,12 @@ from typing import Annotated
 
 import typer
 
-from labctl.commands.common import console, handled, with_load_options
+from labctl.commands.common import console, handled, help_of, with_load_options
 from labctl.experiments import chaos as chaos_experiment
 from labctl.experiments import load as load_experiment
 from labctl.experiments import scale as scale_experiment
 from labctl.experiments import sweep as sweep_experiment
+from labctl.load_run import steps
 from labctl.load_run.options import LoadOptions
 from labctl.platform.select import orchestrator
 
@@ -18,10 +19,10 @@ NO_RECORD = "interrupted: the Locust containers were removed; no record written"
 
 
 def register(app: typer.Typer) -> None:
-    app.command("load", help=load_experiment.__doc__)(load)
-    app.command("sweep", help=sweep_experiment.__doc__)(sweep)
-    app.command("scale", help=scale_experiment.__doc__)(scale)
-    app.command("chaos", help=chaos_experiment.__doc__)(chaos)
+    app.command("load", help=help_of(steps.__doc__))(load)
+    app.command("sweep", help=help_of(sweep_experiment.__doc__))(sweep)
+    app.command("scale", help=help_of(scale_experiment.__doc__))(scale)
+    app.command("chaos", help=help_of(chaos_experiment.__doc__))(chaos)
 
 
 @handled("load", NO_RECORD)

@@ -6,15 +6,15 @@ from typing import Annotated
 
 import typer
 
-from labctl.commands.common import ResultsDir, console, handled
+from labctl.commands.common import ResultsDir, console, handled, help_of
 from labctl.config import RESULTS_DIR
 from labctl.errors import ParamError
 from labctl.experiments import results_view, run_report
 
 
 def register(app: typer.Typer) -> None:
-    app.command("results", help=results_view.__doc__)(results)
-    app.command("report", help=run_report.__doc__)(report)
+    app.command("results", help=help_of(results_view.__doc__))(results)
+    app.command("report", help=help_of(run_report.__doc__))(report)
 
 
 @handled("results")

@@ -6,15 +6,15 @@ from typing import Annotated
 
 import typer
 
-from labctl.commands.common import console, handled
+from labctl.commands.common import console, handled, help_of
 from labctl.queues import QUEUES
 
 
 def register(app: typer.Typer) -> None:
     from labctl.tools import host_drain_rate, scrape_cost
 
-    app.command("scrape-cost", help=scrape_cost.__doc__)(scrape_cost_command)
-    app.command("host-drain-rate", help=host_drain_rate.__doc__)(host_drain_rate_command)
+    app.command("scrape-cost", help=help_of(scrape_cost.__doc__))(scrape_cost_command)
+    app.command("host-drain-rate", help=help_of(host_drain_rate.__doc__))(host_drain_rate_command)
 
 
 @handled("scrape-cost")
