@@ -25,9 +25,10 @@ def text_bar(fraction: float, width: int = BAR_WIDTH) -> str:
 
 
 class Console:
-    def __init__(self, file: IO[str] | None = None, stderr: bool = False):
+    def __init__(self, file: IO[str] | None = None, stderr: bool = False, terminal: bool | None = None):
         self.rich = RichConsole(
             file=file if file is not None else (sys.stderr if stderr else sys.stdout),
+            force_terminal=terminal,
             markup=False,
             highlight=False,
             emoji=False,

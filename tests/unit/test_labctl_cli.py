@@ -111,3 +111,28 @@ def test_the_console_prints_progress_every_few_seconds_where_no_terminal_reads_i
         "[########################] 4000/4000 100%",
         "[arq] text as it is: [bold]no markup[/bold], | table | cells |",
     ]
+
+
+def test_on_a_terminal_the_progress_line_is_live_and_messages_go_above_it():
+    out = io.StringIO()
+    ui = Console(file=out, terminal=True)
+    ui.progress(0.5, "2000/4000  50%")
+    ui.say("load started at 12:00:00")
+    ui.progress(0.75, "3000/4000  75%")
+    ui.end_progress()
+    ui.say("load done")
+    text = out.getvalue()
+    assert "load started at 12:00:00" in text and "3000/4000  75%" in text
+    assert text.rstrip().endswith("load done") and ui.live is None
+
+
+def test_chaos_waits_three_task_timeouts_for_its_tasks_unless_told(monkeypatch, tmp_path):
+    seen = []
+    monkeypatch.setattr(
+        "labctl.experiments.chaos.chaos", lambda options, plan, given, ui: seen.append((options, plan, given)) or 0
+    )
+    assert main(["chaos", "--worker", "arq", "--fault", "oom", "--results-dir", str(tmp_path)]) == 0
+    assert main(["chaos", "--worker", "arq", "--fault", "oom", "--drain-stall", "7", "--at", "4"]) == 0
+    (first, plan, given), (second, plan2, given2) = seen
+    assert not given and first.worker == "arq" and first.results_dir == tmp_path and plan.at == 3
+    assert given2 and second.drain_stall == 7 and plan2.at == 4 and plan2.fault == "oom"
