@@ -6,6 +6,8 @@ UV ?= uv
 # A uv.lock that no longer matches pyproject.toml fails loudly (uv sync and uv run).
 export UV_LOCKED := 1
 RUN_ARG = $(if $(run),--run $(run),)
+# The experiments' one command line (labctl/, `$(LABCTL) --help`): each target below passes its parameters on.
+LABCTL = COMPOSE="$(COMPOSE)" $(UV) run python -m labctl
 
 .PHONY: help install lint dashboards test test-unit test-integration test-compose test-swarm mutants up down ps logs limits reset clean \
         run-api run-worker run-monitor flower
@@ -15,8 +17,8 @@ help: ## list the targets
 
 # --compile-bytecode: the packages' bytecode is written once, here, so every
 # process the lab and its tests start imports compiled modules, even where
-# PYTHONDONTWRITEBYTECODE keeps Python from caching them (an API start then
-# costs about 2 s of CPU, not 6).
+# PYTHONDONTWRITEBYTECODE keeps Python from caching them, and pays the compile
+# only once (docs/results/2026-11-28-figures-out-of-comments.md: what a start costs).
 install: ## install the Python environment (uv sync, from uv.lock)
 	$(UV) sync --locked --all-groups --compile-bytecode
 
@@ -128,7 +130,7 @@ logs: ## follow the logs: make logs [svc=arq]
 	$(COMPOSE) logs --follow --tail=100 $(svc)
 
 limits: ## CPU and memory limit of every running container, as the engine enforces them
-	@COMPOSE="$(COMPOSE)" scripts/limits.sh
+	@$(LABCTL) limits
 
 clean: ## remove the stack with its volumes, the lab's built images and results/
 	$(COMPOSE) --profile '*' down --volumes --remove-orphans --rmi local
@@ -153,45 +155,33 @@ results_dir ?= results
 .PHONY: load results report sweep locust-ui locust-ui-down
 
 load: ## drive the lab with Locust and record the run: make load worker=arq|...|all [endpoint= users= iterations=|duration= run= drain_watch=60|wait=1]
-	@COMPOSE="$(COMPOSE)" $(UV) run python -m scripts.load $(load-args) --results-dir '$(results_dir)'
+	@$(LABCTL) load $(load-args) --results-dir '$(results_dir)'
 
 locust-ui: ## Locust's web UI on 127.0.0.1:8089 against the lab's API, for interactive runs: make locust-ui worker=arq [endpoint=io/simple run=NAME]
-	@$(UV) run python -m scripts.params worker='$(worker)' endpoint='$(endpoint)' run='$(run)' \
-	  || { echo "usage: make locust-ui worker=arq|...|all [endpoint=io/simple run=NAME]"; exit 2; }
-	@$(COMPOSE) --profile load build locust-master
-	@LOAD_WORKER='$(worker)' LOAD_ENDPOINT='$(endpoint)' LOAD_RUN='$(run)' \
-	  $(COMPOSE) --profile locust-ui up --detach --no-deps --force-recreate locust-ui
-	@port=$${LOCUST_UI_PORT:-8089}; for i in $$(seq 60); do \
-	  curl -fsS -o /dev/null "http://127.0.0.1:$$port/" 2>/dev/null && break; sleep 0.5; done; \
-	if curl -fsS -o /dev/null "http://127.0.0.1:$$port/" 2>/dev/null; then \
-	  echo "Locust: http://127.0.0.1:$$port  (make locust-ui-down to stop it)"; \
-	else \
-	  echo "Locust's web UI did not come up; its last lines:"; $(COMPOSE) --profile locust-ui logs --tail=20 locust-ui; exit 1; \
-	fi
+	@$(LABCTL) locust-ui --worker '$(worker)' --endpoint '$(endpoint)' --run '$(run)'
 
 locust-ui-down: ## stop Locust's web UI
 	@$(COMPOSE) --profile locust-ui rm --stop --force locust-ui
 
 results: ## the newest runs in a few columns, the latest comparison and bench: make results [full=1: every record, every column]
-	@$(UV) run python -m scripts.results table $(if $(filter-out 0,$(strip $(full))),--full) \
+	@$(LABCTL) results $(if $(filter-out 0,$(strip $(full))),--full) \
 	  $(if $(last),--last '$(last)') --results-dir '$(results_dir)'
 
 report: ## PNG plots of a run from Prometheus, next to its JSON: make report run=NAME
-	@test -n "$(run)" || { echo "usage: make report run=NAME (make results lists the runs)"; exit 2; }
-	@COMPOSE="$(COMPOSE)" $(UV) run python -m scripts.results report --run '$(run)' --results-dir '$(results_dir)'
+	@$(LABCTL) report --run '$(run)' --results-dir '$(results_dir)'
 
-sweep: ## load runs over a matrix of worker limits: make sweep worker=arq cpus="0.2 0.5 1" mems="200M 500M" iterations=N
-	@COMPOSE="$(COMPOSE)" $(UV) run python -m scripts.sweep --cpus '$(cpus)' --mems '$(mems)' \
+sweep: grafana-password ## load runs over a matrix of worker limits: make sweep worker=arq cpus="0.2 0.5 1" mems="200M 500M" iterations=N
+	@$(LABCTL) sweep --cpus '$(cpus)' --mems '$(mems)' \
 	  --services '$(services)' $(load-args) --results-dir '$(results_dir)'
 
 # ---- Every queue under the same limits ----------------------------------------------------
 # make compare [workers="arq saq"] [requests=1000 reps=2 users=100 endpoint=io/simple spawn= locust_workers=]
 # Under the running stack's limits (make up WORKER_CPUS=.. first to change them).
-# The defaults (every queue, 1000 requests, 2 reps) take about 15 min at 0.2 CPU:
-# about 30 s a run besides its load, and arq and RQ drain 1000 io tasks in 1-2 min there.
+# The defaults (every queue, 1000 requests, 2 reps) take a while: a run's start-up
+# besides its load, and the slowest queues' drains (docs/results/2026-11-28-figures-out-of-comments.md).
 .PHONY: compare
-compare: ## every queue in turn under the same limits and load, twice; one report (defaults: ~15 min at 0.2 CPU): make compare [workers="arq saq" requests=1000 reps=2 users=100 endpoint=io/simple]
-	@COMPOSE="$(COMPOSE)" $(UV) run python -m scripts.compare --workers '$(workers)' \
+compare: ## every queue in turn under the same limits and load, twice; one report: make compare [workers="arq saq" requests=1000 reps=2 users=100 endpoint=io/simple]
+	@$(LABCTL) compare --workers '$(workers)' \
 	  $(if $(requests),--requests '$(requests)') $(if $(reps),--reps '$(reps)') $(if $(users),--users '$(users)') \
 	  $(if $(endpoint),--endpoint '$(endpoint)') $(if $(spawn),--spawn '$(spawn)') \
 	  $(if $(locust_workers),--locust-workers '$(locust_workers)') $(if $(backlog_wait_s),--backlog-wait-s '$(backlog_wait_s)') \
@@ -200,7 +190,7 @@ compare: ## every queue in turn under the same limits and load, twice; one repor
 # ---- What the lab costs ----------------------------------------------------------------
 .PHONY: bench
 bench: ## the lab's API and workers beside bare ones (each library's plain call): make bench [worker=Q|all requests=3000 users=50 rounds=4 drain_s=30 drain_window_s=1 backlog_wait_s=120]
-	@COMPOSE="$(COMPOSE)" $(UV) run python -m scripts.bench --worker '$(or $(worker),all)' \
+	@$(LABCTL) bench --worker '$(or $(worker),all)' \
 	  $(if $(requests),--requests $(requests)) $(if $(users),--users $(users)) $(if $(warmup),--warmup $(warmup)) $(if $(rounds),--rounds $(rounds)) \
 	  $(if $(drain_s),--drain-s $(drain_s)) $(if $(drain_window_s),--drain-window-s $(drain_window_s)) $(if $(backlog_wait_s),--backlog-wait-s $(backlog_wait_s)) \
 	  --results-dir '$(results_dir)'
@@ -208,19 +198,18 @@ bench: ## the lab's API and workers beside bare ones (each library's plain call)
 # ---- Fault experiments ----------------------------------------------------------------
 .PHONY: chaos
 chaos: ## a load run with a fault injected: make chaos worker=arq fault=kill-worker|stop-worker|restart-redis|oom [at=3 hold=5 drain_watch=60|wait=1]
-	@test -n "$(worker)" -a -n "$(fault)" || { echo "usage: make chaos worker=NAME (background, or a queue of lab/queues.py) fault=kill-worker|stop-worker|restart-redis|oom [at=3 hold=5]"; exit 2; }
-	@COMPOSE="$(COMPOSE)" $(UV) run python -m scripts.chaos --fault '$(fault)' $(if $(at),--at $(at)) $(if $(hold),--hold $(hold)) \
+	@$(LABCTL) chaos --fault '$(fault)' $(if $(at),--at $(at)) $(if $(hold),--hold $(hold)) \
 	  $(load-args) --results-dir '$(results_dir)'
 
 # ---- Docker Swarm (docs/swarm.md) ------------------------------------------------------
 .PHONY: stack-up stack-down scale
 stack-up: grafana-password ## deploy the lab as a stack to the Swarm the Docker CLI points at: make stack-up [services="api redis ..."]
-	@COMPOSE="$(COMPOSE)" $(UV) run python -m scripts.swarm up --services '$(services)'
+	@$(LABCTL) stack-up --services '$(services)'
 
 stack-down: ## remove the stack and its port forwarder (the swarm and the volumes stay)
-	@$(UV) run python -m scripts.swarm down
+	@$(LABCTL) stack-down
 
 # ---- Scaling ----------------------------------------------------------------------------
 scale: ## the same load at each replica count of a queue's workers, on compose or the stack: make scale worker=Q replicas="1 2 4 8" [requests=N users= endpoint=]
-	@COMPOSE="$(COMPOSE)" $(UV) run python -m scripts.scale --replicas '$(or $(replicas),1 2 4 8)' \
+	@$(LABCTL) scale --replicas '$(or $(replicas),1 2 4 8)' \
 	  $(load-args) $(if $(requests),--iterations '$(requests)') --results-dir '$(results_dir)'

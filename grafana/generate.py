@@ -395,7 +395,9 @@ QUEUES = dashboard(
                 "CPU throttling: share of periods held back",
                 "Of the CPU scheduler's 100 ms periods in which the container ran, the share in which it used up its CPU limit and was held back until the next one (cgroup cpu.stat: nr_throttled / nr_periods). Above 0 the limit, not the work, sets the pace; 100% = held back in every period.",
                 "percentunit",
-                {"{{queue}} ({{job}} {{instance}})": 'instance:lab_cpu_throttled_periods:ratio_rate10s{queue=~"$queue"}'},
+                {
+                    "{{queue}} ({{job}} {{instance}})": 'instance:lab_cpu_throttled_periods:ratio_rate10s{queue=~"$queue"}'
+                },
                 w=8,
             ),
             timeseries(

@@ -80,7 +80,7 @@ def _host_memory() -> float | None:
 def memory_of(mem_dir: Path) -> tuple[float, float] | None:
     """(usage, working set) of a memory cgroup directory, v2 or v1; None if it
     has neither. The working set is usage minus inactive page cache, as Docker
-    and the kubelet compute it. scripts/bench.py reads containers' cgroups
+    and the kubelet compute it. labctl/platform/cgroups.py reads containers' cgroups
     from the host with it."""
     for usage_file, inactive_key in (
         ("memory.current", "inactive_file"),
@@ -95,7 +95,7 @@ def memory_of(mem_dir: Path) -> tuple[float, float] | None:
 def cpu_seconds_of(cpu_dir: Path) -> float | None:
     """CPU a cgroup has used, user and system: from a v1 cpuacct directory's
     cpuacct.usage or a v2 directory's cpu.stat; None if it has neither.
-    scripts/bench.py reads containers' cgroups from the host with it.
+    labctl/platform/cgroups.py reads containers' cgroups from the host with it.
     cpuacct.usage first: read_cgroup's v1 branch calls this on every scrape and
     reads cpu.stat itself for throttling; a v2 directory has no cpuacct.usage."""
     if (acct := _read(cpu_dir / "cpuacct.usage")) is not None:

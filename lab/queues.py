@@ -1,5 +1,5 @@
 """Every broker queue of the lab, in one table: the API's `queue` path parameter,
-the queue monitor, the scripts (`make load|chaos|bench|results`), the tests and
+the queue monitor, the experiments (labctl: `make load|chaos|bench|results`), the tests and
 the README's checks all read it. A new queue is an adapter module in `workers/`,
 its row here, its service in docker-compose.yml (plus its scrape job in
 prometheus/prometheus.yml) and its bare counterpart in services/bare/queues.py.

@@ -1,7 +1,7 @@
 """The parameters of a load run and the requests they stand for.
 
 Shared by the locustfile (inside the Locust containers) and the load driver on
-the host (scripts/load.py), so a bad parameter is rejected on the host before any
+the host (labctl/load_run), so a bad parameter is rejected on the host before any
 container starts, with the same rules the containers apply. Pure Python: no
 Locust import, because importing Locust monkey-patches the whole process with
 gevent, and the host tools and tests must not be.

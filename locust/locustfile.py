@@ -22,7 +22,7 @@ What core Locust lacks, added here:
   locust_failures_total and locust_response_time_seconds (only the processes that
   send requests, so each request is counted once), and the container's cgroup
   metrics with service=locust-master / locust-worker.
-- Machine-readable lines on stdout for the load driver (scripts/load.py), which
+- Machine-readable lines on stdout for the load driver (labctl/load_run), which
   reads the master's log: `LAB-PROGRESS {json}` every second, `LAB-RESULT {json}`
   once at the end, `LAB-ERROR`/`LAB-ABORT` when it cannot run.
 """

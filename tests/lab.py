@@ -25,7 +25,7 @@ LOGS = Path(os.environ.get("LAB_TEST_LOGS", "/tmp/lab-test-logs")) / os.environ.
 WORKER_MODULES = {b.name: b.module for b in BROKERS}
 
 # httpx.get() builds a client for each call, and with it a TLS context that
-# loads certifi's CA bundle (about 0.1 s of CPU), even for plain HTTP: the
+# loads certifi's CA bundle (a costly parse), even for plain HTTP: the
 # readiness, ledger and /metrics polls made that the larger part of the test
 # process's CPU. One context, built once, and one client for the tests' calls.
 # No keep-alive: each request opens its own connection, as httpx.get() did (an
@@ -137,7 +137,7 @@ class RedisServer:
 # wait, not test anything more. arq takes at most max_jobs jobs per poll (its
 # default 0.5 s poll: README, "Queues"); the stream queues' entries a stopped
 # replica left unacknowledged are claimed after the reclaim delay, and the
-# tests' tasks take milliseconds. scripts/drain_rate.py puts the defaults back.
+# tests' tasks take milliseconds. labctl/tools/host_drain_rate.py puts the defaults back.
 SHORTENED = {
     "ARQ_POLL_DELAY": "0.05",
     "FASTSTREAM_RECLAIM_S": "5",

@@ -8,7 +8,7 @@
 With --watch it reads one line at a time on stdin and answers each with one
 JSON line, {"bare": the bare worker's tasks done (INCRBY counter KEY), "lab":
 the lab's worker's (completed + failed in RUN's ledger)}. It stays up for the
-whole drain, so that scripts/bench_drain.py, on the host, reads Redis in a
+whole drain, so that labctl/experiments/bench/paired_windows.py, on the host, reads Redis in a
 millisecond rather than a container start.
 """
 

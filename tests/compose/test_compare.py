@@ -1,55 +1,29 @@
 """`make compare` against the real compose stack, small (two queues, 200
 requests, two reps), and its report opened in a real headless browser
 (Debian's `chromium`; .ci/run installs it): the table shows the record's
-figures, every chart has a line per queue and rep with a point per sample, and
-the page draws them. No speed is checked here."""
+figures, every chart has a line per queue and rep carrying its samples and
+drawing a vertex per sample, and the page draws them. No speed is checked here.
+The page is read by tests/compose/report_page.py, which the unit tests run on a
+page rendered from a fixture record."""
 
 import json
 import re
 import shutil
 import subprocess
 import time
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
-from scripts import compare_report
+from labctl.records.compare import FIELDS, SCHEMA
+from labctl.render import compare_page
 from tests.compose.helpers import run_report
+from tests.compose.report_page import ReportPage, only_lines_of
 
 pytestmark = pytest.mark.compose
 
 QUEUES = ("background", "dramatiq")  # the API as the worker, and a broker queue that keeps up
 REQUESTS, REPS = 200, 2
-
-
-class Elements(HTMLParser):
-    """The DOM as the browser serialised it: the summary's cells and the charts' polylines."""
-
-    def __init__(self):
-        super().__init__()
-        self.cells: dict[tuple[str, str], dict] = {}
-        self.polylines: list[dict] = []
-        self.svgs: list[str] = []
-        self._cell: dict | None = None
-
-    def handle_starttag(self, tag, attrs):
-        a = dict(attrs)
-        if tag == "td" and "data-field" in a:
-            self._cell = {**a, "text": ""}
-        elif tag == "polyline":
-            self.polylines.append(a)
-        elif tag == "svg":
-            self.svgs.append(a.get("id", ""))
-
-    def handle_data(self, data):
-        if self._cell is not None:
-            self._cell["text"] += data
-
-    def handle_endtag(self, tag):
-        if tag == "td" and self._cell is not None:
-            self.cells[(self._cell["data-queue"], self._cell["data-field"])] = self._cell
-            self._cell = None
 
 
 def chromium() -> str:
@@ -88,7 +62,7 @@ def compared(stack, tmp_path_factory):
 
 def test_make_compare_runs_each_queue_in_turn_and_records_every_run(stack, compared):
     out, record, results = compared
-    assert record["schema"] == compare_report.SCHEMA and record["params"]["workers"] == list(QUEUES)
+    assert record["schema"] == SCHEMA and record["params"]["workers"] == list(QUEUES)
     # Interleaved: every queue's first rep before any second one.
     assert [(r["queue"], r["rep"]) for r in record["runs"]] == [(q, rep) for rep in (1, 2) for q in QUEUES]
     for row in record["runs"]:
@@ -106,7 +80,7 @@ def test_make_compare_runs_each_queue_in_turn_and_records_every_run(stack, compa
     # beside the lab's once they are transcribed, and the page says why not until then.
     assert record["published"] is not None or "0.2cpu/200M" in record["published_note"]
     # The markdown twin, also printed at the end, and `make results` shows it.
-    table = compare_report.markdown(record)
+    table = compare_page.markdown(record)
     assert (results / f"{record['run']}.md").read_text() == table + "\n" and table in out
     shown = stack.make("results", f"results_dir={results}", timeout=120).stdout
     assert f"Latest comparison (make compare): {record['run']}" in shown and table in shown
@@ -115,28 +89,29 @@ def test_make_compare_runs_each_queue_in_turn_and_records_every_run(stack, compa
 def test_the_report_renders_the_runs_figures_in_a_browser(compared, tmp_path):
     _, record, results = compared
     page = results / f"{record['run']}.html"
-    dom = Elements()
-    dom.feed(browse(page, "--dump-dom").stdout)
+    dom = ReportPage.read(browse(page, "--dump-dom").stdout)
     # The table: a cell per queue and figure, showing the record's spread over the reps.
     for queue, summary in record["summary"].items():
-        for _, key in compare_report.FIELDS:
+        for _, key in FIELDS:
             cell, st = dom.cells[(queue, key)], summary[key]
-            assert cell["text"] == compare_report.spread(st), (queue, key, cell, st)
+            assert cell["text"] == compare_page.spread(st), (queue, key, cell, st)
             if st is not None:
                 assert float(cell["data-mean"]) == st["mean"] and int(cell["data-n"]) == st["n"]
-    # The charts: one line per queue and rep on each, a point per sample.
-    assert {f"chart-{key}" for key, _, _ in compare_report.CHARTS} <= set(dom.svgs)
-    assert len(dom.polylines) == len(compare_report.CHARTS) * len(QUEUES) * REPS
+    # The charts: one line per queue and rep on each, carrying its samples and drawing each.
+    assert dom.charts == [f"chart-{key}" for key, _, _ in compare_page.CHARTS]
+    assert len(dom.lines) == len(compare_page.CHARTS) * len(QUEUES) * REPS
     for series in record["series"]:
-        lines = [p for p in dom.polylines if p["data-run"] == series["run"]]
-        assert [len(p["points"].split()) for p in lines] == [len(series[k]) for k, _, _ in compare_report.CHARTS]
+        for key, _, _ in compare_page.CHARTS:
+            [line] = [line for line in dom.lines_of(key) if line["run"] == series["run"]]
+            assert line["values"] == series[key] and line["vertices"] == len(series[key]), (key, line)
+            assert line["colour"] == compare_page.colour(series["queue"])
         assert len(series["throughput"]) >= 5 and max(v for _, v in series["done_pct"]) == pytest.approx(100, abs=1)
     # Drawn: each queue's lines put its colour on the screen. Measured on a copy
     # of the page with the other queues' lines taken out, against one with no
     # lines at all: a queue whose lines lie under another's (a backlog at 0, a
     # drain at 100 %) is still seen, and the legend swatch counts on both sides.
     html = page.read_text()
-    blank = screenshot(POLYLINE.sub("", html), tmp_path / "none.html")
+    blank = screenshot(only_lines_of(html, None), tmp_path / "none.html")
     for queue in QUEUES:
         assert line_ink(html, blank, tmp_path, queue) >= MIN_LINE_INK, queue
 
@@ -144,14 +119,13 @@ def test_the_report_renders_the_runs_figures_in_a_browser(compared, tmp_path):
 # One line across a chart puts about a thousand pixels' worth of ink on the screen;
 # the colour's stray blends elsewhere on the page (text, other lines) cancel out.
 MIN_LINE_INK = 1000
-POLYLINE = re.compile(r"<polyline data-queue='([^']*)'[^>]*/>")
 
 
 def line_ink(html: str, blank: Path, tmp_path: Path, queue: str) -> float:
     """How much of `queue`'s colour its own lines add to the screenshot of the
     page (`blank`: the page with no lines)."""
-    only = POLYLINE.sub(lambda m: m.group(0) if m.group(1) == queue else "", html)
-    assert POLYLINE.search(only), f"no {queue} line in the page"
+    only = only_lines_of(html, queue)
+    assert ReportPage.read(only).lines, f"no {queue} line in the page"
     return ink(screenshot(only, tmp_path / f"{queue}.html"), queue) - ink(blank, queue)
 
 
@@ -167,7 +141,7 @@ def ink(png: Path, queue: str) -> float:
     the colour it holds over the white page (a line's anti-aliased edge half as much)."""
     from PIL import Image  # matplotlib's dependency, in the dev group
 
-    hex_colour = compare_report.colour(queue)
+    hex_colour = compare_page.colour(queue)
     rgb = tuple(int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
     total = 0.0
     for n, pixel in Image.open(png).convert("RGB").getcolors(maxcolors=1 << 24) or []:
@@ -181,4 +155,5 @@ def ink(png: Path, queue: str) -> float:
 def test_the_report_needs_no_network(compared):
     _, record, results = compared
     page = (results / f"{record['run']}.html").read_text()
-    assert not re.search(r"<script|<link|<img|<iframe|src=|@import|url\(", page, re.I)
+    # (url(#id): a chart's clip path, in the page itself)
+    assert not re.search(r"<script|<link|<img|<iframe|src=|@import|url\((?!#)", page, re.I)

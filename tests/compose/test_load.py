@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from scripts.params import load_params
+from labctl.params import load_params
 from tests.compose import panel_truth
 from tests.compose.helpers import (
     QUEUE_RUN_SECONDS,

@@ -30,7 +30,7 @@ def check(case) -> None:
 
 
 def test_fuzzed_requests_get_clean_answers(fuzzed_api):
-    # Imported here: schemathesis and hypothesis take about 3 s of CPU to import,
+    # Imported here: schemathesis and hypothesis take seconds of CPU to import,
     # which every pytest process (each xdist worker) paid at collection, fuzzing
     # or not. Their pytest plugins are off (pyproject.toml): nothing uses them.
     import schemathesis

@@ -1,5 +1,6 @@
 """The load tooling without Docker: the parameters the locustfile and the driver
-share (locust/load_params.py), the result record and table (scripts/lab_results.py),
+share (locust/load_params.py), the result record and table (labctl/records/run.py,
+labctl/render/run_table.py),
 and the locustfile itself run by real Locust processes (a master and two workers)
 against a small HTTP server: exactly `iterations` requests, each counted once.
 
@@ -21,12 +22,19 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from typer.main import get_command
 
 from lab.protocol import RUN_PATTERN
-from scripts import compose, console, locust_run
-from scripts import lab_results as R
-from scripts.load import parser as load_parser
-from scripts.params import load_params
+from labctl import config
+from labctl.app import app as labctl_app
+from labctl.app import dotenv_defaults
+from labctl.clients.grafana import RUN_DASHBOARDS, annotation, grafana_link
+from labctl.load_run import follow, locust
+from labctl.load_run.options import LoadOptions
+from labctl.params import load_params
+from labctl.platform import containers as C
+from labctl.records.run import RunInputs, RunRecord, build_run_record, generator_check
+from labctl.render import run_table
 
 ROOT = Path(__file__).resolve().parents[2]
 P = load_params  # locust/load_params.py, loaded by path the way the driver loads it
@@ -123,7 +131,7 @@ def test_generated_run_names_fit_the_ledger():
 
 
 def test_driver_environment_makes_the_containers_parse_the_same_run():
-    """scripts.load writes the parsed parameters into LOAD_*; the locustfile parses
+    """The load run writes the parsed parameters into LOAD_*; the locustfile parses
     them back from there (--lab-* options read ENV_NAMES): the same run must come out."""
     for raw in (
         {"worker": "arq,saq", "endpoint": "all", "users": "7", "spawn_rate": "2.5", "run": "r1"},
@@ -132,7 +140,7 @@ def test_driver_environment_makes_the_containers_parse_the_same_run():
         {"scenario": "clients", "mode": "prejson", "count": "12"},
     ):
         params = P.parse_params(raw)
-        env = locust_run.load_env(params, locust_workers=3)
+        env = locust.load_env(params, locust_workers=3)
         assert env["LOCUST_WORKERS"] == "3"
         back = {key: env[name] for key, name in P.ENV_NAMES.items()}
         back.update(users=env["LOAD_USERS"], spawn_rate=env["LOAD_SPAWN_RATE"])
@@ -151,11 +159,14 @@ def test_driver_settings_come_from_the_env_files_compose_reads(tmp_path, monkeyp
     env_file.write_text("# knobs\nLOCUST_WORKERS=4   # four containers\nGRAFANA_ADMIN_PASSWORD='s3 cret'\n\nBROKEN\n")
     monkeypatch.setenv("COMPOSE_ENV_FILES", str(env_file))
     monkeypatch.delenv("LOCUST_WORKERS", raising=False)
-    assert compose.dotenv() == {"LOCUST_WORKERS": "4", "GRAFANA_ADMIN_PASSWORD": "s3 cret"}
-    assert compose.setting("LOCUST_WORKERS", "2") == "4" and compose.setting("LOAD_LINGER_S", "6") == "6"
-    assert load_parser().parse_args([]).locust_workers == 4
+    assert config.dotenv() == {"LOCUST_WORKERS": "4", "GRAFANA_ADMIN_PASSWORD": "s3 cret"}
+    assert config.setting("LOCUST_WORKERS", "2") == "4" and config.setting("LOAD_LINGER_S", "6") == "6"
+    assert LoadOptions().locust_workers == 4
+    # The command line reads the env files for every option that names an env var.
+    defaults = dotenv_defaults(get_command(labctl_app), config.dotenv())
+    assert defaults["load"] == {"locust_workers": "4"} and defaults["compare"] == {"locust_workers": "4"}
     monkeypatch.setenv("LOCUST_WORKERS", "3")  # the environment wins, as with compose
-    assert load_parser().parse_args([]).locust_workers == 3
+    assert LoadOptions().locust_workers == 3
 
 
 # -- Tickets: exactly `iterations` requests ----------------------------------------------
@@ -266,13 +277,13 @@ LEDGER = {
 
 
 def test_limits_as_the_engine_applied_them():
-    arq = R.limits_of([INSPECT_ARQ, INSPECT_ARQ], "arq")
+    arq = C.limits_of([INSPECT_ARQ, INSPECT_ARQ], "arq")
     assert arq == {"cpus": 0.2, "memory": "200M", "memory_bytes": 200 * 2**20, "replicas": 2, "concurrency": 3}
-    api = R.limits_of([INSPECT_API])
+    api = C.limits_of([INSPECT_API])
     assert (api["cpus"], api["memory"], api["replicas"]) == (0.5, "1G", 1) and "concurrency" not in api
-    assert R.limits_of([], "arq")["replicas"] == 0
+    assert C.limits_of([], "arq")["replicas"] == 0
     unlimited = {"HostConfig": {"NanoCpus": 0, "CpuQuota": 0, "Memory": 0}, "Config": {"Env": []}}
-    assert R.limits_of([unlimited], "saq") == {
+    assert C.limits_of([unlimited], "saq") == {
         "cpus": None,
         "memory": "-",
         "memory_bytes": None,
@@ -280,9 +291,9 @@ def test_limits_as_the_engine_applied_them():
         "concurrency": None,
     }
     half = {**INSPECT_ARQ, "HostConfig": {**INSPECT_ARQ["HostConfig"], "NanoCpus": 500_000_000}}
-    assert R.limits_of([INSPECT_ARQ, half], "arq")["mixed"] is True
-    assert R.knobs_of([INSPECT_ARQ], "arq") == {"ARQ_MAX_JOBS": "3", "ARQ_POLL_DELAY": "0.5", "CPU_WORK": "1000000"}
-    assert [R.mem_text(n) for n in (0, None, 512 * 1024, 200 * 2**20, 3 * 2**30, 1000)] == [
+    assert C.limits_of([INSPECT_ARQ, half], "arq")["mixed"] is True
+    assert C.knobs_of([INSPECT_ARQ], "arq") == {"ARQ_MAX_JOBS": "3", "ARQ_POLL_DELAY": "0.5", "CPU_WORK": "1000000"}
+    assert [C.mem_text(n) for n in (0, None, 512 * 1024, 200 * 2**20, 3 * 2**30, 1000)] == [
         "-",
         "-",
         "512K",
@@ -290,9 +301,9 @@ def test_limits_as_the_engine_applied_them():
         "3G",
         "1000",
     ]
-    assert R.limit_text(arq) == "0.2cpu/200M" and R.limit_text(None) == "-"
-    assert R.workers_limit_text({"arq": arq, "saq": arq}) == "0.2cpu/200M"
-    assert R.workers_limit_text({"arq": arq, "api": api}) == "arq:0.2cpu/200M,api:0.5cpu/1G"
+    assert C.limit_text(arq) == "0.2cpu/200M" and C.limit_text(None) == "-"
+    assert C.workers_limit_text({"arq": arq, "saq": arq}) == "0.2cpu/200M"
+    assert C.workers_limit_text({"arq": arq, "api": api}) == "arq:0.2cpu/200M,api:0.5cpu/1G"
 
 
 def record(**overrides):
@@ -310,8 +321,8 @@ def record(**overrides):
         locust=LOCUST_RESULT,
         ledger=LEDGER,
         settled=True,
-        limits={"api": R.limits_of([INSPECT_API]), "workers": {"arq": R.limits_of([INSPECT_ARQ], "arq")}},
-        knobs={"arq": R.knobs_of([INSPECT_ARQ], "arq")},
+        limits={"api": C.limits_of([INSPECT_API]), "workers": {"arq": C.limits_of([INSPECT_ARQ], "arq")}},
+        knobs={"arq": C.knobs_of([INSPECT_ARQ], "arq")},
         resources={
             "arq": {"peak_memory_bytes": 150 * 2**20, "cpu_throttled_periods_pct": 42.04},
             "api": {"peak_memory_bytes": 90 * 2**20, "cpu_throttled_periods_pct": 80.0},
@@ -321,7 +332,7 @@ def record(**overrides):
         subjects=["arq"],
     )
     kwargs.update(overrides)
-    return R.build_record(**kwargs)
+    return build_run_record(RunInputs(**kwargs)).as_json()
 
 
 def test_the_record_of_a_queue_run():
@@ -364,7 +375,7 @@ def test_the_record_flags_what_does_not_add_up():
     assert any("1999 requests recorded, not the 2000" in w for w in short["warnings"])
     mismatch = record(ledger={**LEDGER, "totals": {**LEDGER["totals"], "enqueued": 1991}})
     assert any("ledger enqueued 1991 != 1990" in w for w in mismatch["warnings"])
-    assert "ledger mismatch" in R.notes_of(mismatch)
+    assert "ledger mismatch" in run_table.notes_of(mismatch)
     # More settled than enqueued: an enqueue taken back although the broker had the
     # task. Nothing is waiting, so the run counts as settled, and the record says why
     # its numbers cannot be trusted.
@@ -372,7 +383,7 @@ def test_the_record_flags_what_does_not_add_up():
     r = record(ledger=overdrawn, locust={**LOCUST_RESULT, "status_codes": {"202": 204, "503": 1796}})
     assert (r["tasks"]["lost"], r["tasks"]["settled"]) == (0, True)
     assert any("1560 more task(s) settled than enqueued" in w for w in r["warnings"])
-    assert "ledger mismatch" in R.notes_of(r)
+    assert "ledger mismatch" in run_table.notes_of(r)
     calm = record(locust={**LOCUST_RESULT, "processes": LOCUST_RESULT["processes"][:1]})
     assert calm["generator"] == {
         "processes": [{"role": "master", "cpu_cores": 0.025, "ceiling_cores": 1.0}],
@@ -385,26 +396,26 @@ def test_restarts_during_a_run_are_reported():
     def inspected(name, count, oom):
         return {"Name": f"/lab-{name}", "RestartCount": count, "State": {"OOMKilled": oom}}
 
-    before = R.restart_counts(
+    before = C.restart_counts(
         {"api": [inspected("api-1", 0, False)], "arq": [inspected("arq-1", 3, True), inspected("arq-2", 0, False)]}
     )
-    after = R.restart_counts(
+    after = C.restart_counts(
         {
             "api": [inspected("api-1", 2, True)],
             "arq": [inspected("arq-1", 3, True), inspected("arq-2", 0, False), inspected("arq-3", 1, False)],
         }
     )  # a replica added since: not a restart
-    restarts = R.restarts_during(before, after)
+    restarts = C.restarts_during(before, after)
     assert restarts == {"api": {"restarts": 2, "oom_killed": True}}  # arq-1's old OOM kill is not this run's
     r = record(restarts=restarts)
     assert "api restarted 2 time(s) during the run (OOM killed)" in r["warnings"]
-    assert "api restarted (OOM)" in R.notes_of(r) and record()["restarts"] == {}
+    assert "api restarted (OOM)" in run_table.notes_of(r) and record()["restarts"] == {}
 
 
 def test_the_generator_is_cpu_bound_against_its_own_limit_too():
-    limited = R.generator_check([{"role": "worker", "cpu_seconds": 4.5, "interval_s": 10, "cpu_limit_cores": 0.5}])
+    limited = generator_check([{"role": "worker", "cpu_seconds": 4.5, "interval_s": 10, "cpu_limit_cores": 0.5}])
     assert limited["cpu_bound"] and "0.45/0.5 core" in limited["warning"]
-    idle = R.generator_check([{"role": "worker", "cpu_seconds": 0, "interval_s": 0, "cpu_limit_cores": 2}])
+    idle = generator_check([{"role": "worker", "cpu_seconds": 0, "interval_s": 0, "cpu_limit_cores": 2}])
     assert idle == {
         "processes": [{"role": "worker", "cpu_cores": None, "ceiling_cores": 1.0}],
         "cpu_bound": False,
@@ -428,15 +439,14 @@ def test_an_event_loop_run_has_no_task_fields_and_keeps_the_probe():
         locust={**LOCUST_RESULT, "requests": 100, "failures": 0, "status_codes": {"200": 100}},
         ledger=None,
         settled=False,
-        limits={"api": R.limits_of([INSPECT_API]), "workers": {}},
+        limits={"api": C.limits_of([INSPECT_API]), "workers": {}},
         knobs={},
         probe=probe,
         subjects=["api"],
     )
     assert r["tasks"] is None and r["probe"] == probe and r["worker"] is None
     assert r["worker_peak_memory_bytes"] == 90 * 2**20 and r["cpu_throttled_periods_pct"] == 80.0
-    row = R.table_row(r).strip("|").split("|")
-    cells = dict(zip([name for name, _ in R.COLUMNS], (c.strip() for c in row)))
+    cells = dict(zip([name for name, _ in run_table.COLUMNS], run_table.row_cells(r)))
     assert (
         cells["worker"],
         cells["scenario"],
@@ -448,7 +458,7 @@ def test_an_event_loop_run_has_no_task_fields_and_keeps_the_probe():
 
 
 def test_the_table_puts_the_articles_columns_first():
-    header = R.table_header().splitlines()[0]
+    header = run_table.table([]).splitlines()[0]
     names = [c.strip() for c in header.strip("|").split("|")]
     assert names[:6] == ["worker", "RPS", "median ms", "p95 ms", "all tasks done s", "errors %"]
     older = record(
@@ -464,8 +474,8 @@ def test_the_table_puts_the_articles_columns_first():
         },
         locust={**LOCUST_RESULT, "first_request_at": 10.0},
     )
-    lines = R.table([record(), older]).splitlines()
-    assert len(lines) == 4 and all(line.count("|") == len(R.COLUMNS) + 1 for line in lines)
+    lines = run_table.table([record(), older]).splitlines()
+    assert len(lines) == 4 and all(line.count("|") == len(run_table.COLUMNS) + 1 for line in lines)
     assert "b-old" in lines[2] and "arq-x" in lines[3]  # oldest first
     cells = [c.strip() for c in lines[3].strip("|").split("|")]
     assert cells[:6] == ["arq", "100", "120", "480", "300", "0.5"]
@@ -477,7 +487,7 @@ def test_the_table_puts_the_articles_columns_first():
 
 
 def test_annotations_follow_the_grafana_readme():
-    start = R.annotation("start", "arq-50u", "arq", "io/simple", 50, "0.2cpu/200M", "0.2cpu/200M", at=1700000000.5)
+    start = annotation("start", "arq-50u", "arq", "io/simple", 50, "0.2cpu/200M", "0.2cpu/200M", at=1700000000.5)
     assert start == {
         "time": 1700000000500,
         "tags": ["lab-run", "arq-50u", "arq"],
@@ -486,7 +496,7 @@ def test_annotations_follow_the_grafana_readme():
     }
     readme = (ROOT / "grafana" / "README.md").read_text()
     assert start["text"] in readme  # the README's own example
-    end = R.annotation(
+    end = annotation(
         "end", "up-1", "none", "upstream/async-native", 20, "0.2cpu/200M", "-", at=70.0, duration_s=61.6, tag="upstream"
     )
     assert end["text"].endswith("worker_limits=- duration=62s") and end["tags"] == ["lab-run", "up-1", "upstream"]
@@ -494,26 +504,27 @@ def test_annotations_follow_the_grafana_readme():
 
 
 def test_a_run_link_opens_its_window_on_its_queue():
-    link = R.grafana_link("127.0.0.1:3000", "queues", 1000.0, 1060.0, "arq,saq")
+    link = grafana_link("127.0.0.1:3000", "queues", 1000.0, 1060.0, "arq,saq")
     assert link == ("http://127.0.0.1:3000/d/lab-queues/?orgId=1&from=990000&to=1075000&var-queue=arq&var-queue=saq")
     dashboards = {json.loads(p.read_text())["uid"] for p in (ROOT / "grafana" / "dashboards").glob("*.json")}
-    assert set(R.RUN_DASHBOARDS.values()) <= dashboards
-    assert R.grafana_link("0.0.0.0:3001", "api", 0, 1).startswith("http://127.0.0.1:3001/d/lab-api/")
+    assert set(RUN_DASHBOARDS.values()) <= dashboards
+    assert grafana_link("0.0.0.0:3001", "api", 0, 1).startswith("http://127.0.0.1:3001/d/lab-api/")
 
 
 def test_the_progress_rate_follows_the_last_seconds():
-    rate = console.Rate(span_s=3)
+    rate = follow.Rate(span_s=3)
     assert rate.rps == 0.0
     for second, total in enumerate((0, 100, 200, 300, 1300, 2300)):
         rate.add(float(second), total)
     assert rate.rps == pytest.approx(1000, rel=0.35)  # the recent pace, not the mean since the start
-    line = console.progress_line(
+    fraction, line = follow.load_progress(
         P.parse_params({"worker": "arq", "iterations": "4000"}),
         {"requests": 1000, "failures": 10, "users": 100},
         12.5,
         {"enqueued": 990},
         80.0,
     )
+    assert fraction == 0.25
     assert "1000/4000" in line and " 25%" in line and "failures 10 (1.0%)" in line and "enqueued 990" in line
 
 
@@ -806,7 +817,7 @@ def test_bench_table_judges_the_ratio_it_shows():
     """The bench table's ratio is rounded down: 0.899 of the bare figure shows
     as 0.89 and is marked under budget, never as a 0.9 that meets it; the
     record's own bench (faststream at 0.5 CPU) had 1012.5 against 1125.7 RPS."""
-    from scripts import bench
+    from labctl.render import bench_table as bench
 
     def row(queue, bare_rps, lab_rps, bare_rate, lab_rate):
         return {
@@ -835,7 +846,7 @@ def test_bench_table_judges_the_ratio_it_shows():
 def test_bench_table_shows_each_rounds_ratio():
     """Beside a ratio, each round's: bare round i against lab round i, for the
     API and the drain, so that a reader sees how far one round moves it."""
-    from scripts import bench
+    from labctl.render import bench_table as bench
 
     row = {
         "queue": "taskiq",
@@ -847,7 +858,7 @@ def test_bench_table_shows_each_rounds_ratio():
     [line] = bench.rows({"run": "bench-y", "mode": "await", "api_limits": {}, "rows": [row]})
     notes = [c.strip() for c in line.strip("|").split("|")][15]
     assert notes == "RPS ratio by round 0.99, 0.82; drain ratio by round -, 0.9"
-    # Drains in many windows (scripts/bench_drain.py): the pairs' median and range.
+    # Drains in many windows (labctl/experiments/bench/paired_windows.py): the pairs' median and range.
     row["bare_drain"]["rate_rounds"] = [100.0, 200.0, 100.0, 100.0, 100.0]
     row["lab_drain"]["rate_rounds"] = [90.0, 220.0, 80.0, 95.0, 100.0]
     [line] = bench.rows({"run": "bench-y", "mode": "await", "api_limits": {}, "rows": [row]})
@@ -859,7 +870,7 @@ def test_bench_table_says_which_drain_windows_were_not_cpu_bound():
     """A window in which a worker used under 80 % of its CPU quota says how its
     library schedules tasks (arq at ARQ_POLL_DELAY=0.01 under 0.5 CPU runs at
     one of two rates), not what a task costs: the notes count those windows."""
-    from scripts import bench
+    from labctl.render import bench_table as bench
 
     def windows(*cpu_s):
         return [{"tasks": 100, "s": 1.05, "cpu_s": c} for c in cpu_s]
@@ -887,7 +898,7 @@ def test_bench_judges_a_drain_that_was_not_cpu_bound_by_its_cpu_per_task():
     schedule, not its CPU: a rate under budget is then judged again on the
     CPU per task (bare ÷ lab), shown beside it. The figures are arq's at
     ARQ_POLL_DELAY=0.01 under 0.5 CPU: rate ratio 0.77, CPU per task 690 / 740."""
-    from scripts import bench
+    from labctl.render import bench_table as bench
 
     def windows(*cpu_s):
         return [{"tasks": 400, "s": 1.0, "cpu_s": c} for c in cpu_s]
@@ -924,18 +935,20 @@ def test_bench_says_when_an_api_went_down_and_gives_it_no_cpu_figure():
     200M it was killed at its memory limit in round 3 of a bench, and the
     record then showed a negative CPU a request. A drive now says which API
     went down, in which round and why, and such a round has no CPU figure."""
-    from scripts import bench
+    from labctl.experiments.bench import runner
+    from labctl.platform import docker
+    from labctl.render import bench_table as bench
 
     running = {"Running": True, "OOMKilled": False, "ExitCode": 0, "StartedAt": "2026-11-26T15:25:30Z"}
-    assert bench.api_down(running, running) is None
+    assert runner.api_down(running, running) is None
     assert (
-        bench.api_down(running, {**running, "Running": False, "OOMKilled": True, "ExitCode": 137})
+        runner.api_down(running, {**running, "Running": False, "OOMKilled": True, "ExitCode": 137})
         == "killed at its memory limit (OOM)"
     )
-    assert bench.api_down(running, {**running, "Running": False, "ExitCode": 1}) == "exited with code 1"
-    assert bench.api_down(running, {**running, "StartedAt": "2026-11-26T15:26:01Z"}) == "restarted"
-    assert bench.api_down(None, None) == "not running"
-    assert bench.api_state("no-such-container-of-the-lab") is None  # docker inspect, for real
+    assert runner.api_down(running, {**running, "Running": False, "ExitCode": 1}) == "exited with code 1"
+    assert runner.api_down(running, {**running, "StartedAt": "2026-11-26T15:26:01Z"}) == "restarted"
+    assert runner.api_down(None, None) == "not running"
+    assert docker.state("no-such-container-of-the-lab") is None  # docker inspect, for real
 
     def drive(rps, down=None):
         return {
@@ -954,10 +967,10 @@ def test_bench_says_when_an_api_went_down_and_gives_it_no_cpu_figure():
             **({"api_down": down} if down else {"api_cpu_s": 3.0}),
         }
 
-    bare = bench.combine([drive(280.0), drive(220.0, "killed at its memory limit (OOM)"), drive(0.0, "not running")])
+    bare = runner.combine([drive(280.0), drive(220.0, "killed at its memory limit (OOM)"), drive(0.0, "not running")])
     assert bare["api_down"] == ["round 2: killed at its memory limit (OOM)", "round 3: not running"]
     assert bare["api_cpu_us_per_request"] is None  # not a figure from a counter that restarted
-    lab = bench.combine([drive(330.0), drive(350.0), drive(290.0)])
+    lab = runner.combine([drive(330.0), drive(350.0), drive(290.0)])
     assert lab["api_down"] == [] and lab["api_cpu_us_per_request"] == 1000
     [line] = bench.rows(
         {
@@ -979,12 +992,13 @@ def test_bench_drains_to_what_the_lab_published_after_response():
     and the bench waited for the 12,800th task until it gave up, losing the
     record. The drain's target is now what the ledger says was published,
     once its count stops moving, and the notes say what was not."""
-    from scripts import bench
+    from labctl.experiments.bench import runner
+    from labctl.render import bench_table as bench
 
     counts = iter([12000, 12500, 12799, 12799, 12799, 12799])
-    assert bench.settled_count(lambda: next(counts), 12800, stall_s=0.02, every_s=0.01) == 12799
+    assert runner.settled_count(lambda: next(counts), 12800, stall_s=0.02, every_s=0.01) == 12799
     counts = iter([12000, 12800])
-    assert bench.settled_count(lambda: next(counts), 12800, stall_s=5, every_s=0.01) == 12800  # all in: no wait
+    assert runner.settled_count(lambda: next(counts), 12800, stall_s=5, every_s=0.01) == 12800  # all in: no wait
     row = {
         "queue": "celery",
         "bare": {"rps": 300.0, "enqueued": 12800},
@@ -1003,9 +1017,9 @@ def test_bench_drains_to_what_the_lab_published_after_response():
 def test_bench_drain_windows_take_turns_going_first():
     """Bare first, then lab first: over two pairs each side has the same
     mean position, so a machine that slows down steadily costs both alike."""
-    from scripts import bench
+    from labctl.experiments.bench.paired_windows import sides
 
-    order = [side for i in range(4) for side in bench.sides(i)]
+    order = [side for i in range(4) for side in sides(i)]
     assert order == ["bare", "lab", "lab", "bare", "bare", "lab", "lab", "bare"]
     positions = {side: sum(i for i, s in enumerate(order[:4]) if s == side) for side in ("bare", "lab")}
     assert positions["bare"] == positions["lab"]
@@ -1014,24 +1028,23 @@ def test_bench_drain_windows_take_turns_going_first():
 def test_make_chaos_times_its_load_to_outlast_the_fault():
     """By default the chaos load runs until 10 s after the fault is undone, however
     fast the API answers; a count or a duration given is kept as given."""
-    from scripts import chaos
+    from labctl.experiments import chaos
 
-    def length(*argv):
-        args = chaos.parser().parse_args(["--fault", "oom", *argv])
-        chaos.set_load_length(args)
-        return args.iterations, args.duration
+    def length(worker, at=3.0, hold=5.0, **given):
+        options = chaos.set_load_length(LoadOptions(worker=worker, **given), at, hold)
+        return options.iterations, options.duration
 
-    assert length("--worker", "saq") == ("", "18s")
-    assert length("--worker", "saq", "--at", "5", "--hold", "12.5") == ("", "27.5s")
-    assert length("--worker", "background") == ("", "30s")
-    assert length("--worker", "arq", "--iterations", "800") == ("800", "")
-    assert length("--worker", "arq", "--duration", "1m") == ("", "1m")
+    assert length("saq") == ("", "18s")
+    assert length("saq", at=5, hold=12.5) == ("", "27.5s")
+    assert length("background") == ("", "30s")
+    assert length("arq", iterations="800") == ("800", "")
+    assert length("arq", duration="1m") == ("", "1m")
 
 
 def test_make_chaos_calls_a_fault_after_the_load_with_no_recovery_an_error():
     """The failed compose run's figures: the load ended at 14.6, the fault came at
     15.4, and no task settled once it was undone."""
-    from scripts import chaos
+    from labctl.experiments import chaos
 
     assert "0.8 s after the load had ended" in chaos.late_fault(15.4, 14.6, None)
     assert chaos.late_fault(15.4, 14.6, 2.5) is None  # a backlog still there: work resumed
@@ -1039,9 +1052,9 @@ def test_make_chaos_calls_a_fault_after_the_load_with_no_recovery_an_error():
     assert chaos.late_fault(None, 14.6, None) is None  # never injected (its own error)
 
 
-# -- The drain watch (scripts/drain.py) and a run that settles later -----------------------
+# -- The wait for a run's tasks (labctl/load_run/task_wait.py) and a run that settles later -----------------------
 def test_the_drain_rate_is_taken_over_the_last_half_minute():
-    from scripts.drain import rate_of
+    from labctl.load_run.task_wait import rate_of
 
     assert rate_of([]) is None and rate_of([(0.0, 5)]) is None
     samples = [(float(t), 6 * t) for t in range(0, 61)]  # 6 tasks/s for a minute
@@ -1051,9 +1064,9 @@ def test_the_drain_rate_is_taken_over_the_last_half_minute():
 
 
 def test_a_watch_that_ends_with_a_backlog_says_what_it_saw():
-    from scripts.drain import Drain, outcome_lines
+    from labctl.load_run.task_wait import TaskWait, outcome_lines
 
-    drain = Drain(
+    drain = TaskWait(
         ledger={"totals": {"enqueued": 5000, "completed": 1400, "failed": 0, "pending": 3600}},
         watch_ended=True,
         rate_per_s=6.0,
@@ -1069,85 +1082,96 @@ def test_a_watch_that_ends_with_a_backlog_says_what_it_saw():
     text = "\n".join(outcome_lines(drain, run="r1", watch_s=60, timeout_s=1200, stall_s=120))
     assert "3600 task(s) pending after 60 s" in text and "6.0 tasks/s" in text and "10 min" in text
     assert "make results" in text and "wait=1" in text
-    stalled = Drain(ledger=drain.ledger, stalled=True)
+    stalled = TaskWait(ledger=drain.ledger, stalled=True)
     assert "DRAIN STALLED" in outcome_lines(stalled, run="r1", watch_s=None, timeout_s=1200, stall_s=120)[0]
 
 
-def _draining_record(pending: int) -> dict:
+def _draining_record(pending: int) -> RunRecord:
     ledger = {
         "totals": {"enqueued": 100, "completed": 100 - pending, "failed": 0, "duplicates": 0, "pending": pending},
         "first_enqueued_at": 1000.0,
         "last_settled_at": 1030.0,
     }
-    return R.build_record(
-        params={
-            "run": "r1",
-            "scenario": "queue",
-            "worker": "arq",
-            "endpoint": "io/simple",
-            "users": 10,
-            "spawn_rate": 10,
-            "iterations": 100,
-        },
-        locust={
-            "requests": 100,
-            "failures": 0,
-            "first_request_at": 1000.0,
-            "last_response_at": 1010.0,
-            "status_codes": {"202": 100},
-        },
-        ledger=ledger,
-        settled=False,
-        limits={"api": {}, "workers": {}},
-        knobs={},
-        resources=None,
-        probe=None,
-        locust_workers=1,
-        subjects=["arq"],
-        draining={"backlog": pending, "rate_per_s": 2.0, "projected_empty_s": pending / 2, "watch_ended_at": 1070.0},
+    return build_run_record(
+        RunInputs(
+            params={
+                "run": "r1",
+                "scenario": "queue",
+                "worker": "arq",
+                "endpoint": "io/simple",
+                "users": 10,
+                "spawn_rate": 10,
+                "iterations": 100,
+            },
+            locust={
+                "requests": 100,
+                "failures": 0,
+                "first_request_at": 1000.0,
+                "last_response_at": 1010.0,
+                "status_codes": {"202": 100},
+            },
+            ledger=ledger,
+            settled=False,
+            limits={"api": {}, "workers": {}},
+            knobs={},
+            resources=None,
+            probe=None,
+            locust_workers=1,
+            subjects=["arq"],
+            draining={
+                "backlog": pending,
+                "rate_per_s": 2.0,
+                "projected_empty_s": pending / 2,
+                "watch_ended_at": 1070.0,
+            },
+        )
     )
 
 
 def test_a_draining_run_is_not_called_lost_and_settles_when_its_ledger_does():
     record = _draining_record(pending=40)
-    assert R.is_draining(record) and record["tasks"]["lost"] is None
-    assert record["tasks"]["time_to_execute_all_s"] is None
-    assert any(w.startswith("still draining: 40") for w in record["warnings"])
-    assert "draining: 40 pending" in R.notes_of(record) and "NOT SETTLED" not in R.notes_of(record)
+    assert record.is_draining() and record.tasks.lost is None and not record.unsettled()
+    assert record.tasks.time_to_execute_all_s is None
+    assert any(w.startswith("still draining: 40") for w in record.warnings)
+    assert "draining: 40 pending" in run_table.notes_of(record) and "NOT SETTLED" not in run_table.notes_of(record)
     still = {"totals": {"enqueued": 100, "completed": 90, "failed": 0, "pending": 10}}
-    assert not R.settle_later(record, still) and R.is_draining(record)
+    assert not record.settle_later(still) and record.is_draining()
     done = {
         "totals": {"enqueued": 100, "completed": 99, "failed": 1, "duplicates": 0, "pending": 0},
         "first_enqueued_at": 1000.0,
         "last_settled_at": 1123.5,
     }
-    assert R.settle_later(record, done)
-    assert not R.is_draining(record) and record["tasks"]["settled"]
-    assert (record["tasks"]["time_to_execute_all_s"], record["tasks"]["drain_s"]) == (123.5, 113.5)
-    assert record["tasks"]["lost"] == 0 and record["tasks"]["failed"] == 1 and record["settled_later_at"] == 1123.5
-    assert not any(w.startswith("still draining") for w in record["warnings"])
-    assert "| 123.5 |" in R.table_row(record)
+    assert record.settle_later(done)
+    assert not record.is_draining() and record.tasks.settled
+    assert (record.tasks.time_to_execute_all_s, record.tasks.drain_s) == (123.5, 113.5)
+    assert record.tasks.lost == 0 and record.tasks.failed == 1 and record.settled_later_at == 1123.5
+    assert not any(w.startswith("still draining") for w in record.warnings)
+    assert "| 123.5 |" in run_table.table([record])
 
 
 def test_make_results_fills_in_a_run_that_settled_after_its_watch(tmp_path, monkeypatch):
-    from scripts import results
+    from labctl.experiments import results_view
+    from labctl.platform.compose import Compose
+    from labctl.records.store import Store
+    from labctl.render.console import Console
 
-    record = _draining_record(pending=40)
-    (tmp_path / "r1.json").write_text(json.dumps(record))
+    store = Store(tmp_path)
+    store.save(_draining_record(pending=40))
     settled = {
         "totals": {"enqueued": 100, "completed": 100, "failed": 0, "duplicates": 0, "pending": 0},
         "first_enqueued_at": 1000.0,
         "last_settled_at": 1050.0,
     }
-    monkeypatch.setattr(compose.Compose, "port", lambda self, service, port: "127.0.0.1:1")
-    monkeypatch.setattr("scripts.lab_api.ledger", lambda api, run: settled if run == "r1" else None)
-    results.settle_draining(tmp_path, results.load_records(tmp_path))
+    monkeypatch.setenv("LAB_ORCHESTRATOR", "compose")
+    monkeypatch.setattr(Compose, "port", lambda self, service, port: "127.0.0.1:1")
+    monkeypatch.setattr(results_view, "ledger", lambda api, run: settled if run == "r1" else None)
+    results_view.settle_draining(store, store.runs(), Console())
     again = json.loads((tmp_path / "r1.json").read_text())
     assert again["tasks"]["settled"] and again["tasks"]["time_to_execute_all_s"] == 50.0
 
 
 def test_a_run_link_during_the_drain_ends_at_now():
-    link = R.grafana_link("127.0.0.1:3000", "queues", 1000.0, None, "arq")
+    link = grafana_link("127.0.0.1:3000", "queues", 1000.0, None, "arq")
     assert "&to=now" in link and "from=990000" in link and link.endswith("&var-queue=arq")
 
 
@@ -1159,10 +1183,10 @@ def test_make_load_passes_the_drain_flags():
         text=True,
         check=True,
     ).stdout
-    assert "--wait" in out and "--drain-watch '30'" in out
+    assert "python -m labctl load" in out and "--wait" in out and "--drain-watch '30'" in out
     out = subprocess.run(
         ["make", "-n", "load", "worker=arq", "wait=0"], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout
     assert "--wait" not in out
-    args = load_parser().parse_args([])
-    assert (args.drain_watch, args.wait) == (60.0, False)
+    options = LoadOptions()
+    assert (options.drain_watch, options.wait) == (60.0, False)

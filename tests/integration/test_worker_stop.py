@@ -72,7 +72,7 @@ def settle_with_another_worker(
 def test_sigterm_mid_batch_loses_nothing(isolated, queue):
     redis, api = isolated
     run, batch = new_run(f"sigterm-{queue}"), 100
-    # Each task sleeps, so the batch (about 10 s at CONCURRENCY=3) is still running
+    # Each task sleeps, so the batch (100 tasks of 300 ms at CONCURRENCY=3) is still running
     # when SIGTERM arrives, even on a machine busy with other tests.
     env = {"IO_LATENCY_MS": 300}
     code, at_stop = stop_under_way(redis, api, queue, run, signal.SIGTERM, batch, started=15, exit_s=40, **env)

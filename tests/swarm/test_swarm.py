@@ -4,7 +4,7 @@ runs healthy, Prometheus scrapes every replica by tasks.<service>, a `make load`
 on the stack keeps an exact ledger and says where it ran, a scaled worker's
 replicas are each scraped and each run tasks; then `make stack-down`, the swarm
 is left and the engine restarted, and a new container must resolve names again
-(scripts/swarm.py says why). About 4-5 minutes on a 2-core machine.
+(labctl/platform/stack_deploy.py says why). About 4-5 minutes on a 2-core machine.
 
 Needs a Docker engine in no swarm (skipped otherwise: the test would have to
 leave a swarm it did not make) and the images of `make test-compose`. Restarting
@@ -24,8 +24,10 @@ import time
 import httpx
 import pytest
 
-from scripts.compose import ROOT, Compose
-from scripts.swarm import Swarm, docker, leave, swarm_state
+from labctl.config import ROOT
+from labctl.platform.compose import Compose
+from labctl.platform.stack_deploy import leave
+from labctl.platform.swarm import Swarm, docker, swarm_state
 from tests.compose.conftest import compose_variables, free_port, require_engine
 from tests.compose.helpers import WORKERS, by_label, parse_time, post_tasks, wait_settled, wait_until
 

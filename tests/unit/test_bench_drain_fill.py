@@ -1,7 +1,7 @@
 """The bench's paired drain is a length, not a count: a backlog too short for
-the windows it plans is topped up, the same on both sides (scripts/bench_drain.py)."""
+the windows it plans is topped up, the same on both sides (labctl/experiments/bench/paired_windows.py)."""
 
-from scripts.bench_drain import PairedDrain, Side
+from labctl.experiments.bench.paired_windows import PairedDrain, Side
 
 
 def drain(bare_left: int, lab_left: int, rate: float, calls: list[int]) -> PairedDrain:

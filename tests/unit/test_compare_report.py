@@ -1,6 +1,6 @@
 """`make compare`'s figures and report, and `make results`' short table, from
-records built by the same functions a real run uses (scripts/lab_results.py's
-build_record): the spread over reps, the markdown twin, the self-contained
+records built by the same functions a real run uses (labctl/records/run.py's
+build_run_record): the spread over reps, the markdown twin, the self-contained
 page, the published experiment's rows only for its setting, the queues and
 parameters it takes. The real run and the browser: tests/compose/test_compare.py."""
 
@@ -8,18 +8,24 @@ import re
 
 import pytest
 
-from scripts import compare, compare_report, published
-from scripts import lab_results as R
-from scripts.params import load_params
+from labctl.errors import ParamError
+from labctl.experiments import compare
+from labctl.queues import QUEUES, service_of
+from labctl.records import compare as compare_record
+from labctl.records import published
+from labctl.records.run import RunInputs, build_run_record
+from labctl.render import compare_page as compare_report
+from labctl.render import run_table
+from tests.compose.report_page import ReportPage, only_lines_of
 
 MiB = 1 << 20
 
 
 def load_record(run: str, queue: str, rps: float, p95: float, done_s: float) -> dict:
-    """A settled io/simple run of 200 requests, as scripts/load.py records it."""
+    """A settled io/simple run of 200 requests, as a load run records it."""
     limits = {"cpus": 0.2, "memory": "200M", "memory_bytes": 200 * MiB, "replicas": 1}
-    service = R.service_of(queue)
-    record = R.build_record(
+    service = service_of(queue)
+    record = build_run_record(RunInputs(
         params={"run": run, "scenario": "queue", "worker": queue, "endpoint": "io/simple", "users": 100,
                 "spawn_rate": 100, "iterations": 200},
         locust={"requests": 200, "failures": 0, "first_request_at": 1000.0, "last_response_at": 1000 + 200 / rps,
@@ -34,8 +40,8 @@ def load_record(run: str, queue: str, rps: float, p95: float, done_s: float) -> 
         probe=None,
         locust_workers=2,
         subjects=[service],
-    )  # fmt: skip
-    record["window_end"] = 1000.0 + done_s
+        extra={"window_end": 1000.0 + done_s},
+    )).as_json()  # fmt: skip
     return record
 
 
@@ -47,7 +53,7 @@ def comparison() -> dict:
     for (queue, rep), (rps, p95, done) in figures.items():
         record = load_record(f"compare-x-{queue}-r{rep}", queue, rps, p95, done)
         records.append(record)
-        rows.append(compare_report.run_row(record, queue, rep, {queue: 0.5, "api": 0.4}))
+        rows.append(compare_record.run_row(record, queue, rep, {queue: 0.5, "api": 0.4}))
         samples = [[float(t), float(10 * t)] for t in range(-4, int(done) + 4, 2)]
         series.append({"queue": queue, "rep": rep, "run": record["run"], "throughput": samples,
                        "backlog": samples[:3], "done_pct": samples[1:]})  # fmt: skip
@@ -57,8 +63,8 @@ def comparison() -> dict:
     setting["machine"] = {"cores": "2"}
     params = {"workers": ["saq", "dramatiq"], "requests": 200, "reps": 2, "users": 100, "endpoint": "io/simple"}
     return {
-        "schema": compare_report.SCHEMA, "run": "compare-x", "time": "t", "command": "make compare", "wall_s": 60.0,
-        "params": params, "summary": compare_report.summarise(rows, ["saq", "dramatiq"]), "runs": rows,
+        "schema": compare_record.SCHEMA, "run": "compare-x", "time": "t", "command": "make compare", "wall_s": 60.0,
+        "params": params, "summary": compare_record.summarise(rows, ["saq", "dramatiq"]), "runs": rows,
         "series": series, "series_step_s": 2, "setting": setting, "bench": {}, "chaos": [], "published": None,
         "published_note": "not transcribed", "notes": [],
     }  # fmt: skip
@@ -77,7 +83,7 @@ def test_a_run_row_holds_the_articles_figures_and_the_cost_per_task():
 
 def test_background_is_measured_on_the_api():
     record = load_record("r", "background", 100.0, 200.0, 3.0)
-    row = compare_report.run_row(record, "background", 1, {"api": 0.6})
+    row = compare_record.run_row(record, "background", 1, {"api": 0.6})
     assert row["cpu_ms_per_task"] == 3.0 and row["worker_peak_mb"] == 90.0 and row["throttled_periods_pct"] == 20.0
 
 
@@ -87,7 +93,7 @@ def test_the_spread_is_the_mean_and_range_over_reps():
     assert compare_report.spread(summary["saq"]["rps"]) == "140 (130–150)"
     assert compare_report.spread(summary["dramatiq"]["rps"]) == "160"  # the reps agree
     assert compare_report.spread(summary["saq"]["all_done_s"]) == "10 (9–11)"
-    assert compare_report.stats([None, None]) is None and compare_report.spread(None) == "-"
+    assert compare_record.stats([None, None]) is None and compare_report.spread(None) == "-"
     assert [compare_report.num(x) for x in (0, 0.25, 3.5, 12.345, 250.4, 2000)] == [
         "0",
         "0.25",
@@ -108,32 +114,35 @@ def test_the_markdown_twin_has_a_row_per_queue_in_order():
     assert "API 0.2cpu/200M, workers 0.2cpu/200M" in lines[0]
 
 
-def test_the_page_needs_nothing_but_itself_and_draws_every_sample():
+def test_the_page_needs_nothing_but_itself_and_carries_every_sample():
     record = comparison()
     page = compare_report.page(record)
-    # Nothing fetched: no script, no stylesheet or image from elsewhere.
-    assert not re.search(r"<script|<link|<img|<iframe|src=|@import|url\(", page, re.I)
+    # Nothing fetched: no script, no stylesheet or image from elsewhere (url(#id):
+    # a chart's clip path, in the page itself).
+    assert not re.search(r"<script|<link|<img|<iframe|src=|@import|url\((?!#)", page, re.I)
+    dom = ReportPage.read(page)
+    assert dom.charts == [f"chart-{key}" for key, _, _ in compare_report.CHARTS]
     for key, _, _ in compare_report.CHARTS:
-        svg = re.search(rf"<svg id='chart-{key}'.*?</svg>", page, re.S)
-        assert svg, key
-        lines = re.findall(r"<polyline data-queue='(\w+)' data-rep='(\d)'[^>]*points='([^']*)'", svg.group(0))
-        assert len(lines) == 4
-        for (queue, rep, points), series in zip(lines, record["series"]):
-            assert (queue, int(rep)) == (series["queue"], series["rep"])
-            assert len(points.split()) == len(series[key])
-    cell = re.search(r"<td class=n data-queue=\"saq\" data-field=\"p95_ms\"[^>]*>(.*?)</td>", page)
-    assert cell and re.sub(r"<[^>]+>", "", cell.group(1)) == "450 (400–500)"
+        lines = dom.lines_of(key)
+        assert [(line["queue"], line["rep"], line["run"]) for line in lines] == [
+            (s["queue"], s["rep"], s["run"]) for s in record["series"]
+        ]
+        for line, series in zip(lines, record["series"]):
+            assert line["values"] == series[key] and line["samples"] == len(series[key])
+            assert line["vertices"] == len(series[key])  # the path draws every sample
+            assert line["colour"] == compare_report.colour(series["queue"])
+    cell = dom.cells[("saq", "p95_ms")]
+    assert cell["text"] == "450 (400–500)" and float(cell["data-mean"]) == 450 and cell["data-n"] == "2"
 
 
-def test_chart_points_stay_inside_the_plot():
-    series = [{"queue": "arq", "rep": 1, "run": "r", "throughput": [[-4.0, 0.0], [0.0, 0.0], [33.0, 7.3], [61.0, 0.5]]}]
-    svg = compare_report.chart(series, "throughput", "t", "y")
-    points = re.search(r"points='([^']*)'", svg).group(1).split()
-    xs, ys = zip(*(map(float, p.split(",")) for p in points))
-    margin = compare_report.MARGIN
-    assert min(xs) == margin["left"] and max(xs) <= compare_report.W - margin["right"]
-    assert max(ys) == compare_report.H - margin["bottom"] and min(ys) >= margin["top"]
-    assert compare_report.nice_step(61) == 20 and compare_report.nice_step(7.3) == 2
+def test_a_copy_of_the_page_keeps_one_queues_lines_only():
+    page = compare_report.page(comparison())
+    only = ReportPage.read(only_lines_of(page, "saq"))
+    for key, _, _ in compare_report.CHARTS:
+        assert {line["queue"] for line in only.lines_of(key)} == {"saq"}
+    blank = ReportPage.read(only_lines_of(page, None))
+    assert not any(blank.lines_of(key) for key, _, _ in compare_report.CHARTS)
+    assert blank.cells == ReportPage.read(page).cells  # the table stays
 
 
 def test_the_published_rows_only_beside_their_own_setting():
@@ -160,19 +169,19 @@ def test_the_published_rows_only_beside_their_own_setting():
 
 
 def test_the_queues_and_parameters_a_comparison_takes():
-    assert compare.parse_workers("") == list(R.QUEUES) == compare.parse_workers("all")
+    assert compare.parse_workers("") == list(QUEUES) == compare.parse_workers("all")
     assert compare.parse_workers("saq, arq saq") == ["saq", "arq"]
-    with pytest.raises(load_params.ParamError, match="unknown kafka"):
+    with pytest.raises(ParamError, match="unknown kafka"):
         compare.parse_workers("arq kafka")
-    args = compare.parser().parse_args(["--workers", "arq", "--requests", "200"])
-    one = compare.run_args(args, "arq", "compare-1-arq-r1")
+    options = compare.CompareOptions(workers="arq", requests=200)
+    one = compare.run_options(options, "arq", "compare-1-arq-r1")
     assert (one.worker, one.iterations, one.wait, one.endpoint, one.users) == ("arq", "200", True, "io/simple", "100")
-    compare.check_params(args, ["arq", "faststream"])
-    for bad in (["--endpoint", "all"], ["--endpoint", "io/nope"], ["--reps", "0"]):
-        with pytest.raises(load_params.ParamError):
-            compare.check_params(compare.parser().parse_args(bad), ["arq"])
+    compare.check_params(options, ["arq", "faststream"])
+    for bad in ({"endpoint": "all"}, {"endpoint": "io/nope"}, {"reps": 0}):
+        with pytest.raises(ParamError):
+            compare.check_params(compare.CompareOptions(**bad), ["arq"])
     assert (
-        compare.command_line(["arq"], args)
+        compare.command_line(["arq"], options)
         == 'make compare workers="arq" requests=200 reps=2 users=100 endpoint=io/simple'
     )
 
@@ -181,7 +190,7 @@ def test_make_results_short_table_keeps_the_articles_columns_and_the_newest_runs
     records = [load_record(f"r{i}", "saq", 100.0 + i, 300.0, 5.0) for i in range(3)]
     for i, record in enumerate(records):
         record["time"] = f"2026-01-0{i + 1}T00:00:00Z"
-    table = R.table(records, R.SHORT_COLUMNS, last=2).splitlines()
+    table = run_table.table(records, run_table.SHORT_COLUMNS, last=2).splitlines()
     assert table[0] == (
         "| worker | RPS | median ms | p95 ms | all tasks done s | errors % | scenario | endpoint "
         "| API / worker limits | notes | run |"

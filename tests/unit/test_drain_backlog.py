@@ -4,8 +4,8 @@ another cell's backlog in the totals, as it did in a mixed run."""
 
 import time
 
-from scripts.drain import is_settled
-from scripts.lab_results import backlog_of, task_fields
+from labctl.load_run.task_wait import is_settled
+from labctl.records.run import backlog_of, task_figures
 
 
 def ledger(cells: dict) -> dict:
@@ -35,7 +35,7 @@ def test_a_cell_with_extra_settles_does_not_hide_another_cells_backlog():
     assert led["totals"]["pending"] == -1  # the totals say "nothing pending"
     assert backlog_of(led) == 3
     assert not is_settled(led, accepted=581, load_end=time.time() - 60)
-    assert task_fields(led, 0.0, True)["lost"] == 3
+    assert task_figures(led, 0.0, True).lost == 3
 
 
 def test_a_ledger_with_nothing_pending_anywhere_is_settled():

@@ -1,10 +1,18 @@
 """The code's floors stand on the ones below: lab/ (the shared core) <
-workers/ (the queue adapters) < services/ (the processes) < scripts/ (the
-commands). A module imports from its own floor or a lower one, never from a
-higher one; locust/ (the locustfiles, mounted into an image that holds lab/
-only) imports lab/ alone; tests/ may import anything, and scripts/ may use the
-tests' harness of real processes (scripts/drain_rate.py). The imports are read
-from the source with `ast`, function-level ones included, so nothing is run."""
+workers/ (the queue adapters) < services/ (the processes) < labctl/ (the
+experiments' command line). A module imports from its own floor or a lower one,
+never from a higher one; locust/ (the locustfiles, mounted into an image that
+holds lab/ only) imports lab/ alone; tests/ may import anything, and labctl's
+measurement tools may use the tests' harness of real processes
+(labctl/tools/host_drain_rate.py).
+
+labctl/ has floors of its own (LABCTL_FLOORS): the settings and errors, then the
+platform (the only code that runs the docker CLI) and the records, then the
+clients and the rendering, then the load run, then the experiments and tools,
+then the commands and the entry point. No experiment imports another.
+
+The imports are read from the source with `ast`, function-level ones included,
+so nothing is run."""
 
 import ast
 from pathlib import Path
@@ -12,7 +20,26 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-FLOORS = {"lab": 0, "workers": 1, "services": 2, "scripts": 3}
+FLOORS = {"lab": 0, "workers": 1, "services": 2, "labctl": 3}
+# labctl/'s own floors, by the first name under labctl/.
+LABCTL_FLOORS = {
+    "__init__": 0,
+    "config": 0,
+    "errors": 0,
+    "polling": 0,
+    "params": 0,
+    "queues": 0,
+    "platform": 1,
+    "records": 1,
+    "clients": 2,
+    "render": 2,
+    "load_run": 3,
+    "experiments": 4,
+    "tools": 4,
+    "commands": 5,
+    "app": 6,
+    "__main__": 6,
+}
 OURS = {*FLOORS, "tests"}  # `locust` is the library's name; locust/ is no package
 LOCUST_MAY_IMPORT = {"lab"}
 SKIP_DIRS = {".venv", "node_modules", ".git", "results"}
@@ -51,7 +78,7 @@ def violations(source: str, path: Path) -> list[str]:
         if top == "locust":
             ok = target in LOCUST_MAY_IMPORT
         elif target == "tests":
-            ok = top == "scripts"
+            ok = path.parts[:2] == ("labctl", "tools")
         elif top in FLOORS:
             ok = FLOORS[target] <= FLOORS[top]
         else:  # any other tooling (a generator beside its config, say) stands on top of everything
@@ -69,7 +96,135 @@ def test_no_import_runs_from_a_lower_floor_to_a_higher_one():
     files = python_files()
     assert {f.parts[0] for f in files} >= {*FLOORS, "locust", "tests"}, "the floors were not found"
     bad = [v for f in files for v in violations((ROOT / f).read_text(), f)]
-    assert not bad, "imports against the floors (lab < workers < services < scripts):\n" + "\n".join(bad)
+    assert not bad, "imports against the floors (lab < workers < services < labctl):\n" + "\n".join(bad)
+
+
+def labctl_part(parts: tuple[str, ...]) -> str:
+    """The floor name of a labctl module: its first name under labctl/ (a file's without .py)."""
+    return parts[1].removesuffix(".py") if len(parts) > 1 else "__init__"
+
+
+def imported_names(source: str, path: Path) -> list[tuple[int, str]]:
+    """(line, dotted name) of every labctl name `source` imports: `from a.b import c` is a.b.c."""
+    found = []
+    for node in ast.walk(ast.parse(source, str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = list(path.parent.parts)[: len(path.parent.parts) - (node.level - 1)] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            names = [f"{module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        found += [(node.lineno, name) for name in names if name.split(".")[0] == "labctl"]
+    return found
+
+
+def labctl_violations(source: str, path: Path) -> list[str]:
+    """Every import in a labctl/ module against labctl's own floors, or from one experiment into another."""
+    if path.parts[0] != "labctl":
+        return []
+    part = labctl_part(path.parts)
+    bad = []
+    for line, name in imported_names(source, path):
+        dotted = name.split(".")
+        if dotted[0] != "labctl":
+            continue
+        target = dotted[1] if len(dotted) > 1 else "__init__"
+        if LABCTL_FLOORS[target] > LABCTL_FLOORS[part]:
+            bad.append(f"{path}:{line} imports {name} (floor {target} above {part})")
+        elif part == "experiments" == target and len(path.parts) > 2 and len(dotted) > 2:
+            mine = path.parts[2].removesuffix(".py")
+            if dotted[2] != mine:
+                bad.append(f"{path}:{line} imports {name} (another experiment)")
+    return bad
+
+
+def _is_module(dotted: str) -> bool:
+    path = ROOT.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").exists() or path.is_dir()
+
+
+def labctl_graph() -> dict[str, set[str]]:
+    """labctl's internal imports, module by module (dotted names, a package's modules by their own)."""
+    graph: dict[str, set[str]] = {}
+    for f in python_files():
+        if f.parts[0] != "labctl":
+            continue
+        module = ".".join(f.with_suffix("").parts).removesuffix(".__init__")
+        names = {n for _, n in imported_names((ROOT / f).read_text(), f)}
+        graph[module] = {n if _is_module(n) else n.rsplit(".", 1)[0] for n in names} - {module}
+    return graph
+
+
+def test_labctl_stands_on_its_own_floors_and_no_experiment_imports_another():
+    files = [f for f in python_files() if f.parts[0] == "labctl"]
+    assert {labctl_part(f.parts) for f in files} == set(LABCTL_FLOORS), "a labctl/ name without a floor"
+    bad = [v for f in files for v in labctl_violations((ROOT / f).read_text(), f)]
+    assert not bad, "imports against labctl's floors:\n" + "\n".join(bad)
+    experiments = {m for m in labctl_graph() if m.startswith("labctl.experiments.")}
+    assert len({m.split(".")[2] for m in experiments}) >= 8, "the experiments were not found"
+
+
+def runs_processes(source: str, path: Path) -> list[str]:
+    """Calls that start a process (subprocess.run/Popen/call/check_*, os.system) in `source`."""
+    found = []
+    for node in ast.walk(ast.parse(source, str(path))):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+        ):
+            if (node.func.value.id, node.func.attr) in {
+                ("subprocess", "run"),
+                ("subprocess", "Popen"),
+                ("subprocess", "call"),
+                ("subprocess", "check_call"),
+                ("subprocess", "check_output"),
+                ("os", "system"),
+            }:
+                found.append(f"{path}:{node.lineno} {node.func.value.id}.{node.func.attr}")
+    return found
+
+
+def test_only_labctl_platform_starts_processes():
+    """The docker CLI (and any other program) is run by labctl/platform alone: one
+    runner with timeouts and checks, not a private docker() helper per experiment."""
+    files = [f for f in python_files() if f.parts[0] == "labctl" and f.parts[1] != "platform"]
+    bad = [v for f in files for v in runs_processes((ROOT / f).read_text(), f)]
+    assert not bad, "processes started outside labctl/platform:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize(
+    ("path", "source", "expected"),
+    [
+        (
+            "labctl/records/run.py",
+            "from labctl.render import table\n",
+            ["labctl/records/run.py:1 imports labctl.render.table (floor render above records)"],
+        ),
+        (
+            "labctl/experiments/compare.py",
+            "from labctl.experiments.load import load\n",
+            ["labctl/experiments/compare.py:1 imports labctl.experiments.load.load (another experiment)"],
+        ),
+        ("labctl/experiments/compare.py", "from labctl.load_run.steps import run_load\n", []),
+        ("labctl/experiments/bench/runner.py", "from .paired_windows import Side\n", []),
+        (
+            "labctl/experiments/bench/runner.py",
+            "from labctl.experiments import chaos\n",
+            ["labctl/experiments/bench/runner.py:1 imports labctl.experiments.chaos (another experiment)"],
+        ),
+        (
+            "labctl/platform/compose.py",
+            "def f():\n    from labctl.clients import api\n",
+            ["labctl/platform/compose.py:2 imports labctl.clients.api (floor clients above platform)"],
+        ),
+        ("labctl/commands/load.py", "from labctl.experiments import load\n", []),
+    ],
+)
+def test_labctls_floor_check_names_each_upward_import(path, source, expected):
+    assert labctl_violations(source, Path(path)) == expected
 
 
 @pytest.mark.parametrize(
@@ -86,7 +241,7 @@ def test_no_import_runs_from_a_lower_floor_to_a_higher_one():
             "from services.bare import queues\n",
             ["workers/arq_queue.py:1 imports services.bare"],
         ),
-        ("services/bare/queues.py", "from scripts import bench\n", ["services/bare/queues.py:1 imports scripts"]),
+        ("services/bare/queues.py", "from labctl import queues\n", ["services/bare/queues.py:1 imports labctl"]),
         ("services/api/app.py", "from ..probe import app\n", []),
         ("services/api/routes.py", "from . import deps\n", []),
         ("workers/x.py", "from .. import services\n", ["workers/x.py:1 imports services"]),
@@ -98,8 +253,17 @@ def test_no_import_runs_from_a_lower_floor_to_a_higher_one():
             ["locust/load_params.py:1 imports workers.registry"],
         ),
         ("services/probe.py", "from tests.lab import RedisServer\n", ["services/probe.py:1 imports tests.lab"]),
-        ("scripts/drain_rate.py", "from tests.lab import RedisServer\nfrom services.bare.queues import BARE\n", []),
-        ("tests/test_x.py", "from scripts import load\n", []),
+        (
+            "labctl/tools/host_drain_rate.py",
+            "from tests.lab import RedisServer\nfrom services.bare.queues import BARE\n",
+            [],
+        ),
+        (
+            "labctl/experiments/load.py",
+            "from tests.lab import RedisServer\n",
+            ["labctl/experiments/load.py:1 imports tests.lab"],
+        ),
+        ("tests/test_x.py", "from labctl import app\n", []),
         ("services/queue_monitor.py", "from lab.queues import adapter\nfrom workers import arq_queue\n", []),
     ],
 )

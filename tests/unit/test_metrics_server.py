@@ -10,7 +10,7 @@ from prometheus_client import Counter
 from prometheus_client.parser import text_string_to_metric_families
 
 from lab.metrics_server import serve_metrics
-from scripts.scrape_cost import HEADERS as PROMETHEUS_HEADERS  # OpenMetrics first, text as a fallback, gzip
+from labctl.tools.scrape_cost import HEADERS as PROMETHEUS_HEADERS  # OpenMetrics first, text as a fallback, gzip
 from tests.lab import free_port
 
 HEALTHCHECK = Path(__file__).parents[2] / "services" / "healthcheck.sh"

@@ -1,12 +1,14 @@
-"""`make scale`'s outputs from its rows (scripts/scale.py), and a Swarm task read
-as the container `make load` records limits from (scripts/swarm.py): pure
-functions, no Docker."""
+"""`make scale`'s outputs from its rows (labctl/experiments/scale.py,
+labctl/render/scale_page.py), and a Swarm task read as the container `make load`
+records limits from (labctl/platform/swarm.py): pure functions, no Docker."""
 
 import re
 
-from scripts import lab_results
-from scripts import scale as S
-from scripts.swarm import task_containers
+from labctl.experiments import scale as S
+from labctl.platform import containers
+from labctl.platform.swarm import task_containers
+from labctl.records.scale import ScaleRecord
+from labctl.render import scale_page
 
 
 def record(run: str, *, enqueued=3000, completed=3000, accepted=3000, duplicates=0, lost=0, settled=True) -> dict:
@@ -49,26 +51,25 @@ def test_a_row_without_prometheus_has_the_records_figures():
     assert "redis_cpu_mean" not in row  # no Prometheus: no Redis figure, rather than a wrong one
 
 
-def summary() -> dict:
+def summary() -> ScaleRecord:
     rows = []
     for n, rate, redis in ((1, 60.0, 0.1), (2, 118.0, 0.18), (4, 150.0, 0.31)):
         row = S.step_row(n, record(f"scale-x-{n}r"), None, "celery")
         rows.append({**row, "drain_rate": rate, "redis_cpu_mean": redis, "redis_cpu_peak": redis * 1.5})
     rows[-1]["warnings"] = ["the run did not settle exactly"]
-    return {
-        "schema": S.SCHEMA,
-        "base": "scale-x",
-        "worker": "celery",
-        "params": {"requests": 3000, "endpoint": "io/simple", "users": 100},
-        "platform": {"orchestrator": "swarm", "stack": "lab", "nodes": 1},
-        "rows": rows,
-        "api_limits": "0.2cpu/200M",
-        "worker_limits": "0.2cpu/200M each",
-    }
+    return ScaleRecord(
+        base="scale-x",
+        worker="celery",
+        params={"requests": 3000, "endpoint": "io/simple", "users": 100},
+        platform={"orchestrator": "swarm", "stack": "lab", "nodes": 1},
+        rows=rows,
+        api_limits="0.2cpu/200M",
+        worker_limits="0.2cpu/200M each",
+    )
 
 
 def test_the_markdown_table_has_a_row_per_count_and_names_where_it_ran():
-    text = S.markdown(summary())
+    text = scale_page.markdown(summary())
     lines = [line for line in text.splitlines() if line.startswith("| ")]
     assert lines[0].startswith("| replicas | API req/s | p95 ms | drain rate tasks/s")
     assert [line.split(" | ")[0] for line in lines[1:]] == ["| 1", "| 2", "| 4"]
@@ -80,7 +81,7 @@ def test_the_html_page_plots_inline_and_loads_nothing(tmp_path):
     assert [p.suffix for p in paths] == [".json", ".md", ".html"]
     page = (tmp_path / "scale-x.html").read_text()
     assert page.count("<svg") == 1 and "<table>" in page
-    for title, _ in S.PANELS:
+    for title, _ in scale_page.PANELS:
         assert title in page, title  # text kept as text in the SVG
     # Nothing fetched: no script, stylesheet or image from anywhere.
     assert not re.search(r"<(script|link|img|iframe)\b", page)
@@ -107,9 +108,9 @@ def test_swarm_tasks_give_the_limits_and_restarts_a_record_keeps():
         task(2, "failed", "shutdown", exit_code=137),
         task(3, "shutdown", "shutdown"),  # scaled down: neither running nor a restart
     ]
-    containers = task_containers("lab_celery", tasks)
-    assert [c["Name"] for c in containers] == ["lab_celery.1", "lab_celery.2"]
-    limits = lab_results.limits_of(containers, "celery")
+    tasks_seen = task_containers("lab_celery", tasks)
+    assert [c["Name"] for c in tasks_seen] == ["lab_celery.1", "lab_celery.2"]
+    limits = containers.limits_of(tasks_seen, "celery")
     assert limits == {"cpus": 0.2, "memory": "200M", "memory_bytes": 200 << 20, "replicas": 2, "concurrency": 5}
-    counts = lab_results.restart_counts({"celery": containers})
+    counts = containers.restart_counts({"celery": tasks_seen})
     assert counts == {"celery": {"lab_celery.1": [0, False], "lab_celery.2": [1, True]}}

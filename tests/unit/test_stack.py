@@ -1,4 +1,4 @@
-"""The Swarm stack file (scripts/stack.py, docker-stack.override.yml) against the
+"""The Swarm stack file (labctl/platform/stack.py, docker-stack.override.yml) against the
 compose file, rendered by compose itself: no Docker engine needed. One definition
 of the lab: the stack and `docker compose config` must agree on every service,
 image, command, limit, replica count and environment variable, at the defaults
@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from lab.queues import BROKER_NAMES
-from scripts import stack as S
+from labctl.platform import stack as S
 from tests.compose.helpers import compose_command
 
 LOAD_PROFILE = ("locust-master", "locust-worker", "probe")

@@ -39,7 +39,7 @@ CLIENTS = TypeAdapter(list[Client])
 MAX_CLIENTS = 50_000
 
 
-@lru_cache(maxsize=1)  # 40 000 clients hold ~100 MB: keep only the last count asked
+@lru_cache(maxsize=1)  # MAX_CLIENTS clients hold a lot of memory: keep only the last count asked
 def make_clients(count: int) -> list[Client]:
     """The same clients for a given count every time (cached: the experiment is
     about serialising them, not building them)."""

@@ -1,0 +1,77 @@
+"""make limits, make locust-ui, make stack-up, make stack-down, and the swarm's
+own: what the lab runs on, rather than an experiment on it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from labctl.commands.common import console, handled, help_of
+from labctl.config import setting
+from labctl.experiments import limits as limits_experiment
+from labctl.experiments import locust_ui as locust_ui_experiment
+from labctl.platform import stack as stack_file
+from labctl.platform import stack_deploy
+
+
+def register(app: typer.Typer) -> None:
+    app.command("limits", help=help_of(limits_experiment.__doc__))(limits)
+    app.command("locust-ui", help=help_of(locust_ui_experiment.__doc__))(locust_ui)
+    app.command("stack-up", help="Deploy the lab as a stack to the Swarm the Docker CLI points at.")(stack_up)
+    app.command("stack-down", help="Remove the stack and its port forwarder (the swarm and the volumes stay).")(
+        stack_down
+    )
+    app.command("swarm-leave", help="Leave this engine's swarm, restart the engine, check that names resolve.")(
+        swarm_leave
+    )
+    app.command("stack-file", help=help_of(stack_file.__doc__))(write_stack_file)
+
+
+@handled("limits")
+def limits() -> int:
+    return limits_experiment.limits(console())
+
+
+@handled("locust-ui")
+def locust_ui(
+    worker: Annotated[str, typer.Option(help="a queue, all, or a,b")] = "",
+    endpoint: Annotated[str, typer.Option(help="io/simple (default), ...")] = "",
+    run: Annotated[str, typer.Option(help="the ledger's run name (default: generated)")] = "",
+) -> int:
+    return locust_ui_experiment.locust_ui(worker, endpoint, run, console())
+
+
+@handled("stack-up")
+def stack_up(
+    services: Annotated[str, typer.Option(help="compose services (default: every one outside a profile)")] = "",
+) -> int:
+    stack_deploy.deploy(services.split() or None, console().say)
+    return 0
+
+
+@handled("stack-down")
+def stack_down() -> int:
+    stack_deploy.remove(console().say)
+    return 0
+
+
+@handled("swarm-leave")
+def swarm_leave() -> int:
+    console().say(stack_deploy.leave(setting("LAB_IMAGE", "task-queue-lab:local")))
+    return 0
+
+
+@handled("stack-file")
+def write_stack_file(
+    services: Annotated[str, typer.Option(help="compose services (default: every one outside a profile)")] = "",
+    profile: Annotated[list[str] | None, typer.Option(help="compose profiles to include (load, ...)")] = None,
+    node_role: Annotated[list[str] | None, typer.Option(help="a lab.role some node carries")] = None,
+    out: Annotated[Path, typer.Option(help="the stack file")] = stack_file.BUILD_DIR / "lab.yml",
+) -> int:
+    rendered = stack_file.render(
+        services.split() or None, profiles=tuple(profile or ()), node_roles=set(node_role or ()), out=out
+    )
+    console().say(str(rendered.path))
+    return 0

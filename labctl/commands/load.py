@@ -1,0 +1,74 @@
+"""make load, make sweep, make scale, make chaos: a load run, alone or several."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from labctl.commands.common import console, handled, help_of, with_load_options
+from labctl.experiments import chaos as chaos_experiment
+from labctl.experiments import load as load_experiment
+from labctl.experiments import scale as scale_experiment
+from labctl.experiments import sweep as sweep_experiment
+from labctl.load_run import steps
+from labctl.load_run.options import LoadOptions
+from labctl.platform.select import orchestrator
+
+NO_RECORD = "interrupted: the Locust containers were removed; no record written"
+
+
+def register(app: typer.Typer) -> None:
+    app.command("load", help=help_of(steps.__doc__))(load)
+    app.command("sweep", help=help_of(sweep_experiment.__doc__))(sweep)
+    app.command("scale", help=help_of(scale_experiment.__doc__))(scale)
+    app.command("chaos", help=help_of(chaos_experiment.__doc__))(chaos)
+
+
+@handled("load", NO_RECORD)
+@with_load_options()
+def load(options: LoadOptions) -> int:
+    return load_experiment.load(options)
+
+
+@handled("sweep", NO_RECORD)
+@with_load_options()
+def sweep(
+    options: LoadOptions,
+    cpus: Annotated[str, typer.Option(help='worker CPU limits, e.g. "0.2 0.5 1"')] = "",
+    mems: Annotated[str, typer.Option(help='worker memory limits, e.g. "200M 500M"')] = "",
+    services: Annotated[str, typer.Option(help="the services started (default: every one outside a profile)")] = "",
+) -> int:
+    return sweep_experiment.sweep(options, cpus.split(), mems.split(), services.split(), console())
+
+
+@handled("scale", NO_RECORD)
+@with_load_options()
+def scale(
+    options: LoadOptions,
+    replicas: Annotated[str, typer.Option(help='replica counts, e.g. "1 2 4 8"')] = "1 2 4 8",
+) -> int:
+    return scale_experiment.scale(options, replicas, orchestrator(), console())
+
+
+@handled("chaos", NO_RECORD)
+@with_load_options(
+    drain_stall=(
+        Annotated[
+            float | None,
+            typer.Option(
+                help="seconds without a settled task before the rest count as lost (default: 3 TASK_TIMEOUT_S)"
+            ),
+        ],
+        None,
+    )
+)
+def chaos(
+    options: LoadOptions,
+    fault: Annotated[str, typer.Option(help=f"one of {', '.join(chaos_experiment.FAULTS)}")],
+    drain_stall: float | None,
+    at: Annotated[float, typer.Option(help="seconds into the load when the fault starts")] = 3,
+    hold: Annotated[float, typer.Option(help="seconds the fault lasts before it is undone")] = 5,
+) -> int:
+    plan = chaos_experiment.ChaosOptions(fault=fault, at=at, hold=hold)
+    return chaos_experiment.chaos(options, plan, drain_stall is not None, console())

@@ -1,0 +1,192 @@
+"""`make scale`: how a queue's throughput follows its number of workers.
+
+    make scale worker=celery replicas="1 2 4 8" [requests=3000 users=100 endpoint=io/simple run=NAME]
+
+For each replica count, in the order given: the queue's worker service is scaled
+to it (on compose `docker compose up --scale`, on a Swarm stack `docker service
+scale`: whichever `make load` drives, labctl/platform/select.py) and waits
+until every replica is healthy and scraped by Prometheus; then the same `make
+load` runs with wait=1 (the next count starts with an empty backlog) as the run
+<base>-<n>r. From its record and Prometheus, each count gives:
+
+  API req/s     Locust's requests over the load (the record's RPS), and its p95
+  drain rate    tasks completed per second, from the first enqueue to the last
+                completion (the ledger): the pool's throughput
+  Redis CPU     the cores Redis used over the run, mean and peak (a 6 s rate): a
+                single-threaded Redis is the ceiling once it nears 1
+  workers' CPU  the replicas' cores summed; and how many replicas ran tasks
+
+The table goes to results/<base>.md and .json, the plots (inline SVG, no network
+needed) to results/<base>.html. The worker is scaled back to its replica count
+at the start. Every knob of the make line reaches the runs as for `make load`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+from lab.queues import BROKER_NAMES
+from labctl.clients.prometheus import Prometheus
+from labctl.errors import EXIT_FAILED, EXIT_OK, LabError, ParamError
+from labctl.load_run.options import LoadOptions
+from labctl.load_run.steps import run_load
+from labctl.platform.lab import Lab
+from labctl.polling import wait_until
+from labctl.records.run import RunRecord
+from labctl.records.scale import ScaleRecord
+from labctl.records.store import Store
+from labctl.render import scale_page
+from labctl.render.console import Console
+
+SCRAPE_WAIT_S = 60
+
+
+# -- Each count -----------------------------------------------------------------------------
+def wait_scraped(prom: Prometheus, worker: str, replicas: int, since: float) -> None:
+    """Until Prometheus scrapes exactly `replicas` targets of the worker's job, each
+    up and scraped after `since` (a removed replica's target goes with its DNS record)."""
+    fresh = (0, 0)
+
+    def scraped() -> bool:
+        nonlocal fresh
+        fresh = prom.fresh_targets(worker, since)
+        return fresh == (replicas, replicas)
+
+    if not wait_until(scraped, timeout_s=SCRAPE_WAIT_S):
+        raise LabError(f"Prometheus scrapes {fresh[0]} {worker} target(s) ({fresh[1]} fresh), not {replicas}")
+
+
+def step_queries(worker: str, window: str) -> dict[str, str]:
+    """The PromQL of a count's figures over its run's window."""
+    return {
+        "redis_cpu_mean": (
+            f"sum(rate(redis_cpu_sys_seconds_total[{window}])) + sum(rate(redis_cpu_user_seconds_total[{window}]))"
+        ),
+        # the highest 6 s rate (three scrapes) in the window, every 2 s
+        "redis_cpu_peak": (
+            "max_over_time((sum(rate(redis_cpu_sys_seconds_total[6s])) + sum(rate(redis_cpu_user_seconds_total[6s])))"
+            f"[{window}:2s])"
+        ),
+        "workers_cpu": f'sum(rate(lab_cpu_seconds_total{{service="{worker}"}}[{window}]))',
+        "busy_replicas": (
+            f'count(sum by (instance) (increase(lab_task_completed_total{{job="{worker}", queue="{worker}"}}'
+            f"[{window}])) > 0)"
+        ),
+    }
+
+
+def _data(record: RunRecord | dict) -> dict:
+    return record.as_json() if isinstance(record, RunRecord) else record
+
+
+def step_row(replicas: int, record: RunRecord | dict, prom: Prometheus | None, worker: str) -> dict:
+    """One count's row, from its run's record and Prometheus."""
+    record = _data(record)
+    tasks = record.get("tasks") or {}
+    done_s = tasks.get("time_to_execute_all_s")
+    row = {
+        "replicas": replicas,
+        "run": record["run"],
+        "rps": record.get("rps"),
+        "median_ms": record.get("median_ms"),
+        "p95_ms": record.get("p95_ms"),
+        "all_done_s": done_s,
+        "drain_rate": round(tasks["completed"] / done_s, 1) if done_s else None,
+        **{k: tasks.get(k) for k in ("enqueued", "completed", "failed", "duplicates", "lost")},
+        "exact": exact(record),
+        "warnings": record.get("warnings", []),
+    }
+    start, end = record.get("load_started_at"), tasks.get("last_settled_at") or record.get("load_ended_at")
+    if prom is None or not start or not end:
+        return row
+    time.sleep(max(0.0, end + 4 - time.time()))  # the scrape after the last completion
+    window = f"{max(10, math.ceil(end - start))}s"
+    for key, expr in step_queries(worker, window).items():
+        values = list(prom.by("", expr, at=min(end + 4, time.time())).values())
+        row[key] = round(values[0], 3) if values else (0 if key == "busy_replicas" else None)
+    return row
+
+
+def exact(record: RunRecord | dict) -> bool:
+    """Every request answered 202 was enqueued once and completed once."""
+    record = _data(record)
+    tasks = record.get("tasks") or {}
+    accepted = (record.get("status_codes") or {}).get("202")
+    return bool(
+        tasks.get("settled")
+        and tasks.get("enqueued") == tasks.get("completed") == accepted
+        and not tasks.get("failed")
+        and not tasks.get("duplicates")
+        and not tasks.get("lost")
+    )
+
+
+def run_step(options: LoadOptions, lab: Lab, replicas: int, run: str, ui: Console) -> tuple[dict, RunRecord]:
+    """Scale, wait until scraped, run the load to its last task; the count's row and its run's record."""
+    ui.say(f"\n== {options.worker}: {replicas} replica(s)")
+    since = time.time()
+    lab.scale(options.worker, replicas)
+    prom_addr = lab.port("prometheus", 9090)
+    prom = Prometheus(prom_addr) if prom_addr else None
+    if prom is not None:
+        wait_scraped(prom, options.worker, replicas, since)
+    record = run_load(options.but(run=run, wait=True), lab, ui)
+    row = step_row(replicas, record, prom, options.worker)
+    if record.unsettled() or not row["exact"]:
+        row["warnings"] = [*row["warnings"], "the run did not settle exactly"]
+    return row, record
+
+
+def parse_counts(replicas: str) -> list[int]:
+    counts = [int(n) for n in replicas.split() if n.isdigit() and int(n) > 0]
+    if not counts or len(counts) != len(replicas.split()):
+        raise ParamError(f'replicas="{replicas}": whole numbers above 0, e.g. "1 2 4 8"')
+    return counts
+
+
+def write_outputs(summary: ScaleRecord, directory: Path) -> list[Path]:
+    store = Store(directory)
+    return [
+        store.save(summary),
+        store.write_text(summary.base, ".md", scale_page.markdown(summary)),
+        store.write_text(summary.base, ".html", scale_page.html_page(summary)),
+    ]
+
+
+def scale(options: LoadOptions, replicas: str, lab: Lab, ui: Console) -> int:
+    if options.worker not in BROKER_NAMES:
+        raise ParamError(f"worker={options.worker or '?'}: one broker queue ({', '.join(BROKER_NAMES)})")
+    counts = parse_counts(replicas)
+    params = options.parse()  # fail before scaling anything
+    base = options.run or f"scale-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{options.worker}"
+    summary = ScaleRecord(
+        base=base,
+        worker=options.worker,
+        params={"requests": params.iterations, "endpoint": params.endpoint_label, "users": params.users},
+        platform=lab.describe(),
+    )
+    before = lab.replicas(options.worker)
+    first: RunRecord | None = None
+    try:
+        for n in counts:
+            row, record = run_step(options, lab, n, f"{base}-{n}r", ui)
+            summary.rows.append(row)
+            first = first or record
+    except LabError as exc:
+        ui.say(f"\nmake scale: {exc}")
+    finally:
+        if before:
+            ui.say(f"\nscaling {options.worker} back to {before} replica(s)")
+            lab.scale(options.worker, before)
+    if first is None:
+        return EXIT_FAILED
+    api = first.limits.get("api") or {}
+    worker = (first.limits.get("workers") or {}).get(options.worker, {})
+    summary.api_limits = f"{api.get('cpus')}cpu/{api.get('memory')}"
+    summary.worker_limits = f"{worker.get('cpus')}cpu/{worker.get('memory')} each"
+    paths = write_outputs(summary, Path(options.results_dir))
+    ui.say("\n" + scale_page.markdown(summary))
+    ui.say("written: " + ", ".join(str(p) for p in paths))
+    return EXIT_OK if len(summary.rows) == len(counts) and all(r["exact"] for r in summary.rows) else EXIT_FAILED

@@ -1,0 +1,76 @@
+"""A load run's options: what `make load` takes on its command line, and what
+compare, sweep, scale and chaos set directly. The parameters the locustfile
+reads too (worker, endpoint, users, ...) stay text, as given, and are checked
+by locust/load_params.py, shared with the locustfile; the driver's own knobs
+default to their env var, else the project's .env, else the lab's default."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from labctl.config import RESULTS_DIR, setting
+from labctl.errors import ParamError
+from labctl.params import load_params
+
+
+def _knob(name: str, default: str) -> Any:
+    return lambda: float(setting(name, default))
+
+
+@dataclass
+class LoadOptions:
+    scenario: str = ""
+    worker: str = ""
+    endpoint: str = ""
+    users: str = ""
+    spawn: str = ""
+    iterations: str = ""
+    duration: str = ""
+    run: str = ""
+    variant: str = ""
+    mode: str = ""
+    count: str = ""
+    size: str = ""
+    locust_workers: int = field(default_factory=lambda: int(setting("LOCUST_WORKERS", "2")))
+    drain_watch: float = field(default_factory=_knob("LOAD_DRAIN_WATCH_S", "60"))
+    wait: bool = field(default_factory=lambda: setting("LOAD_WAIT", "") not in ("", "0"))
+    drain_timeout: float = field(default_factory=_knob("LOAD_DRAIN_TIMEOUT_S", "1200"))
+    # Waiting for the tasks ends early when none settled for this long: a task
+    # takes seconds at most, so those are not coming.
+    drain_stall: float = field(default_factory=_knob("LOAD_DRAIN_STALL_S", "120"))
+    results_dir: Path = RESULTS_DIR
+
+    def raw_params(self) -> dict[str, str]:
+        """The parameters as locust/load_params.py takes them."""
+        return {
+            "scenario": self.scenario,
+            "run": self.run,
+            "worker": self.worker,
+            "endpoint": self.endpoint,
+            "users": self.users,
+            "spawn_rate": self.spawn,
+            "iterations": self.iterations,
+            "duration": self.duration,
+            "variant": self.variant,
+            "mode": self.mode,
+            "count": self.count,
+            "size": self.size,
+        }
+
+    def parse(self) -> Any:
+        """The checked parameters (load_params.LoadParams); ParamError names the one refused."""
+        if self.locust_workers < 1:
+            raise ParamError("locust_workers must be at least 1")
+        try:
+            return load_params.parse_params(self.raw_params())
+        except load_params.ParamError as exc:
+            raise ParamError(str(exc)) from None
+
+    def but(self, **changes: Any) -> LoadOptions:
+        """A copy with some options changed (one run of a sweep, a comparison, a scale)."""
+        return replace(self, **changes)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,359 @@
+"""A load run's record (results/<run>.json), computed from what the run produced:
+Locust's summary (the master's LAB-RESULT line), the ledger, the limits the
+engine applied (docker inspect) and Prometheus. `build_run_record` is pure: the
+load run (labctl/load_run) gathers its inputs, the store writes it.
+
+`schema` changes when a field changes meaning; schema 1 is the only one so far.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import Field
+
+from labctl.records.base import Record
+from labctl.records.chaos import ChaosSection, chaos_totals
+
+SCHEMA = 1
+# A Locust process runs on one core (gevent: one thread). Above this share of a
+# core, or of its container's limit, its numbers measure Locust, not the lab.
+GENERATOR_BUSY = 0.85
+
+
+class TaskFigures(Record):
+    """The ledger's part of a queue run."""
+
+    enqueued: int = 0
+    completed: int = 0
+    failed: int = 0
+    duplicates: int = 0
+    lost: int | None = None  # still pending when the wait ended; None while the run drains
+    unfinished: int | None = None  # executions that began and never ended; None in ledgers before `started`
+    settled: bool = False
+    draining: dict[str, Any] | None = None  # the watch's backlog, rate and projection when it ended first
+    first_enqueued_at: float | None = None
+    last_settled_at: float | None = None
+    time_to_execute_all_s: float | None = None
+    drain_s: float | None = None
+    per_queue: dict[str, dict[str, dict[str, Any]]] = {}
+
+
+class Timeline(Record):
+    """A queue run's ledger once a second through its load and its wait for the tasks:
+    `rows` of `fields` (at: unix time, enqueued, completed, failed, pending). What the
+    dashboards' task panels are checked against (tests/compose/panel_truth.py)."""
+
+    fields: list[str] = []
+    rows: list[list[float]] = []
+
+
+class RunRecord(Record):
+    """Everything a load run leaves (results/<run>.json)."""
+
+    schema_version: int = Field(SCHEMA, alias="schema")
+    run: str
+    time: str = ""
+    scenario: str = "queue"
+    worker: str | None = None
+    endpoint: str = ""
+    users: int = 0
+    spawn_rate: float = 0.0
+    iterations: int | None = None
+    duration_target_s: float | None = None
+    locust_workers: int | None = None
+    duration_s: float | None = None
+    limits: dict[str, Any] = {}
+    knobs: dict[str, Any] = {}
+    requests: int = 0
+    failures: int = 0
+    failures_pct: float | None = None
+    status_codes: dict[str, int] = {}
+    rps: float | None = None
+    median_ms: float | None = None
+    p95_ms: float | None = None
+    p99_ms: float | None = None
+    avg_ms: float | None = None
+    max_ms: float | None = None
+    errors: list[dict[str, Any]] = []
+    load_started_at: float | None = None
+    load_ended_at: float | None = None
+    tasks: TaskFigures | None = None
+    subjects: list[str] = []
+    resources: dict[str, Any] | None = None
+    worker_peak_memory_bytes: int | None = None
+    cpu_throttled_periods_pct: float | None = None  # the subjects' share of CPU periods held back by their limit
+    cpu_throttled_pct: float | None = None  # older records: throttled seconds per second x 100, summed over CPUs
+    generator: dict[str, Any] = {}
+    exported_requests: int | None = None
+    restarts: dict[str, Any] = {}
+    probe: dict[str, Any] | None = None
+    warnings: list[str] = []
+    platform: dict[str, Any] | None = None  # Lab.describe(): compose or swarm
+    window_end: float | None = None  # the end of the run's window for Prometheus
+    locust_report: list[str] = []  # Locust's HTML and CSV files beside the record
+    settled_later_at: float | None = None  # a draining run found settled by `make results`
+    chaos: ChaosSection | None = None  # make chaos: the fault and what it cost
+    timeline: Timeline | None = None  # queue runs: the ledger once a second
+
+    def is_draining(self) -> bool:
+        """The run's watch ended before its tasks did, and no later look found it settled."""
+        return bool(self.tasks and self.tasks.draining and not self.tasks.settled)
+
+    def unsettled(self) -> bool:
+        """Some of the run's tasks are not coming: the wait for them stalled or timed out."""
+        return bool(self.tasks and not self.tasks.settled and not self.is_draining())
+
+    def settle_later(self, ledger: Mapping) -> bool:
+        """Fill in a draining run's task figures from its ledger once nothing is
+        pending (`make results` asks); True when the record changed."""
+        if not self.is_draining() or not ledger.get("totals") or backlog_of(ledger) > 0:
+            return False
+        assert self.tasks is not None
+        watch = self.tasks.draining
+        self.tasks = task_figures(ledger, self.load_ended_at, True)
+        self.tasks.draining = watch
+        self.settled_later_at = ledger.get("last_settled_at")
+        self.warnings = [w for w in self.warnings if not w.startswith("still draining")]
+        if self.chaos is not None:
+            self.chaos = self.chaos.model_copy(update=chaos_totals(ledger, self.chaos.injected_at))
+        return True
+
+
+@dataclass
+class RunInputs:
+    """What a load run gathered for its record.
+
+    params: run, scenario, worker, endpoint, users, spawn_rate, iterations, duration_target_s
+    locust: the master's LAB-RESULT
+    ledger: GET /api/v1/runs/{run} at the end (queue runs), settled: pending reached 0
+    draining: the drain watch's backlog, rate and projection when it ended before the drain
+    limits: {"api": {...}, "workers": {queue: {...}}} (platform.containers.limits_of)
+    resources: per service from Prometheus: peak_memory_bytes, cpu_throttled_periods_pct (the share of the
+      CPU periods in which it ran that its limit held it back), cpu_used_cores, cpu_limit_cores
+    subjects: the services under test (the queues' workers; the API for `background`
+      and the event-loop scenarios): the record's worker memory and throttling are theirs.
+    """
+
+    params: Mapping
+    locust: Mapping
+    ledger: Mapping | None
+    settled: bool
+    limits: Mapping
+    knobs: Mapping
+    resources: Mapping | None
+    probe: Mapping | None
+    locust_workers: int
+    subjects: Iterable[str]
+    draining: Mapping | None = None
+    notes: Iterable[str] = ()
+    restarts: Mapping[str, Mapping] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # platform, window_end, locust_report
+
+
+# -- The generator's own CPU ------------------------------------------------------------
+def generator_check(processes: Iterable[Mapping]) -> dict:
+    """Each Locust process's CPU over the run (cores), and whether any was busy
+    enough that the load generator, not the lab, set the pace."""
+    rows, busy = [], []
+    for p in processes:
+        interval = p.get("interval_s") or 0
+        cores = (p.get("cpu_seconds") or 0) / interval if interval > 0 else None
+        # One process cannot use more than one core; its container may allow less.
+        ceiling = min(1.0, p.get("cpu_limit_cores") or 1.0)
+        row = {
+            "role": p.get("role"),
+            "cpu_cores": round(cores, 3) if cores is not None else None,
+            "ceiling_cores": ceiling,
+        }
+        rows.append(row)
+        if cores is not None and cores >= GENERATOR_BUSY * ceiling:
+            busy.append(row)
+    warning = None
+    if busy:
+        warning = (
+            "load generator CPU-bound: "
+            + ", ".join(f"{r['role']} {r['cpu_cores']:.2f}/{r['ceiling_cores']:g} core" for r in busy)
+            + " - the numbers measure Locust, not the lab: raise locust_workers"
+        )
+    return {"processes": rows, "cpu_bound": bool(busy), "warning": warning}
+
+
+# -- The ledger's part ----------------------------------------------------------------------
+def _round(x: Any, digits: int = 2) -> Any:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(x, digits)
+
+
+def backlog_of(led: Mapping | None) -> int:
+    """Tasks pending, counted queue by queue and endpoint by endpoint: a cell
+    with more settled than enqueued (pending < 0) must not hide another's
+    backlog in the totals."""
+    cells = [c for endpoints in (led or {}).get("queues", {}).values() for c in endpoints.values()]
+    if not cells:
+        return max(0, (led or {}).get("totals", {}).get("pending", 0))
+    return sum(max(0, c.get("pending", 0)) for c in cells)
+
+
+def task_figures(
+    ledger: Mapping, load_ended_at: float | None, settled: bool, draining: Mapping | None = None
+) -> TaskFigures:
+    """The ledger part of a queue run: counts, time to execute all tasks (first
+    enqueue to last completion) and the drain after the load stopped. `draining`:
+    the watch ended with a backlog, which is not lost: the run settles later
+    (RunRecord.settle_later)."""
+    totals = ledger.get("totals", {})
+    first, last = ledger.get("first_enqueued_at"), ledger.get("last_settled_at")
+    done = settled and backlog_of(ledger) == 0
+    return TaskFigures(
+        enqueued=totals.get("enqueued", 0),
+        completed=totals.get("completed", 0),
+        failed=totals.get("failed", 0),
+        duplicates=totals.get("duplicates", 0),
+        lost=None if draining is not None else backlog_of(ledger),
+        unfinished=totals.get("unfinished") if "started" in totals else None,
+        settled=done,
+        draining=dict(draining) if draining is not None else None,
+        first_enqueued_at=first,
+        last_settled_at=last,
+        time_to_execute_all_s=_round(last - first) if done and first and last else None,
+        drain_s=_round(max(0.0, last - load_ended_at)) if done and last and load_ended_at else None,
+        per_queue={
+            q: {
+                e: {k: row.get(k) for k in ("enqueued", "completed", "failed", "duplicates", "pending", "unfinished")}
+                for e, row in endpoints.items()
+            }
+            for q, endpoints in ledger.get("queues", {}).items()
+        },
+    )
+
+
+# -- Warnings ------------------------------------------------------------------------------
+def _run_warnings(inputs: RunInputs, generator: Mapping, requests: int) -> list[str]:
+    """The warnings about the load itself: the caller's notes, the generator, restarts, the count."""
+    warnings = list(inputs.notes)
+    if generator["warning"]:
+        warnings.append(generator["warning"])
+    if inputs.locust.get("locust_cpu_warning"):
+        warnings.append("Locust itself warned that a process used over 90 % CPU")
+    for service, r in (inputs.restarts or {}).items():
+        warnings.append(
+            f"{service} restarted {r['restarts']} time(s) during the run"
+            + (" (OOM killed)" if r.get("oom_killed") else "")
+        )
+    iterations = inputs.params.get("iterations")
+    if iterations is not None and requests != iterations:
+        warnings.append(f"{requests} requests recorded, not the {iterations} asked for")
+    return warnings
+
+
+def _task_warnings(tasks: TaskFigures | None, inputs: RunInputs, accepted: int | None) -> list[str]:
+    """The warnings about the ledger's tasks (queue runs only: none when tasks is None)."""
+    if tasks is None:
+        return []
+    warnings = []
+    draining = inputs.draining
+    if draining is not None and not tasks.settled:
+        warnings.append(
+            f"still draining: {draining['backlog']} task(s) pending when the watch ended; "
+            "`make results` shows the run settled once it has"
+        )
+    elif not tasks.settled:
+        warnings.append(f"not settled: {tasks.lost} task(s) still pending when the wait ended")
+    if accepted is not None and tasks.enqueued != accepted:
+        warnings.append(f"ledger enqueued {tasks.enqueued} != {accepted} requests answered 202")
+    if tasks.duplicates:
+        warnings.append(f"{tasks.duplicates} duplicate execution(s)")
+    pending = (inputs.ledger or {}).get("totals", {}).get("pending", 0)
+    if pending < 0:
+        warnings.append(
+            f"ledger inconsistent: {-pending} more task(s) settled than enqueued "
+            "(an enqueue was taken back although the broker had the task)"
+        )
+    return warnings
+
+
+# -- The record -------------------------------------------------------------------------------
+def _subject_fields(subjects: list[str], resources: Mapping | None) -> dict:
+    """The subjects, every service's resources, and the subjects' worst memory peak and throttling."""
+    res = resources or {}
+    peaks = [res[s]["peak_memory_bytes"] for s in subjects if res.get(s, {}).get("peak_memory_bytes") is not None]
+    throttles = [
+        res[s]["cpu_throttled_periods_pct"]
+        for s in subjects
+        if res.get(s, {}).get("cpu_throttled_periods_pct") is not None
+    ]
+    return {
+        "subjects": subjects,
+        "resources": dict(res) if resources is not None else None,
+        "worker_peak_memory_bytes": max(peaks) if peaks else None,
+        "cpu_throttled_periods_pct": _round(max(throttles), 1) if throttles else None,
+    }
+
+
+def _params_fields(params: Mapping, locust: Mapping, start: float | None) -> dict:
+    """What the run asked for, and when its load started."""
+    return {
+        "schema": SCHEMA,
+        "run": params["run"],
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start or locust.get("test_started_at") or 0)),
+        "scenario": params["scenario"],
+        "worker": params.get("worker"),
+        "endpoint": params["endpoint"],
+        "users": params["users"],
+        "spawn_rate": params["spawn_rate"],
+        "iterations": params.get("iterations"),
+        "duration_target_s": params.get("duration_target_s"),
+    }
+
+
+def _load_fields(locust: Mapping, duration: float | None) -> dict:
+    """The master's counts and latencies, and the rate over the load's duration."""
+    requests, failures = locust.get("requests", 0), locust.get("failures", 0)
+    return {
+        "requests": requests,
+        "failures": failures,
+        "failures_pct": _round(100 * failures / requests, 3) if requests else None,
+        "status_codes": dict(locust.get("status_codes", {})),
+        "rps": _round(requests / duration, 1) if duration else None,
+        "median_ms": locust.get("median_ms"),
+        "p95_ms": locust.get("p95_ms"),
+        "p99_ms": locust.get("p99_ms"),
+        "avg_ms": locust.get("avg_ms"),
+        "max_ms": locust.get("max_ms"),
+        "errors": list(locust.get("errors", [])),
+    }
+
+
+def build_run_record(inputs: RunInputs) -> RunRecord:
+    """Everything a run leaves, as one record."""
+    locust = inputs.locust
+    start, end = locust.get("first_request_at"), locust.get("last_response_at")
+    duration = end - start if start and end and end > start else None
+    generator = generator_check(locust.get("processes", []))
+    tasks = task_figures(inputs.ledger, end, inputs.settled, inputs.draining) if inputs.ledger is not None else None
+    accepted = locust.get("status_codes", {}).get("202")
+    warnings = _run_warnings(inputs, generator, locust.get("requests", 0)) + _task_warnings(tasks, inputs, accepted)
+    return RunRecord.model_validate(
+        {
+            **_params_fields(inputs.params, locust, start),
+            "locust_workers": inputs.locust_workers,
+            "duration_s": _round(duration),
+            "limits": dict(inputs.limits),
+            "knobs": dict(inputs.knobs),
+            **_load_fields(locust, duration),
+            "load_started_at": start,
+            "load_ended_at": end,
+            "tasks": tasks,
+            **_subject_fields(list(inputs.subjects), inputs.resources),
+            "generator": generator,
+            "exported_requests": locust.get("exported_requests"),
+            "restarts": dict(inputs.restarts or {}),
+            "probe": dict(inputs.probe) if inputs.probe is not None else None,
+            "warnings": warnings,
+            **inputs.extra,
+        }
+    )

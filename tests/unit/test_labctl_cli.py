@@ -1,0 +1,138 @@
+"""labctl's command line without running an experiment: every command has its
+--help, every make target's line parses as its command's options, the exit codes
+(2 bad parameters, 1 a failed experiment, 130 interrupted), and the shared
+plumbing (the one wait, the one console)."""
+
+import io
+import shlex
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from typer.main import get_command
+
+from labctl.app import app, main
+from labctl.polling import Progress, wait_until
+from labctl.render.console import Console
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMANDS = sorted(get_command(app).commands)  # type: ignore[attr-defined]
+# Each target with the parameters the README shows for it.
+MAKE_LINES = [
+    ("load", "worker=arq", "endpoint=io/simple", "users=10", "iterations=100", "run=x", "wait=1", "drain_watch=30"),
+    ("load", "scenario=upstream", "variant=async-blocking", "users=50", "duration=60s", "locust_workers=3"),
+    ("load", "scenario=clients", "mode=model", "count=40000", "drain_timeout=30", "drain_stall=10"),
+    ("locust-ui", "worker=arq", "endpoint=io/simple", "run=x"),
+    ("results", "full=1", "last=5"),
+    ("report", "run=x"),
+    ("sweep", "worker=arq", "cpus=0.2 0.5", "mems=200M 500M", "iterations=2000", "services=api redis arq"),
+    ("compare", "workers=arq saq", "requests=200", "reps=2", "users=100", "endpoint=io/simple", "spawn=50"),
+    ("compare", "locust_workers=2", "backlog_wait_s=180"),
+    ("bench", "worker=saq", "requests=300", "users=20", "warmup=50", "rounds=2", "drain_s=4", "drain_window_s=1"),
+    ("bench", "backlog_wait_s=0"),
+    ("chaos", "worker=arq", "fault=kill-worker", "at=3", "hold=5", "drain_watch=60"),
+    ("stack-up", "services=api redis"),
+    ("stack-down",),
+    ("scale", "worker=celery", "replicas=1 2", "requests=300", "users=20", "endpoint=io/simple"),
+    ("limits",),
+]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_its_help(command, capsys):
+    assert main([command, "--help"]) == 0
+    assert "Usage:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("line", MAKE_LINES, ids=lambda line: " ".join(line))
+def test_each_make_target_passes_options_its_command_takes(line):
+    out = subprocess.run(["make", "-n", *line], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    [call] = [c for c in out.replace("\\\n", " ").splitlines() if "python -m labctl" in c]
+    argv = shlex.split(call.split("python -m labctl", 1)[1])
+    group = get_command(app)
+    command = group.get_command(group.make_context("labctl", list(argv)), argv[0])  # type: ignore[attr-defined]
+    ctx = command.make_context(argv[0], argv[1:])  # raises on an option the command does not take
+    given = {name.split("=")[0] for name in line[1:]}
+    assert all(isinstance(value, str | int | float | bool | list | Path | None) for value in ctx.params.values())
+    assert len(argv) > 1 or not given
+
+
+def test_the_exit_codes(tmp_path, monkeypatch, capsys):
+    assert main(["report"]) == 2  # no run=
+    assert main(["load", "--locust-workers", "0"]) == 2
+    assert main(["load", "--worker", "kafka", "--results-dir", str(tmp_path)]) == 2
+    assert "worker='kafka'" in capsys.readouterr().err
+    assert main(["report", "--run", "nowhere", "--results-dir", str(tmp_path)]) == 1
+    assert "no run record" in capsys.readouterr().err
+
+    def interrupted(*_args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("labctl.experiments.results_view.show_results", interrupted)
+    assert main(["results", "--results-dir", str(tmp_path)]) == 130
+    assert main(["no-such-command"]) == 2
+
+
+def test_wait_until_returns_the_answer_or_the_last_one_at_the_timeout():
+    answers = iter([0, 0, 7])
+    assert wait_until(lambda: next(answers), timeout_s=5, every_s=0.01) == 7
+    started = time.monotonic()
+    assert wait_until(lambda: [], timeout_s=0.1, every_s=0.02) == []
+    assert 0.1 <= time.monotonic() - started < 2
+    calls = []
+    assert wait_until(lambda: calls.append(1), timeout_s=None, tries=3, every_s=0) is None and len(calls) == 3
+    with pytest.raises(ZeroDivisionError):
+        wait_until(lambda: 1 / 0, timeout_s=5)
+
+
+def test_progress_says_when_a_count_stopped_moving():
+    progress = Progress(stall_s=0.05)
+    progress.see(1)
+    assert not progress.stalled
+    time.sleep(0.06)
+    assert progress.stalled
+    progress.see(2)
+    assert not progress.stalled
+
+
+def test_the_console_prints_progress_every_few_seconds_where_no_terminal_reads_it():
+    out = io.StringIO()
+    ui = Console(file=out)
+    assert not ui.tty
+    ui.progress(0.25, "1000/4000  25%", force=False)
+    ui.progress(0.5, "2000/4000  50%")  # within a few seconds of the last: not printed
+    ui.progress(1.0, "4000/4000 100%", force=True)
+    ui.progress(0.5, "completed 5/10", label="draining ")
+    ui.say("[arq] text as it is: [bold]no markup[/bold], | table | cells |")
+    ui.end_progress()
+    assert out.getvalue().splitlines() == [
+        "[######------------------] 1000/4000  25%",
+        "[########################] 4000/4000 100%",
+        "[arq] text as it is: [bold]no markup[/bold], | table | cells |",
+    ]
+
+
+def test_on_a_terminal_the_progress_line_is_live_and_messages_go_above_it():
+    out = io.StringIO()
+    ui = Console(file=out, terminal=True)
+    ui.progress(0.5, "2000/4000  50%")
+    ui.say("load started at 12:00:00")
+    ui.progress(0.75, "3000/4000  75%")
+    ui.end_progress()
+    ui.say("load done")
+    text = out.getvalue()
+    assert "load started at 12:00:00" in text and "3000/4000  75%" in text
+    assert text.rstrip().endswith("load done") and ui.live is None
+
+
+def test_chaos_waits_three_task_timeouts_for_its_tasks_unless_told(monkeypatch, tmp_path):
+    seen = []
+    monkeypatch.setattr(
+        "labctl.experiments.chaos.chaos", lambda options, plan, given, ui: seen.append((options, plan, given)) or 0
+    )
+    assert main(["chaos", "--worker", "arq", "--fault", "oom", "--results-dir", str(tmp_path)]) == 0
+    assert main(["chaos", "--worker", "arq", "--fault", "oom", "--drain-stall", "7", "--at", "4"]) == 0
+    (first, plan, given), (second, plan2, given2) = seen
+    assert not given and first.worker == "arq" and first.results_dir == tmp_path and plan.at == 3
+    assert given2 and second.drain_stall == 7 and plan2.at == 4 and plan2.fault == "oom"
