@@ -143,10 +143,25 @@ def test_the_published_rows_only_beside_their_own_setting():
     assert published.beside("0.2cpu/200M", "io/thread", 100, rows) is None
     assert published.beside("0.2cpu/200M", "io/simple", 50, rows) is None
     assert set(published.RESULTS) == set(published.SETTINGS) and published.SOURCE["url"].startswith("https://habr")
-    record = comparison()
-    _, why = compare.published_beside(record["setting"], record["params"])
-    if not published.RESULTS["0.2cpu/200M"]:
-        assert "not transcribed" in why
+
+
+def test_a_comparison_shows_the_published_rows_of_its_setting_or_says_why_not(monkeypatch):
+    """Both ways, whatever scripts/published.py holds today: a table transcribed
+    for the comparison's setting is shown, one that is not is named."""
+    record = comparison()  # 0.2cpu/200M for the API and the workers, io/simple, 100 users
+    monkeypatch.setitem(published.RESULTS, "0.2cpu/200M", {})
+    assert compare.published_beside(record["setting"], record["params"]) == (
+        None,
+        "its table for 0.2cpu/200M is not transcribed in scripts/published.py",
+    )
+    monkeypatch.setitem(published.RESULTS, "0.2cpu/200M", {"arq": {"rps": 1.0}})
+    rows, why = compare.published_beside(record["setting"], record["params"])
+    assert rows is not None and rows["rows"] == {"arq": {"rps": 1.0}} and why == ""
+    other = {**record["params"], "users": 50}
+    assert compare.published_beside(record["setting"], other) == (
+        None,
+        "this comparison ran 0.2cpu/200M, io/simple, 50 users",
+    )
 
 
 def test_the_queues_and_parameters_a_comparison_takes():
