@@ -75,6 +75,15 @@ def test_a_run_row_holds_the_articles_figures_and_the_cost_per_task():
     assert (row["lost"], row["duplicates"], row["settled"]) == (0, 0, True)
 
 
+def test_cpu_per_task_is_shared_by_the_tasks_run_and_the_apis_by_the_requests():
+    """10 of 200 requests got a 503: the worker's CPU went to the 190 tasks it
+    ran, the API's to the 200 requests it answered."""
+    record = load_record("r", "saq", 100.0, 200.0, 3.0)
+    record["tasks"] = {**record["tasks"], "enqueued": 190, "completed": 190}
+    row = compare_report.run_row(record, "saq", 1, {"saq": 0.95, "api": 0.4})
+    assert (row["cpu_ms_per_task"], row["api_cpu_ms_per_request"]) == (5.0, 2.0)
+
+
 def test_background_is_measured_on_the_api():
     record = load_record("r", "background", 100.0, 200.0, 3.0)
     row = compare_report.run_row(record, "background", 1, {"api": 0.6})
