@@ -104,8 +104,14 @@ class RedisServer:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        wait_until(self.ping, 10, f"redis-server on {self.port}")
+        wait_until(self.answers, 10, f"redis-server on {self.port}")
         return self
+
+    def answers(self) -> bool:
+        """PONG; a server that exited (cannot start) fails at once, not after the wait."""
+        if self.proc is not None and self.proc.poll() is not None:
+            raise AssertionError(f"redis-server on {self.port} exited with {self.proc.returncode}")
+        return self.ping()
 
     def ping(self) -> bool:
         try:
