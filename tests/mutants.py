@@ -21,9 +21,9 @@ Prints a table (fault, the test that caught it, the verdict, seconds) and exits
 0 when every fault was caught, 1 when one was not, 2 when one could not be
 applied or judged or the clean tree's tests fail.
 
-The dashboard fault is caught without a compose stack: the dashboards are
+The dashboard faults are caught without a compose stack: the dashboards are
 regenerated in the copy and the static checks (tests/unit/test_dashboards_static.py)
-must name the metric that does not exist.
+must name the metric or the label that does not exist.
 """
 
 from __future__ import annotations
@@ -62,10 +62,14 @@ class Mutant:
         return self.tests, tuple(sorted(self.env.items()))
 
 
+SIGKILL_TEST = "tests/integration/test_worker_stop.py::test_sigkill_mid_batch_loses_nothing"
 API_INPUT = ("tests/integration/test_api_input.py",)
+OUTAGE = ("tests/integration/test_outage.py",)
 DASHBOARDS_STATIC = ("tests/unit/test_dashboards_static.py",)
+LOAD_TOOLING = "tests/integration/test_load_tooling.py"
 
 MUTANTS: tuple[Mutant, ...] = (
+    # -- The ledger: every task accounted for ------------------------------------------------
     Mutant(
         "settle-never-written",
         "a task's settle is never written to the ledger",
@@ -84,6 +88,7 @@ MUTANTS: tuple[Mutant, ...] = (
         (("lab/ledger/executions.py", r"    redis\.call\('HINCRBY', KEYS\[2\], f \.\. ':duplicates', 1\)\n", ""),),
         ("tests/integration/test_ledger.py", "-k", "duplicate"),
     ),
+    # -- A stopped or killed worker loses nothing -------------------------------------------
     Mutant(
         "task-dropped-on-sigterm",
         "taskiq acknowledges a task on receipt and does not wait for it on SIGTERM",
@@ -93,6 +98,25 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         ("tests/integration/test_worker_stop.py::test_sigterm_mid_batch_loses_nothing[taskiq]",),
     ),
+    Mutant(
+        "celery-acks-on-receipt",
+        "Celery acknowledges a task as it starts it (acks_late off): a killed worker's running tasks are lost",
+        (("workers/celery_queue.py", r"task_acks_late=True,", "task_acks_late=False,"),),
+        (f"{SIGKILL_TEST}[celery]",),
+    ),
+    Mutant(
+        "faststream-acks-first",
+        "FastStream acknowledges a stream entry on receipt (AckPolicy.ACK_FIRST): a killed worker's are lost",
+        (
+            (
+                "workers/faststream_queue.py",
+                r"ack_policy=AckPolicy\.ACK\)\(handle\)\n(\s+)broker\.subscriber\(stream=reclaim",
+                "ack_policy=AckPolicy.ACK_FIRST)(handle)\n\\1broker.subscriber(stream=reclaim",
+            ),
+        ),
+        (f"{SIGKILL_TEST}[faststream]",),
+    ),
+    # -- The API: 202 once the broker has it, a clear 4xx that enqueues nothing, a fast 503 --
     Mutant(
         "200-not-202",
         "the enqueue route answers 200 instead of 202",
@@ -106,10 +130,84 @@ MUTANTS: tuple[Mutant, ...] = (
         API_INPUT,
     ),
     Mutant(
+        "unknown-field-accepted",
+        "the task body takes fields it does not know (extra='ignore'): a mistyped request is enqueued",
+        (
+            (
+                "services/api/routes/tasks.py",
+                r'model_config = ConfigDict\(extra="forbid"\)',
+                'model_config = ConfigDict(extra="ignore")',
+            ),
+        ),
+        API_INPUT,
+    ),
+    Mutant(
+        "body-size-unchecked",
+        "the API reads a request body of any size (no 413)",
+        (
+            (
+                "services/api/app.py",
+                r"\n    app\.add_middleware\(errors\.BodySizeLimit, limit=settings\.max_body_bytes\)",
+                "",
+            ),
+        ),
+        API_INPUT,
+    ),
+    Mutant(
+        "validated-after-enqueue",
+        "an unknown task shape is refused (404) only after the task was enqueued",
+        (
+            (
+                "services/api/routes/tasks.py",
+                r"(?s)(    if \(task_kind, task_variant\) not in ENDPOINTS:\n.*?\n        \)\n)"
+                r"(.*?await enqueue\(state, msg, background\)\n)",
+                "\\2\\1",
+            ),
+        ),
+        API_INPUT,
+    ),
+    Mutant(
+        "outage-not-503",
+        "a broker outage is answered 500, not 503",
+        (
+            (
+                "services/api/errors.py",
+                r'status_code=503,\n(\s+)headers=\{"Retry-After": "1"\}',
+                'status_code=500,\n\\1headers={"Retry-After": "1"}',
+            ),
+        ),
+        OUTAGE,
+    ),
+    Mutant(
+        "outage-slow",
+        "the Redis clients' timeout is 5 s: a frozen Redis gets its 503 after the 2 s the API promises",
+        (
+            (
+                "lab/settings.py",
+                r"redis_timeout_s: float = Field\(1\.0, gt=0\)",
+                "redis_timeout_s: float = Field(5.0, gt=0)",
+            ),
+        ),
+        OUTAGE,
+    ),
+    # -- The queue table, the backlog and the dashboards --------------------------------------
+    Mutant(
         "queue-missing",
         "the streaq row is missing from lab/queues.py",
         (("lab/queues.py", r"\n    Broker\(\"streaq\",[^\n]*\n", "\n"),),
         ("tests/unit/test_settings.py", "tests/unit/test_api_routes.py"),
+    ),
+    Mutant(
+        "backlog-is-stream-length",
+        "the monitor reads a stream queue's backlog as the stream's length (entries stay once acknowledged)",
+        (
+            (
+                "lab/stream_groups.py",
+                r'return found\["lag"\] if found\.get\("lag"\) is not None else float\("nan"\)',
+                "return await redis.xlen(stream)",
+            ),
+        ),
+        ("tests/integration/test_queue_monitor.py",),
     ),
     Mutant(
         "panel-metric-missing",
@@ -123,6 +221,92 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         DASHBOARDS_STATIC,
         after=("grafana/generate.py",),
+    ),
+    Mutant(
+        "panel-wrong-label",
+        "the Backlog panel filters on queues= (no such label: it matches every series)",
+        (
+            (
+                "grafana/generate.py",
+                r'lab_queue_depth\{queue=~"\$queue", queue!="background"\}',
+                'lab_queue_depth{queues=~"$queue", queue!="background"}',
+            ),
+        ),
+        DASHBOARDS_STATIC,
+        after=("grafana/generate.py",),
+    ),
+    # -- The run record, the drain, the comparison and the bench (the host-side scripts) -----
+    Mutant(
+        "lost-hidden-by-totals",
+        "a run's backlog (its lost tasks) is read from the totals, where a cell with extra settles hides another's",
+        (
+            (
+                "scripts/lab_results.py",
+                r'return sum\(max\(0, c\.get\("pending", 0\)\) for c in cells\)',
+                'return max(0, sum(c.get("pending", 0) for c in cells))',
+            ),
+        ),
+        ("tests/unit/test_drain_backlog.py",),
+    ),
+    Mutant(
+        "settled-later-with-a-backlog",
+        "a draining run is filled in as settled while its ledger still has tasks pending",
+        (
+            (
+                "scripts/lab_results.py",
+                r'if not is_draining\(record\) or not ledger\.get\("totals"\) or backlog_of\(ledger\) > 0:',
+                'if not is_draining(record) or not ledger.get("totals"):',
+            ),
+        ),
+        (f"{LOAD_TOOLING}::test_a_draining_run_is_not_called_lost_and_settles_when_its_ledger_does",),
+    ),
+    Mutant(
+        "drain-projection-from-settled",
+        "the drain's projected time to empty divides the tasks settled, not the backlog, by the rate",
+        (
+            (
+                "scripts/drain.py",
+                r"return self\.backlog / self\.rate_per_s if self\.rate_per_s else None",
+                "return settled_count(self.totals) / self.rate_per_s if self.rate_per_s else None",
+            ),
+        ),
+        (f"{LOAD_TOOLING}::test_a_watch_that_ends_with_a_backlog_says_what_it_saw",),
+    ),
+    Mutant(
+        "summary-mixes-queues",
+        "the comparison's summary spreads each figure over every queue's runs, not the queue's own",
+        (
+            (
+                "scripts/compare_report.py",
+                r'stats\(r\[key\] for r in rows if r\["queue"\] == q\)',
+                "stats(r[key] for r in rows)",
+            ),
+        ),
+        ("tests/unit/test_compare_report.py",),
+    ),
+    Mutant(
+        "cpu-per-request-not-task",
+        "the comparison's worker CPU per task divides by the requests, not the tasks the worker ran",
+        (
+            (
+                "scripts/compare_report.py",
+                r'"cpu_ms_per_task": _per\(cpu_s\.get\(service\), tasks\.get\("completed"\)\)',
+                '"cpu_ms_per_task": _per(cpu_s.get(service), record.get("requests"))',
+            ),
+        ),
+        ("tests/unit/test_compare_report.py",),
+    ),
+    Mutant(
+        "bench-ratio-rounded",
+        "the bench's lab/bare ratio is rounded, not rounded down: 0.899 shows as a 0.9 that meets the budget",
+        (
+            (
+                "scripts/bench.py",
+                r"return math\.floor\(lab / bare \* 100 \+ 1e-9\) / 100 if lab and bare else None",
+                "return round(lab / bare, 2) if lab and bare else None",
+            ),
+        ),
+        (f"{LOAD_TOOLING}::test_bench_table_judges_the_ratio_it_shows",),
     ),
 )
 
