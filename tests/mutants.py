@@ -457,9 +457,11 @@ def stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-def stop_leftovers(tree: Path) -> None:
+def stop_leftovers(tree: Path, wait_s: float = 10.0) -> None:
     """Kill, by pid, what a run left running in `tree` (the lab's processes run
-    in sessions of their own, with the tree as their working directory)."""
+    in sessions of their own, with the tree as their working directory), and
+    wait until they are gone: the next run must not share the CPU with them."""
+    killed = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
@@ -470,8 +472,21 @@ def stop_leftovers(tree: Path) -> None:
         if cwd == tree or tree in cwd.parents:
             try:
                 os.kill(int(entry.name), signal.SIGKILL)
+                killed.append(int(entry.name))
             except ProcessLookupError:
                 pass
+    deadline = time.monotonic() + wait_s
+    while any(alive(pid) for pid in killed) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def alive(pid: int) -> bool:
+    """Running still: neither gone nor a zombie waiting for its parent."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][:1]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
 
 
 def fresh_tree(label: str) -> Path:
