@@ -26,6 +26,7 @@ LONGEST_FIRST = (
     "tests/integration/test_modes.py",
     "tests/integration/test_outage.py",
     "tests/integration/test_load_tooling.py::test_a_distributed",
+    "tests/integration/test_mutants.py",
     "tests/integration/",
 )
 # Modules whose tests share processes that a session or module fixture starts:

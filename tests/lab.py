@@ -15,9 +15,10 @@ from collections import Counter
 from pathlib import Path
 
 import httpx
+import redis.asyncio as aioredis
 from prometheus_client.parser import text_string_to_metric_families
 
-from lab.queues import BROKERS
+from lab.queues import BROKERS, adapter
 
 ROOT = Path(__file__).resolve().parents[1]
 # One folder per pytest-xdist worker: its processes' names repeat across workers.
@@ -103,8 +104,14 @@ class RedisServer:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        wait_until(self.ping, 10, f"redis-server on {self.port}")
+        wait_until(self.answers, 10, f"redis-server on {self.port}")
         return self
+
+    def answers(self) -> bool:
+        """PONG; a server that exited (cannot start) fails at once, not after the wait."""
+        if self.proc is not None and self.proc.poll() is not None:
+            raise AssertionError(f"redis-server on {self.port} exited with {self.proc.returncode}")
+        return self.ping()
 
     def ping(self) -> bool:
         try:
@@ -331,6 +338,19 @@ def ledger(api_url: str, run: str) -> dict | None:
         return None
     r.raise_for_status()
     return r.json()
+
+
+def queue_depth(redis_url: str, queue: str) -> float:
+    """A broker queue's backlog as the queue monitor reads it: its adapter's depth()."""
+
+    async def read() -> float:
+        client = aioredis.Redis.from_url(redis_url)
+        try:
+            return await adapter(queue).depth(client)
+        finally:
+            await client.aclose()
+
+    return asyncio.run(read())
 
 
 def wait_settled(api_url: str, run: str, total: int, timeout: float = 120, interval: float = 0.25) -> dict:

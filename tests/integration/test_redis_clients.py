@@ -4,6 +4,7 @@ that never answers still times out, in about socket_timeout."""
 
 import asyncio
 import time
+import uuid
 import warnings
 
 import pytest
@@ -32,14 +33,14 @@ return redis.call('INCR', KEYS[1])
 """
 
 
-async def incr_with_a_late_loop(url: str, connection_class) -> int:
-    """Redis answers 2/3 of the timeout after the command, but the loop is busy
-    (as under 0.2 CPU) from before the reply until after the timeout: when it
-    comes back, the reply and the expired timer are both there."""
+async def incr_with_a_late_loop(url: str, connection_class, key: str) -> int:
+    """INCR `key`: Redis answers 2/3 of the timeout after the command, but the
+    loop is busy (as under 0.2 CPU) from before the reply until after the
+    timeout: when it comes back, the reply and the expired timer are both there."""
     r = client(url, connection_class)
     try:
         await r.ping()
-        incr = asyncio.create_task(r.eval(SLOW_INCR, 1, "late-loop", int(TIMEOUT_S * 2 / 3 * 1e6)))
+        incr = asyncio.create_task(r.eval(SLOW_INCR, 1, key, int(TIMEOUT_S * 2 / 3 * 1e6)))
         await asyncio.sleep(TIMEOUT_S / 3)  # sent; Redis is busy with it
         time.sleep(TIMEOUT_S)  # one long loop turn: the reply arrives, then the timeout passes
         return await incr
@@ -47,21 +48,27 @@ async def incr_with_a_late_loop(url: str, connection_class) -> int:
         await r.aclose()
 
 
+def unique_key(prefix: str) -> str:
+    """A key no other test touches: the session's Redis is shared."""
+    return f"{prefix}-{uuid.uuid4().hex}"
+
+
 def test_a_reply_that_came_in_time_is_read_after_a_late_loop_turn(redis_server):
-    assert asyncio.run(incr_with_a_late_loop(redis_server.url, TimelyConnection)) >= 1
+    assert asyncio.run(incr_with_a_late_loop(redis_server.url, TimelyConnection, unique_key("late-loop"))) == 1
 
 
 def test_redis_pys_own_connection_under_a_late_loop_turn_is_reported(redis_server):
     """What TimelyConnection.read_response prevents: Redis ran the INCR, redis-py's
     own connection reports a timeout. Reported as a warning either way (the lab
     is right whatever redis-py does); what must hold is that the INCR ran."""
+    key = unique_key("late-loop")
     try:
-        asyncio.run(incr_with_a_late_loop(redis_server.url, aioredis.Connection))
+        asyncio.run(incr_with_a_late_loop(redis_server.url, aioredis.Connection, key))
         state = "looks fixed: its own connection read the reply that came in time"
     except redis.exceptions.TimeoutError:
         state = "still present: its own connection reports a timeout for a reply that came in time"
     warnings.warn(UpstreamBug(f"redis-py late-loop-turn timeout {state}"), stacklevel=1)
-    assert asyncio.run(incr_with_a_late_loop(redis_server.url, TimelyConnection)) >= 2  # the first INCR ran too
+    assert asyncio.run(incr_with_a_late_loop(redis_server.url, TimelyConnection, key)) == 2  # the first INCR ran too
 
 
 def time_out_on_a_frozen_redis(call, message: str, while_frozen=None, after=None) -> float:
@@ -125,12 +132,12 @@ def test_a_workers_client_waits_for_a_slow_reply_that_the_lab_client_gives_up_on
     a reply that comes after redis_timeout_s is read, where sync_client's
     socket timeout gives up on it."""
     settings = Settings(redis_url=redis_server.url, redis_timeout_s=TIMEOUT_S)
-    slow = int(TIMEOUT_S * 2 * 1e6)
+    slow, key = int(TIMEOUT_S * 2 * 1e6), unique_key("slow-reply")
     waiting, impatient = worker_client(settings), sync_client(settings)
     try:
-        assert waiting.eval(SLOW_INCR, 1, "slow-reply", slow) >= 1
+        assert waiting.eval(SLOW_INCR, 1, key, slow) == 1
         with pytest.raises(redis.exceptions.TimeoutError):
-            impatient.eval(SLOW_INCR, 1, "slow-reply", slow)
+            impatient.eval(SLOW_INCR, 1, key, slow)
     finally:
         waiting.close()
         impatient.close()

@@ -107,13 +107,14 @@ def test_faststream_pubsub_duplicates_are_counted(pubsub_lab):
     run = new_run("pubsub")
     count = 50
     assert all(r.status_code == 202 for r in post_tasks(api.url, run, "faststream", "io/simple", count))
-    report = wait_settled(api.url, run, count)
-    totals = report["totals"]
-    assert totals["completed"] == count
+    assert wait_settled(api.url, run, count)["totals"]["completed"] == count
     # Both subscribers got every message: each task ran twice.
-    wait_until(
-        lambda: wait_settled(api.url, run, count)["totals"]["duplicates"] == count,
+    report = wait_until(
+        lambda: (r := wait_settled(api.url, run, count))["totals"]["duplicates"] == count and r,
         20,
         "every message's second delivery to be counted",
     )
-    assert report["queues"]["faststream"]["io/simple"]["work"] >= count
+    # Read once the duplicates are counted: each of the 2 x count executions
+    # added its value (1) to the run's work.
+    cell = report["queues"]["faststream"]["io/simple"]
+    assert (cell["completed"], cell["duplicates"], cell["work"]) == (count, count, 2 * count), cell

@@ -6,8 +6,8 @@ replicas are each scraped and each run tasks; then `make stack-down`, the swarm
 is left and the engine restarted, and a new container must resolve names again
 (labctl/platform/stack_deploy.py says why). About 4-5 minutes on a 2-core machine.
 
-Needs a Docker engine in no swarm (skipped otherwise: the test would have to
-leave a swarm it did not make) and the images of `make test-compose`. Restarting
+Needs a Docker engine in no swarm (it fails otherwise, saying so: it would
+have to leave a swarm it did not make) and the images of `make test-compose`. Restarting
 the engine stops and restarts every container it runs: run it with the lab's
 compose project down. The stack runs under its own name (LAB_TEST_STACK,
 default labtest), image tag and free ports, ignoring the developer's .env.
@@ -56,7 +56,15 @@ def swarm_env():
     require_engine()
     state = swarm_state()
     if state != "inactive":
-        pytest.skip(f"this engine is already in a swarm ({state}): the test makes its own and leaves it")
+        # Not skipped: `make test-swarm` would pass having tested nothing. Not
+        # left either: leaving a swarm this test did not make removes whatever
+        # runs on it.
+        pytest.fail(
+            f"THIS ENGINE IS ALREADY IN A SWARM ({state}): the test makes a swarm of its own and leaves it, "
+            "so it needs an engine in none. Leave that swarm yourself (`docker swarm leave --force`, "
+            "which removes its services) or run the test on another engine.",
+            pytrace=False,
+        )
     leaks = compose_variables() | {"MAKEFLAGS", "MFLAGS", "MAKELEVEL"}
     empty = tempfile.NamedTemporaryFile("w", prefix="lab-swarm-", suffix=".env", delete=False)
     empty.close()
@@ -109,11 +117,12 @@ def test_every_service_runs_its_replicas_healthy(stack):
     print(listed)
     replicas = dict(re.findall(rf"{swarm.stack}_(\S+)\s+replicated\s+(\d+/\d+)", listed))
     assert replicas == dict.fromkeys(services, "1/1"), listed
-    # Running means healthy for a task with a healthcheck: every container here says so.
+    # Every service has a healthcheck (tests/unit/test_stack.py: the stack keeps
+    # compose's), and make stack-up waits for it: each container is healthy.
     for service in services:
         (container,) = swarm.ids(service)
         state = json.loads(docker("inspect", "--format", "{{json .State}}", container).stdout)
-        assert state.get("Health", {}).get("Status") in ("healthy", None), (service, state.get("Health"))
+        assert (state.get("Health") or {}).get("Status") == "healthy", (service, state.get("Health"))
     assert re.search(r"api\s+http://127\.0\.0\.1:\d+/", out) and "prometheus  http://127.0.0.1:" in out, out
 
 

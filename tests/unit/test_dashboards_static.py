@@ -8,6 +8,10 @@ Every metric a panel (or a recording rule) queries must be one of:
     lab/cgroup.py;
   * a named exporter's metric (EXPORTERS below);
   * a recording rule of prometheus/rules/*.yml.
+
+Every label a query selects or groups by must be one its series carry: the
+labels column of that table (plus job and instance) for the lab's metrics,
+what a recording rule keeps for its own.
 """
 
 import json
@@ -388,3 +392,155 @@ def test_locust_names_documented():
     for name in EXPORTERS["locust listener (grafana/README.md)"]:
         assert f"`{name}`" in text, name
     assert '"lab-run", "<run>", "<worker>"' in text
+
+
+# --- labels: a query selects and groups by labels its metrics have --------------------
+# A matcher on a label the series lacks matches the empty value: `queues=~".*"`
+# keeps every series, `queues=~"arq"` none. Either way the panel shows no error.
+TARGET_LABELS = {"job", "instance"}  # Prometheus adds them to every series it scrapes (prometheus/prometheus.yml)
+SELECTOR = re.compile(r"([A-Za-z_:][\w:]*)\s*\{([^{}]*)\}")
+MATCHER = re.compile(r"""([A-Za-z_]\w*)\s*(?:=~|!~|!=|=)\s*(?:"(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*')""")
+GROUPING = re.compile(r"\b(?:by|without|on|ignoring)\s*\(([^)]*)\)")
+OUTER_AGGREGATION = re.compile(r"\s*(?:sum|max|min|avg|count|group|stddev|stdvar)\s+by\s*\(([^)]*)\)")
+# label_replace(v, "dst", "replacement", "src", "regex"): the label it adds.
+LABEL_REPLACE_DST = re.compile(r""",\s*"(\w+)"\s*,\s*"[^"]*"\s*,\s*"\w*"\s*,\s*"[^"]*"\s*\)""")
+
+
+def split_labels(text: str) -> set[str]:
+    return {label.strip() for label in text.split(",") if label.strip()}
+
+
+def documented_labels(text: str) -> dict[str, set[str]]:
+    """Series name -> its labels, from the metrics table (columns metric, type,
+    labels): a histogram's _bucket, _sum and _count, `le` on its buckets."""
+    out: dict[str, set[str]] = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not line.lstrip().startswith("|") or len(cells) < 3 or not cells[0].startswith("`"):
+            continue
+        labels = set() if cells[2] in ("-", "") else split_labels(cells[2])
+        for name in re.findall(r"`([A-Za-z_:][\w:]*)`", cells[0]):
+            if cells[1] == "histogram":
+                out.update({f"{name}_bucket": labels | {"le"}, f"{name}_sum": labels, f"{name}_count": labels})
+            else:
+                out[name] = labels
+    return out
+
+
+def rule_labels(expr: str, labels_of) -> set[str] | None:
+    """The labels of a recording rule's result: those of its outer `by (...)`,
+    else those of what it reads (None when one of those is unknown), plus what
+    label_replace adds, less `le` after histogram_quantile."""
+    outer = OUTER_AGGREGATION.match(expr)
+    if outer:
+        return split_labels(outer.group(1))
+    read = [labels_of(name) for name in metric_names(expr)]
+    if not read or any(labels is None for labels in read):
+        return None
+    labels = set().union(*read) | set(LABEL_REPLACE_DST.findall(expr))
+    return labels - {"le"} if "histogram_quantile(" in expr else labels
+
+
+def rules() -> list[dict]:
+    return [
+        rule
+        for path in sorted(RULES_DIR.glob("*.yml"))
+        for group in yaml.safe_load(path.read_text())["groups"]
+        for rule in group["rules"]
+    ]
+
+
+def label_index() -> dict[str, set[str] | None]:
+    """Every series a query may read whose labels are known: the documented
+    metrics as Prometheus stores them (with job and instance), then the
+    recording rules, in order (a rule may read an earlier one)."""
+    index: dict[str, set[str] | None] = {
+        name: labels | TARGET_LABELS for name, labels in documented_labels(METRICS_DOC.read_text()).items()
+    }
+    for rule in rules():
+        if "record" in rule:
+            index[rule["record"]] = rule_labels(rule["expr"], index.get)
+    return index
+
+
+def label_problems(expr: str, labels_of) -> list[str]:
+    """Each matcher on a label its series lacks, and each label grouped by
+    (by, without, on, ignoring) that none of the series read carries."""
+    problems = []
+    for selector in SELECTOR.finditer(expr):
+        name, have = selector.group(1), labels_of(selector.group(1))
+        if have is None:
+            continue
+        for label in MATCHER.findall(selector.group(2)):
+            if label not in have | {"__name__"}:
+                problems.append(f"{name} has no label {label!r} (it has {', '.join(sorted(have))})")
+    read = [labels_of(name) for name in metric_names(expr)]
+    if read and all(labels is not None for labels in read):
+        carried = set().union(*read) | set(LABEL_REPLACE_DST.findall(expr))
+        for grouping in GROUPING.finditer(expr):
+            for label in sorted(split_labels(grouping.group(1)) - carried):
+                problems.append(f"groups by {label!r}, which none of {', '.join(sorted(metric_names(expr)))} has")
+    return problems
+
+
+def test_label_checks():
+    labels = {"lab_queue_depth": {"queue", "job", "instance"}, "r:x": {"queue", "kind"}}
+    assert label_problems('max by (queue) (lab_queue_depth{queue=~".*", job!="x"})', labels.get) == []
+    assert label_problems('max by (queue) (lab_queue_depth{queues=~".*"})', labels.get) == [
+        "lab_queue_depth has no label 'queues' (it has instance, job, queue)"
+    ]
+    assert label_problems("sum by (variant) (r:x)", labels.get) == ["groups by 'variant', which none of r:x has"]
+    assert label_problems('sum by (q) (label_replace(r:x, "q", "$1", "queue", "(.+)"))', labels.get) == []
+    assert label_problems('redis_up{nope="1"}', labels.get) == []  # an exporter's labels are not known here
+    text = (
+        "| metric | type | labels |\n|---|---|---|\n| `a_total` | counter | queue, kind | x |\n| `h` | histogram | - |"
+    )
+    assert documented_labels(text) == {
+        "a_total": {"queue", "kind"},
+        "h_bucket": {"le"},
+        "h_sum": set(),
+        "h_count": set(),
+    }
+    assert rule_labels("sum by (queue, le) (rate(h_bucket[10s]))", {}.get) == {"queue", "le"}
+    assert rule_labels("histogram_quantile(0.5, q:h_bucket:rate)", {"q:h_bucket:rate": {"queue", "le"}}.get) == {
+        "queue"
+    }
+    assert rule_labels("rate(unknown_total[10s])", {}.get) is None
+
+
+def test_the_documented_labels_are_those_the_code_gives_each_metric():
+    from prometheus_client.metrics import MetricWrapperBase
+
+    import lab.metrics
+
+    documented = documented_labels(METRICS_DOC.read_text())
+    for metric in vars(lab.metrics).values():
+        if isinstance(metric, MetricWrapperBase):
+            name = metric._name + (
+                "_total" if metric._type == "counter" else "_sum" if metric._type == "histogram" else ""
+            )
+            assert documented.get(name) == set(metric._labelnames), (name, documented.get(name), metric._labelnames)
+
+
+@pytest.mark.parametrize("path", DASHBOARD_FILES, ids=lambda p: p.stem)
+def test_every_label_a_panel_reads_is_one_its_metric_has(path):
+    labels = label_index()
+    problems = {
+        f"{panel['title']} [{target['refId']}]": found
+        for panel, target, expr in queries(load(path))
+        if (found := label_problems(expr, labels.get))
+    }
+    assert not problems, problems
+
+
+def test_every_label_a_rule_reads_is_one_its_metric_has():
+    labels = label_index()
+    problems = {
+        rule.get("record") or rule.get("alert"): found
+        for rule in rules()
+        if (found := label_problems(rule["expr"], labels.get))
+    }
+    assert not problems, problems
+    # The rules the panels read most have known labels: the check above covers them.
+    assert labels["queue_kind_variant:lab_task_completed:rate10s"] == {"queue", "kind", "variant"}
+    assert labels["instance:lab_cpu_usage:ratio_rate10s"] == {"service", "job", "instance", "queue"}

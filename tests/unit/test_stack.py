@@ -1,8 +1,8 @@
 """The Swarm stack file (labctl/platform/stack.py, docker-stack.override.yml) against the
 compose file, rendered by compose itself: no Docker engine needed. One definition
 of the lab: the stack and `docker compose config` must agree on every service,
-image, command, limit, replica count and environment variable, at the defaults
-and with knobs set. The stack's own choices (dnsrr, host-mode ports, placement,
+image, command, healthcheck, init, stop grace period, limit, replica count and
+environment variable, at the defaults and with knobs set. The stack's own choices (dnsrr, host-mode ports, placement,
 configs for the bind mounts, tasks.<service> for Prometheus) are checked here
 too, and `docker stack config` (the CLI's own loader, offline) accepts the file."""
 
@@ -22,6 +22,8 @@ from labctl.platform import stack as S
 from tests.compose.helpers import compose_command
 
 LOAD_PROFILE = ("locust-master", "locust-worker", "probe")
+# What a service is, beside its limits, replicas and environment: the same in both files.
+DEFINED = ("image", "command", "entrypoint", "healthcheck", "init", "stop_grace_period")
 MiB = 1024 * 1024
 
 
@@ -65,8 +67,8 @@ def cpus_memory(deploy: dict | None) -> tuple[float | None, int | None]:
 
 
 def disagreements(config: dict, stack: dict) -> list[str]:
-    """Where the stack and the compose file disagree on a service, image, command, limit,
-    replica count or environment variable."""
+    """Where the stack and the compose file disagree on a service, image, command,
+    healthcheck, init, stop grace period, limit, replica count or environment variable."""
     problems = []
     missing = set(everything(config)) - set(stack["services"])
     problems += [f"{name}: in docker-compose.yml, not in the stack" for name in sorted(missing)]
@@ -75,7 +77,7 @@ def disagreements(config: dict, stack: dict) -> list[str]:
         if theirs is None:
             problems.append(f"{name}: in the stack, not in docker-compose.yml")
             continue
-        for key in ("image", "command", "entrypoint"):
+        for key in DEFINED:
             if ours.get(key) != theirs.get(key):
                 problems.append(f"{name}: {key} {ours.get(key)!r} != compose's {theirs.get(key)!r}")
         if cpus_memory(ours["deploy"]) != cpus_memory(theirs.get("deploy")):
@@ -124,6 +126,9 @@ def test_the_knobs_reach_the_stack_as_they_reach_compose(config):
         ({"celery": {"deploy": {"replicas": 2}}}, "celery: 2 replicas != compose's 1"),
         ({"saq": {"environment": {"CONCURRENCY": "10"}}}, "saq: environment CONCURRENCY='10'"),
         ({"redis": {"image": "redis:7"}}, "redis: image 'redis:7'"),
+        ({"arq": {"healthcheck": {"interval": "60s"}}}, "arq: healthcheck "),
+        ({"api": {"init": False}}, "api: init False != compose's True"),
+        ({"celery": {"stop_grace_period": "1s"}}, "celery: stop_grace_period '1s' != compose's"),
     ],
 )
 def test_the_drift_check_fails_on_an_override_that_changes_the_lab(config, change, expected):
