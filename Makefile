@@ -175,15 +175,16 @@ sweep: grafana-password ## load runs over a matrix of worker limits: make sweep 
 	  --services '$(services)' $(load-args) --results-dir '$(results_dir)'
 
 # ---- Every queue under the same limits ----------------------------------------------------
-# make compare [workers="arq saq"] [requests=1000 reps=2 users=100 endpoint=io/simple spawn= locust_workers=]
-# Under the running stack's limits (make up WORKER_CPUS=.. first to change them).
-# The defaults (every queue, 1000 requests, 2 reps) take a while: a run's start-up
-# besides its load, and the slowest queues' drains (docs/results/2026-11-28-figures-out-of-comments.md).
+# make compare [workers="arq saq"] [duration=30 | requests=N] [reps=2 warmup_s=5 drain_watch=30 users=100
+#              endpoint=io/simple spawn= locust_workers= setting=article]
+# Under the running stack's limits (make up WORKER_CPUS=.. first to change them); setting=article
+# restarts the compose lab under each of the published experiment's two settings, then its own.
 .PHONY: compare
-compare: ## every queue in turn under the same limits and load, twice; one report: make compare [workers="arq saq" requests=1000 reps=2 users=100 endpoint=io/simple]
+compare: ## every queue in turn under the same limits and load, twice; one report: make compare [workers="arq saq" duration=30 reps=2 users=100 endpoint=io/simple setting=article]
 	@$(LABCTL) compare --workers '$(workers)' \
-	  $(if $(requests),--requests '$(requests)') $(if $(reps),--reps '$(reps)') $(if $(users),--users '$(users)') \
-	  $(if $(endpoint),--endpoint '$(endpoint)') $(if $(spawn),--spawn '$(spawn)') \
+	  $(if $(duration),--duration '$(duration)') $(if $(requests),--requests '$(requests)') $(if $(reps),--reps '$(reps)') \
+	  $(if $(warmup_s),--warmup-s '$(warmup_s)') $(if $(drain_watch),--drain-watch '$(drain_watch)') $(if $(users),--users '$(users)') \
+	  $(if $(endpoint),--endpoint '$(endpoint)') $(if $(spawn),--spawn '$(spawn)') $(if $(setting),--setting '$(setting)') \
 	  $(if $(locust_workers),--locust-workers '$(locust_workers)') $(if $(backlog_wait_s),--backlog-wait-s '$(backlog_wait_s)') \
 	  --results-dir '$(results_dir)'
 

@@ -2,9 +2,10 @@
 collections skip it (`gc.freeze`).
 
 A full (generation-2) collection walks every object the collector tracks. The
-lab's API imports every queue library, and each worker the lab's runner
-beside its library: tens of thousands of objects that live as long as the
-process and that every full collection would walk again, under a small CPU
+lab's API imports a queue's library when the queue is first used (and freezes
+again then), and each worker the lab's runner beside its library: tens of
+thousands of objects that live as long as the process and that every full
+collection would walk again, under a small CPU
 limit a large part of what the lab's API costs beyond a plain app's
 (docs/hot-path.md). Frozen, they are never walked again; what the process
 makes later is collected as before, and reference counting frees frozen

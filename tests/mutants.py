@@ -290,8 +290,8 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             (
                 "labctl/records/compare.py",
-                r'"cpu_ms_per_task": _per\(cpu_s\.get\(service\), tasks\.get\("completed"\)\)',
-                '"cpu_ms_per_task": _per(cpu_s.get(service), record.get("requests"))',
+                r'done_in_window if done_in_window is not None else tasks\.get\("completed"\)',
+                'record.get("requests")',
             ),
         ),
         ("tests/unit/test_compare_report.py",),

@@ -1,9 +1,10 @@
 """arq: `enqueue_job` into a Redis sorted set; `Worker(max_jobs=...)` polls it.
 
 Knobs that change the result: ARQ_MAX_JOBS (default CONCURRENCY) and
-ARQ_POLL_DELAY (arq's default 0.5 s: an idle worker looks for jobs twice a
-second, and each poll starts at most ARQ_MAX_JOBS jobs, which caps a worker
-at ARQ_MAX_JOBS / ARQ_POLL_DELAY short tasks a second: 6 at the defaults). On
+ARQ_POLL_DELAY (arq's default 0.5 s: the worker looks for jobs twice a
+second, and each poll starts ARQ_MAX_JOBS jobs plus one for each that finishes
+while the others are being started; docs/queues.md, "arq's drain", has what
+that comes to). On
 SIGTERM the worker stops taking jobs and waits SHUTDOWN_GRACE_S for running
 ones (arq's `job_completion_wait`);
 jobs still running after that are cancelled and arq runs them again later.

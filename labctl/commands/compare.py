@@ -22,14 +22,26 @@ def compare(
     workers: Annotated[
         str, typer.Option(help=f"queues, space- or comma-separated (default: all: {' '.join(QUEUES)})")
     ] = "",
-    requests: Annotated[int, typer.Option(help="requests per run")] = experiment.DEFAULT_REQUESTS,
+    duration: Annotated[float, typer.Option(help="seconds of load per run")] = experiment.DEFAULT_DURATION_S,
+    requests: Annotated[int | None, typer.Option(help="or exactly this many requests per run")] = None,
+    warmup_s: Annotated[
+        float, typer.Option(help="the start of each run's load its RPS leaves out, seconds")
+    ] = experiment.DEFAULT_WARMUP_S,
+    drain_watch: Annotated[
+        float,
+        typer.Option(help="seconds a run watches its tasks before a one-off worker runs the rest of a slow backlog"),
+    ] = experiment.DEFAULT_DRAIN_WATCH_S,
     reps: Annotated[int, typer.Option(help="runs per queue")] = experiment.DEFAULT_REPS,
     users: Annotated[int, typer.Option(help="Locust users (the article's 100)")] = 100,
     spawn: Annotated[str, typer.Option(help="users started per second (default: make load's)")] = "",
     endpoint: Annotated[str, typer.Option(help="the task shape, one for every queue")] = "io/simple",
+    setting: Annotated[
+        str,
+        typer.Option(help="article: the published experiment's two settings in one go (the compose lab restarted)"),
+    ] = "",
     locust_workers: Annotated[int, typer.Option(envvar="LOCUST_WORKERS", min=1, help="Locust worker containers")] = 2,
     drain_timeout: Annotated[
-        float, typer.Option(envvar="LOAD_DRAIN_TIMEOUT_S", help="seconds a run may wait for its tasks")
+        float, typer.Option(envvar="LOAD_DRAIN_TIMEOUT_S", help="seconds a run's backlog may take to empty")
     ] = 1200,
     backlog_wait_s: Annotated[
         float, typer.Option(help="how long to wait for every queue to be empty before a run")
@@ -38,11 +50,15 @@ def compare(
 ) -> int:
     options = experiment.CompareOptions(
         workers=workers,
+        duration_s=duration,
         requests=requests,
+        warmup_s=warmup_s,
+        drain_watch_s=drain_watch,
         reps=reps,
         users=users,
         spawn=spawn,
         endpoint=endpoint,
+        setting=setting,
         locust_workers=locust_workers,
         drain_timeout=drain_timeout,
         backlog_wait_s=backlog_wait_s,

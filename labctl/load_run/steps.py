@@ -250,7 +250,7 @@ def wait_for_tasks(run: LoadRun, result: dict) -> TaskWait | None:
         return None
     o = run.options
     watch_s = None if o.wait else o.drain_watch
-    note = f"  ({run_table.arq_cap(run.knobs)})" if "arq" in run.knobs else ""
+    note = f"  ({run_table.arq_knobs(run.knobs)})" if "arq" in run.knobs else ""
     wait = watch_tasks(
         run.api,
         run.params.run,

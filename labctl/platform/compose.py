@@ -4,7 +4,10 @@ root, with COMPOSE as the command, as a `Lab`."""
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from labctl.errors import DockerError
 from labctl.platform import docker
@@ -37,6 +40,10 @@ class Compose:
         proc = self("ps", "-q", *(["--all"] if include_stopped else []), service, check=False, timeout=60)
         return proc.stdout.split() if proc.returncode == 0 else []
 
+    def running_services(self) -> list[str]:
+        """The services of the project that run now (what `up` starts again as they were)."""
+        return self("ps", "--services", "--status", "running", timeout=60).stdout.split()
+
     def running_ids(self) -> list[str]:
         """Every running container of the project."""
         return self("ps", "-q", "--status", "running", timeout=60).stdout.split()
@@ -57,6 +64,20 @@ class Compose:
 
     def exec(self, service: str, *cmd: str, timeout: float = 60) -> subprocess.CompletedProcess:
         return self("exec", "-T", service, *cmd, check=False, timeout=timeout)
+
+    @contextmanager
+    def one_off(self, service: str, variables: dict[str, str], env: dict[str, str]) -> Iterator[str]:
+        """A container of `service` beside the lab's own (`docker compose run`: no service
+        alias, so Prometheus does not scrape it), under other compose `variables` (its limits)
+        and `env` inside it; its name, and removed on leaving."""
+        project = self.env.get("COMPOSE_PROJECT_NAME") or "task-queue-lab"
+        name = f"{project}-{service}-one-off-{secrets.token_hex(3)}"
+        flags = [x for key, value in env.items() for x in ("-e", f"{key}={value}")]
+        self("run", "--detach", "--rm", "--no-deps", "--name", name, *flags, service, extra_env=variables, timeout=300)
+        try:
+            yield name
+        finally:
+            docker.remove_container(name)
 
     def up(self, services: list[str], extra_env: dict[str, str] | None = None) -> None:
         """`make up`'s start: build, start what changed, wait until healthy; Prometheus reads its files again."""

@@ -36,12 +36,16 @@ FIELDS = ARTICLE_FIELDS + LAB_FIELDS
 
 
 class CompareRecord(Record):
+    """One comparison: every queue's runs under one setting. A record written before
+    runs lasted a time (`params.requests`, no `params.duration_s`) reads as it was."""
+
     schema_version: str = Field(SCHEMA, alias="schema")
     run: str
     time: str = ""
     command: str = ""  # the make line that repeats it
     wall_s: float | None = None
-    params: dict[str, Any] = {}  # workers, requests, reps, users, spawn, endpoint, locust_workers
+    # workers, duration_s or requests, warmup_s, drain_watch_s, reps, users, spawn, endpoint, locust_workers
+    params: dict[str, Any] = {}
     summary: dict[str, dict[str, Any]] = {}  # queue -> field -> {mean, min, max, n} over the reps
     runs: list[dict[str, Any]] = []  # one row per load run, in the order they ran
     series: list[dict[str, Any]] = []  # per run: throughput, backlog, done_pct over time
@@ -55,6 +59,34 @@ class CompareRecord(Record):
     report: str | None = None  # the .html report's path
 
 
+ARTICLE_SCHEMA = "compare-article/1"
+
+
+class ArticleRecord(Record):
+    """`make compare setting=article`: a comparison at each of the published experiment's
+    settings (records/published.py), whole, one after the other."""
+
+    schema_version: str = Field(ARTICLE_SCHEMA, alias="schema")
+    run: str
+    time: str = ""
+    command: str = ""
+    wall_s: float | None = None
+    parts: list[dict[str, Any]] = []  # a compare/1 record per setting
+    report: str | None = None
+
+
+def ratios_to(summary: Mapping[str, Mapping], reference: str, key: str = "rps") -> dict[str, float | None]:
+    """Each queue's figure over the reference queue's (the mean over the reps): the ratios
+    between queues, which should carry from one machine to another where the figures do not."""
+
+    def value(fields: Mapping | None) -> float | None:
+        figure = (fields or {}).get(key)
+        return figure.get("mean") if isinstance(figure, Mapping) else figure  # a summary's, or a published row's
+
+    ref = value(summary.get(reference))
+    return {q: round(v / ref, 2) if (v := value(f)) is not None and ref else None for q, f in summary.items()}
+
+
 # -- A run's row, and the spread over the repetitions ----------------------------------
 def _per(amount: float | None, count: int | None, scale: float = 1000.0) -> float | None:
     return round(amount * scale / count, 3) if amount is not None and count else None
@@ -64,21 +96,74 @@ def _mb(n) -> float | None:
     return round(n / MiB, 1) if n else None
 
 
-def run_row(record: Mapping, queue: str, rep: int, cpu_s: Mapping[str, float | None]) -> dict:
+def _timeline(record: Mapping) -> list[dict]:
+    timeline = record.get("timeline") or {}
+    return [dict(zip(timeline.get("fields") or [], row)) for row in timeline.get("rows") or []]
+
+
+def steady_rps(record: Mapping, warmup_s: float) -> float | None:
+    """Requests per second over the steady part of the load: from `warmup_s` after its
+    first request to a second before its last, read from the run's ledger timeline
+    (every request of a queue run enqueues one task); None without a timeline covering it."""
+    start, end = record.get("load_started_at"), record.get("load_ended_at")
+    rows = _timeline(record)
+    if not rows or start is None or end is None:
+        return None
+    inside = [r for r in rows if start + warmup_s <= r["at"] <= end - 1]
+    if len(inside) < 2 or inside[-1]["at"] - inside[0]["at"] < 1:
+        return None
+    first, last = inside[0], inside[-1]
+    return round((last["enqueued"] - first["enqueued"]) / (last["at"] - first["at"]), 1)
+
+
+def completed_by(record: Mapping, at: float) -> int | None:
+    """Tasks the run had completed by `at`, from its ledger timeline (its last row before)."""
+    before = [r for r in _timeline(record) if r["at"] <= at]
+    return int(before[-1]["completed"]) if before else None
+
+
+def projected_all_done(record: Mapping) -> float | None:
+    """For a run whose wait for its tasks ended with a backlog: from its first enqueue, the
+    time its queue would have taken to run every task at the rate seen while watched."""
+    tasks = record.get("tasks") or {}
+    watch = tasks.get("draining") or {}
+    first, ended, rate = tasks.get("first_enqueued_at"), watch.get("watch_ended_at"), watch.get("rate_per_s")
+    if not (first and ended and rate):
+        return None
+    return round(ended - first + watch.get("backlog", 0) / rate, 1)
+
+
+def run_row(
+    record: Mapping,
+    queue: str,
+    rep: int,
+    cpu_s: Mapping[str, float | None],
+    warmup_s: float | None = None,
+    window_end: float | None = None,
+) -> dict:
     """One load run of a comparison in the report's fields, from its record
-    (records/run.py) and the CPU seconds its worker and the API used
-    between the load's start and the last settled task (`cpu_s`)."""
+    (records/run.py) and the CPU seconds its worker and the API used between the
+    load's start and `window_end` (`cpu_s`): the last settled task, or the end of the
+    watch of a run whose queue drains slower than its API enqueued (its tasks then
+    counted up to that moment). RPS: over the steady part of the load when
+    `warmup_s` is given (steady_rps), else over the whole load (older records)."""
     tasks = record.get("tasks") or {}
     resources = record.get("resources") or {}
     service = service_of(queue)
+    projected = projected_all_done(record) if (tasks.get("draining") and tasks.get("emptied_by")) else None
+    steady = steady_rps(record, warmup_s) if warmup_s is not None else None
+    done_in_window = completed_by(record, window_end) if window_end is not None and projected else None
     return {
         "queue": queue,
         "rep": rep,
         "run": record["run"],
-        "rps": record.get("rps"),
+        "rps": steady if steady is not None else record.get("rps"),
+        "rps_whole_load": record.get("rps"),
         "median_ms": record.get("median_ms"),
         "p95_ms": record.get("p95_ms"),
-        "all_done_s": tasks.get("time_to_execute_all_s"),
+        "all_done_s": projected if projected is not None else tasks.get("time_to_execute_all_s"),
+        "all_done_projected": projected is not None,
+        "drain_rate_per_s": (tasks.get("draining") or {}).get("rate_per_s"),
         "errors_pct": record.get("failures_pct"),
         "requests": record.get("requests"),
         "load_s": record.get("duration_s"),
@@ -88,7 +173,10 @@ def run_row(record: Mapping, queue: str, rep: int, cpu_s: Mapping[str, float | N
         "lost": tasks.get("lost"),
         "duplicates": tasks.get("duplicates"),
         "settled": bool(tasks.get("settled")),
-        "cpu_ms_per_task": _per(cpu_s.get(service), tasks.get("completed")),
+        "cpu_ms_per_task": _per(
+            cpu_s.get(service),
+            done_in_window if done_in_window is not None else tasks.get("completed"),
+        ),
         "api_cpu_ms_per_request": _per(cpu_s.get("api"), record.get("requests")),
         "worker_peak_mb": _mb((resources.get(service) or {}).get("peak_memory_bytes")),
         "api_peak_mb": _mb((resources.get("api") or {}).get("peak_memory_bytes")),
@@ -98,18 +186,27 @@ def run_row(record: Mapping, queue: str, rep: int, cpu_s: Mapping[str, float | N
 
 
 def stats(values: Iterable) -> dict | None:
-    """Mean, min and max of the figures there are (None where a rep has none)."""
-    xs = [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    """Mean, min and max of the figures there are (None where a rep has none), and their
+    spread: (max - min) / median, in % (None for one figure or a median of 0)."""
+    xs = sorted(float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v)))
     if not xs:
         return None
-    return {"mean": round(sum(xs) / len(xs), 3), "min": min(xs), "max": max(xs), "n": len(xs)}
+    mid = len(xs) // 2
+    median = xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+    spread = round(100 * (xs[-1] - xs[0]) / median, 1) if len(xs) > 1 and median else None
+    return {"mean": round(sum(xs) / len(xs), 3), "min": xs[0], "max": xs[-1], "n": len(xs), "spread_pct": spread}
 
 
 def summarise(rows: Iterable[Mapping], queues: Iterable[str]) -> dict[str, dict[str, dict | None]]:
     """Per queue and field, the spread over that queue's runs."""
     rows = list(rows)
-    return {
+    out = {
         q: {key: stats(r[key] for r in rows if r["queue"] == q) for _, key in FIELDS}
         for q in queues
         if any(r["queue"] == q for r in rows)
     }
+    for q, fields in out.items():
+        done = fields.get("all_done_s")
+        if done is not None and any(r.get("all_done_projected") for r in rows if r["queue"] == q):
+            done["projected"] = True  # a projection at the rate its queue drained while watched
+    return out

@@ -41,6 +41,9 @@ class TaskFigures(Record):
     time_to_execute_all_s: float | None = None
     drain_s: float | None = None
     per_queue: dict[str, dict[str, dict[str, Any]]] = {}
+    # Who ran the rest of a backlog the run's queue drained too slowly to wait for
+    # (make compare's one-off worker): its counts are whole, its times not the queue's.
+    emptied_by: str | None = None
 
 
 class Timeline(Record):
@@ -107,6 +110,17 @@ class RunRecord(Record):
     def unsettled(self) -> bool:
         """Some of the run's tasks are not coming: the wait for them stalled or timed out."""
         return bool(self.tasks and not self.tasks.settled and not self.is_draining())
+
+    def emptied(self, ledger: Mapping, by: str) -> None:
+        """The run's backlog was run by another worker (`by`) once its watch had measured
+        the queue's own drain: the counts from the ledger, whole and exact, with no time
+        to execute all tasks (it would be that worker's); the watch's rate and projection stay."""
+        assert self.tasks is not None
+        watch = self.tasks.draining
+        self.tasks = task_figures(ledger, self.load_ended_at, backlog_of(ledger) == 0)
+        self.tasks.time_to_execute_all_s = self.tasks.drain_s = None
+        self.tasks.draining, self.tasks.emptied_by = watch, by
+        self.warnings = [w for w in self.warnings if not w.startswith("still draining")]
 
     def settle_later(self, ledger: Mapping) -> bool:
         """Fill in a draining run's task figures from its ledger once nothing is

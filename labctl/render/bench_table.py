@@ -7,7 +7,7 @@ import statistics
 
 from labctl.platform.containers import limit_text
 from labctl.records.bench import BUDGET_PEAK_MB, BUDGET_RATIO, BenchRecord, _ratio, ratios
-from labctl.render.run_table import arq_cap
+from labctl.render.run_table import arq_knobs
 from labctl.render.table import markdown_table
 
 FAST_ARQ_POLL = "0.01"
@@ -200,7 +200,7 @@ def rows_cells(record: dict) -> list[list[str]]:
     lines = []
     for row in record["rows"]:
         notes = _row_notes(row.get("bare") or {}, row.get("lab") or {})
-        arq_note = [arq_cap(record.get("knobs") or {})] if row["queue"] == "arq" else []
+        arq_note = [arq_knobs(record.get("knobs") or {})] if row["queue"] == "arq" else []
         lines.append(_row_line(record, row, "", "", arq_note + notes))
         if "bare_drain_fast" in row:
             lines.append(_row_line(record, row, "_fast", f" (ARQ_POLL_DELAY={FAST_ARQ_POLL})", []))

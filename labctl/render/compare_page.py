@@ -11,7 +11,8 @@ from collections.abc import Iterable, Mapping
 
 from labctl.platform.containers import limit_text, workers_limit_text
 from labctl.queues import QUEUES
-from labctl.records.compare import ARTICLE_FIELDS, FIELDS, LAB_FIELDS, CompareRecord
+from labctl.records.compare import ARTICLE_FIELDS, FIELDS, LAB_FIELDS, ArticleRecord, CompareRecord, ratios_to
+from labctl.records.published import SOURCE as PUBLISHED_SOURCE
 from labctl.render import charts
 from labctl.render.table import markdown_table
 
@@ -29,6 +30,7 @@ PALETTE = (
     "#17becf",
 )
 CHARTS = (
+    ("requests", "Requests per second, as Locust sent them", "req/s"),
     ("throughput", "Throughput: tasks completed per second", "tasks/s"),
     ("backlog", "Backlog: tasks waiting in the queue", "tasks"),
     ("done_pct", "The drain: the run's tasks completed so far", "% of the run's tasks"),
@@ -64,8 +66,15 @@ def spread_parts(st: Mapping | None) -> tuple[str, str]:
 
 
 def spread(st: Mapping | None) -> str:
-    """`mean (min–max)` over the reps; the mean alone when they agree or there is one."""
-    return " ".join(part for part in spread_parts(st) if part)
+    """`mean (min–max)` over the reps; the mean alone when they agree or there is one;
+    `~mean (min–max) projected` for a time projected from a drain rate (records/compare.py)."""
+    text = " ".join(part for part in spread_parts(st) if part)
+    return f"~{text} projected" if st and st.get("projected") else text
+
+
+def spread_pct(st: Mapping | None) -> str:
+    """The reps' spread: (max - min) / median, in %."""
+    return "-" if not st or st.get("spread_pct") is None else f"{st['spread_pct']:g}"
 
 
 # -- The setting, as one line --------------------------------------------------------------
@@ -74,23 +83,31 @@ def limits_line(record: Mapping) -> str:
     return f"API {limit_text(limits.get('api'))}, workers {workers_limit_text(limits.get('workers') or {})}"
 
 
+def run_length(p: Mapping) -> str:
+    if p.get("duration_s"):
+        return f"{p['duration_s']:g} s of load per run (RPS over all but its first {p.get('warmup_s', 0):g} s)"
+    return f"{p['requests']} requests per run"
+
+
 def heading(record: Mapping) -> str:
     p = record["params"]
-    return (
-        f"{p['endpoint']}, {p['users']} users, {p['requests']} requests per run, {p['reps']} rep(s) per queue; "
-        f"{limits_line(record)}"
-    )
+    return f"{p['endpoint']}, {p['users']} users, {run_length(p)}, {p['reps']} rep(s) per queue; {limits_line(record)}"
 
 
 # -- Markdown ---------------------------------------------------------------------------------
 def markdown(record: CompareRecord | Mapping) -> str:
     """The comparison's table for an issue or a README: mean (min–max) over the reps."""
     record = _data(record)
-    rows = [[queue, *(spread(summary.get(key)) for _, key in FIELDS)] for queue, summary in record["summary"].items()]
+    rows = [
+        [queue, *(spread(summary.get(key)) for _, key in FIELDS), spread_pct(summary.get("rps"))]
+        for queue, summary in record["summary"].items()
+    ]
     lines = [
-        f"make compare {record['run']}: {heading(record)}. Mean (min–max) over the reps.",
+        f"make compare {record['run']}: {heading(record)}. Mean (min–max) over the reps; "
+        "RPS spread: (max - min) / median over the reps; ~ projected: the queue drained slower than its API "
+        "enqueued, so its time to run every task is projected from the rate it held while watched.",
         "",
-        markdown_table(["queue", *(name for name, _ in FIELDS)], rows, {"queue"}),
+        markdown_table(["queue", *(name for name, _ in FIELDS), "RPS spread %"], rows, {"queue"}),
     ]
     if published := record.get("published"):
         src = published["source"]
@@ -150,15 +167,29 @@ def _stat_cell(queue: str, key: str, st: Mapping | None) -> str:
     mean, span = spread_parts(st)
     # The range wraps below the mean as a whole, never inside itself.
     text = esc(mean) + (f" <span class=range>{esc(span)}</span>" if span else "")
+    if st and st.get("projected"):
+        attrs += ' data-projected="1"'
+        text = f"~{text} <span class=range>projected</span>"
     return f"<td class=n{attrs}>{text}</td>"
 
 
 def summary_table(record: Mapping) -> str:
     head = _row(
-        [_th("queue"), *(_th(name, "article") for name, _ in ARTICLE_FIELDS), *(_th(name) for name, _ in LAB_FIELDS)]
+        [
+            _th("queue"),
+            *(_th(name, "article") for name, _ in ARTICLE_FIELDS),
+            *(_th(name) for name, _ in LAB_FIELDS),
+            _th("RPS spread %"),
+        ]
     )
     body = [
-        _row([_td(queue, attrs=f' data-queue="{esc(queue)}"'), *(_stat_cell(queue, k, s.get(k)) for _, k in FIELDS)])
+        _row(
+            [
+                _td(queue, attrs=f' data-queue="{esc(queue)}"'),
+                *(_stat_cell(queue, k, s.get(k)) for _, k in FIELDS),
+                _td(spread_pct(s.get("rps")), True, f' data-queue="{esc(queue)}" data-field="rps_spread_pct"'),
+            ]
+        )
         for queue, s in record["summary"].items()
     ]
     return f'<table id="summary"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>'
@@ -241,21 +272,65 @@ def _table(table_id: str, header: Iterable[str], rows: Iterable[Iterable[str]]) 
     return f"<table id='{table_id}'><thead>{head}</thead><tbody>{''.join(_row(r) for r in rows)}</tbody></table>"
 
 
+def _middle(value, table) -> str:
+    """A chart's mean over the middle of a run, and its ratio to the table's figure."""
+    if value is None:
+        return "-"
+    return f"{num(value)} ({value / table:.2f})" if table else num(value)
+
+
 def runs_section(record: Mapping) -> str:
-    """Every run of the comparison, in the order it ran."""
-    keys = ("rps", "median_ms", "p95_ms", "all_done_s", "errors_pct", "cpu_ms_per_task", "completed", "lost")
+    """Every run of the comparison, in the order it ran, with its charts over the middle of its load."""
     rows = [
         [
             _td(r["rep"], True),
             _td(r["queue"]),
-            *(_td(num(r.get(k)), True) for k in keys),
+            _td(num(r.get("rps")), True),
+            _td(num(r.get("rps_whole_load")), True),
+            _td(_middle(r.get("chart_rps_middle"), r.get("rps")), True),
+            _td(_middle(r.get("chart_throughput_middle"), r.get("rps")), True),
+            _td(num(r.get("median_ms")), True),
+            _td(num(r.get("p95_ms")), True),
+            _td(("~" if r.get("all_done_projected") else "") + num(r.get("all_done_s")), True),
+            _td(num(r.get("drain_rate_per_s")), True),
+            _td(num(r.get("errors_pct")), True),
+            _td(num(r.get("cpu_ms_per_task")), True),
+            _td(num(r.get("completed")), True),
+            _td(num(r.get("lost")), True),
+            _td(num(r.get("duplicates")), True),
             _td("; ".join(r.get("warnings") or [])),
             _td(r["run"]),
         ]
         for r in record["runs"]
     ]
-    header = ("rep", "queue", "RPS", "median ms", "p95 ms", "all tasks done s", "errors %", "CPU ms/task")
-    return _table("runs", (*header, "completed", "lost", "warnings", "run"), rows)
+    header = (
+        "rep",
+        "queue",
+        "RPS",
+        "RPS, whole load",
+        "requests chart, middle (÷ RPS)",
+        "throughput chart, middle (÷ RPS)",
+        "median ms",
+        "p95 ms",
+        "all tasks done s",
+        "drain while watched, tasks/s",
+        "errors %",
+        "CPU ms/task",
+        "completed",
+        "lost",
+        "dup",
+        "warnings",
+        "run",
+    )
+    note = (
+        "<p class='muted'>RPS: over the steady part of the load (after its warm-up), from the run's ledger; "
+        "RPS, whole load: Locust's, first request to last. The charts' means over the middle of the load (from "
+        "when their 10 s window lies past the warm-up to the load's end) beside the table's RPS: the requests "
+        "chart should read it; the throughput chart reads it only for a queue that keeps up. ~: projected from "
+        "the rate its tasks settled at while watched; the rest of such a backlog was run by a one-off worker, and "
+        "the counts are the ledger's whole.</p>"
+    )
+    return note + _table("runs", header, rows)
 
 
 def _pair(values) -> str:
@@ -357,12 +432,15 @@ def page(record: CompareRecord | Mapping) -> str:
 <style>{CSS}</style></head><body>
 <h1>The queues side by side: {esc(record["run"])}</h1>
 <p>{esc(heading(record))}. Ran {esc(record["time"])} for {esc(num(record.get("wall_s")))} s, the queues in turn,
-each rep of every queue before the next rep (<code>{esc(record.get("command"))}</code>); every run waited for an
-empty backlog and for all its tasks. Figures: mean (min–max) over the reps.</p>
+each rep of every queue before the next rep (<code>{esc(record.get("command"))}</code>); every run began on empty
+queues and watched its tasks for at most {esc(num(p.get("drain_watch_s")))} s, a queue that drained slower having
+the rest run by a one-off worker of its own. Figures: mean (min–max) over the reps.</p>
 <h2>The published experiment's table, and what the lab adds</h2>
 {summary_table(record)}
-<p class="muted">RPS, median and p95 from Locust ({esc(p["users"])} users); all tasks done: first enqueue to last
-completion (the ledger); CPU per task: the worker's CPU seconds from the load's start to the last settled task,
+<p class="muted">RPS: requests per second over the steady part of each run's load (the run's ledger, which counts
+every request's task); median and p95 from Locust over the whole load ({esc(p["users"])} users); all tasks done:
+first enqueue to last completion (the ledger), or ~projected where the queue drained slower than its API
+enqueued: from the rate its tasks settled at while watched; RPS spread: (max - min) / median over the reps; CPU per task: the worker's CPU seconds from the load's start to the last settled task,
 over the tasks completed (for <code>background</code> the API's, which serves the requests too); peaks and
 throttling over the same window (Prometheus). Throttled periods: of the CPU scheduler's 100 ms periods in which
 the worker ran, the share in which it used up its CPU limit and was held back until the next one (0-100 %).</p>
@@ -378,5 +456,103 @@ the worker ran, the share in which it used up its CPU limit and was held back un
 <h2>The setting</h2>
 {setting_section(record)}
 {f"<h2>Notes</h2><ul id='notes'>{notes}</ul>" if notes else ""}
+</body></html>
+"""
+
+
+# -- The published experiment's two settings (make compare setting=article) ---------------------
+REFERENCE = "faststream"  # the article's queue without a concurrency setting: the ratios' denominator
+
+
+def _article_rows(part: Mapping) -> list[tuple[str, dict, dict | None]]:
+    """(queue, the lab's summary, the article's row) for each queue of a setting."""
+    rows = (part.get("published") or {}).get("rows") or {}
+    return [(q, s, rows.get(q)) for q, s in part["summary"].items()]
+
+
+def _setting_of(part: Mapping) -> str:
+    return (part.get("published") or {}).get("setting") or limits_line(part)
+
+
+def article_markdown(record: ArticleRecord | Mapping) -> str:
+    """Both settings' tables, the lab's beside the article's, and the ratios between queues."""
+    record = record.as_json() if isinstance(record, ArticleRecord) else record
+    lines = [
+        f"make compare setting=article {record['run']}: the published experiment's settings, the lab's figures "
+        "(mean over the reps) beside the article's (another machine, its own versions); ratios: each queue's "
+        f"RPS over {REFERENCE}'s, the article's and the lab's.",
+    ]
+    for part in record["parts"]:
+        lab_ratio = ratios_to(part["summary"], REFERENCE)
+        pub_ratio = ratios_to((part.get("published") or {}).get("rows") or {}, REFERENCE)
+        rows = [
+            [
+                q,
+                num((s.get("rps") or {}).get("mean")),
+                num((pub or {}).get("rps")),
+                num((s.get("median_ms") or {}).get("mean")),
+                num((pub or {}).get("median_ms")),
+                num((s.get("p95_ms") or {}).get("mean")),
+                num((pub or {}).get("p95_ms")),
+                spread(s.get("all_done_s")),
+                num(lab_ratio.get(q)),
+                num(pub_ratio.get(q)),
+            ]
+            for q, s, pub in _article_rows(part)
+        ]
+        header = ["queue", "RPS lab", "RPS article", "median ms lab", "median ms article", "p95 ms lab"]
+        header += ["p95 ms article", "all tasks done s lab", f"RPS ÷ {REFERENCE} lab", f"RPS ÷ {REFERENCE} article"]
+        lines += ["", f"{_setting_of(part)} ({part['run']}):", "", markdown_table(header, rows, {"queue"})]
+    return "\n".join(lines)
+
+
+def article_page(record: ArticleRecord | Mapping) -> str:
+    """One page for both settings: each setting's table beside the article's, with the ratios, and a
+    link to each setting's own report (its charts and every run)."""
+    record = record.as_json() if isinstance(record, ArticleRecord) else record
+    sections = []
+    for part in record["parts"]:
+        lab_ratio = ratios_to(part["summary"], REFERENCE)
+        pub_ratio = ratios_to((part.get("published") or {}).get("rows") or {}, REFERENCE)
+        head = _row(
+            [
+                _th("queue"),
+                *(
+                    _th(f"{name} {who}", "article" if who == "article" else "")
+                    for name in ("RPS", "median ms", "p95 ms")
+                    for who in ("lab", "article")
+                ),
+                _th("all tasks done s lab"),
+                _th(f"RPS ÷ {REFERENCE} lab"),
+                _th(f"RPS ÷ {REFERENCE} article", "article"),
+            ]
+        )
+        body = []
+        for q, s, pub in _article_rows(part):
+            cells = [_td(q, attrs=f' data-queue="{esc(q)}"')]
+            for key in ("rps", "median_ms", "p95_ms"):
+                cells.append(_stat_cell(q, key, s.get(key)))
+                cells.append(_td(num((pub or {}).get(key)), True, f' data-queue="{esc(q)}" data-article="{key}"'))
+            cells.append(_stat_cell(q, "all_done_s", s.get("all_done_s")))
+            cells.append(_td(num(lab_ratio.get(q)), True, f' data-queue="{esc(q)}" data-ratio="lab"'))
+            cells.append(_td(num(pub_ratio.get(q)), True, f' data-queue="{esc(q)}" data-ratio="article"'))
+            body.append(_row(cells))
+        link = esc(f"{part['run']}.html")
+        sections.append(
+            f"<h2>{esc(_setting_of(part))}</h2><p>{esc(heading(part))}. Its own report, with its charts and every "
+            f"run: <a href='{link}'>{link}</a>.</p><table class='article-setting' data-setting='{esc(_setting_of(part))}'>"
+            f"<thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
+        )
+    src = PUBLISHED_SOURCE
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>make compare setting=article {esc(record["run"])}</title>
+<style>{CSS}</style></head><body>
+<h1>The published experiment's settings, the lab beside the article: {esc(record["run"])}</h1>
+<p>Ran {esc(record["time"])} for {esc(num(record.get("wall_s")))} s (<code>{esc(record.get("command"))}</code>). The
+article: <a href="{esc(src["url"])}">{esc(src["title"])}</a> ({esc(src["publisher"])}), ARQ, SAQ and Celery at
+concurrency 1, 100 users on the enqueue route, 50,000 iterations a run, <b>another machine</b> with its own
+versions: its absolute figures are not the lab's to match; the ratios between queues are what should carry.
+The lab's figures: mean (min–max) over the reps.</p>
+{"".join(sections)}
 </body></html>
 """

@@ -7,6 +7,7 @@ from functools import partial
 
 import httpx
 
+from lab.heap import freeze_startup_heap
 from lab.ledger import Ledger
 from lab.metrics import flush
 from lab.protocol import Queue
@@ -58,6 +59,9 @@ class LabState:
                     producer = module.Producer(self.settings)
                     await producer.start()
                     self.producers[queue] = producer
+                    # The library's objects live as long as the process: frozen
+                    # with the rest of start-up's, full collections skip them.
+                    freeze_startup_heap()
         return self.producers[queue]
 
     async def close(self) -> None:

@@ -113,7 +113,17 @@ def test_a_queue_run_records_its_limits_resources_and_generator(stack, arq_queue
     arq = record["resources"]["arq"]
     assert 0 < arq["peak_memory_bytes"] <= 200 * MiB and arq["cpu_limit_cores"] == pytest.approx(0.2)
     assert 0 <= arq["cpu_throttled_periods_pct"] <= 100 and arq["cpu_used_cores"] > 0
-    assert record["worker_peak_memory_bytes"] == arq["peak_memory_bytes"]
+
+    # The worker's peak, read here from Prometheus on its own: at least the peak over the
+    # load alone, at most the peak over a window reaching a minute past the record's.
+    def peak(start: float, end: float) -> float:
+        window = f"{int(end - start) + 1}s"
+        query = f'max(max_over_time(lab_memory_bytes{{service="arq"}}[{window}]))'
+        return float(stack.prometheus("/api/v1/query", query=query, time=f"{end:.3f}")["result"][0]["value"][1])
+
+    low = peak(record["load_started_at"], record["load_ended_at"])
+    high = peak(record["load_started_at"] - 5, record["window_end"] + 60)
+    assert low <= record["worker_peak_memory_bytes"] <= high, (low, record["worker_peak_memory_bytes"], high)
     assert sorted(p["role"] for p in record["generator"]["processes"]) == ["master", "worker", "worker"]
     assert record["exported_requests"] == n
 
@@ -205,7 +215,12 @@ def test_an_event_loop_scenario_leaves_a_record_with_the_probe(stack, results_di
     )
     assert (record["requests"], record["failures"], record["status_codes"]) == (iterations, 0, {"200": iterations})
     probe = record["probe"]
-    assert probe["sent"] > 0 and 0 <= probe["success_rate"] <= 1 and probe["worst_gap_s"] is not None, probe
+    # async-native keeps the event loop free: the probe was answered during the run, its longest
+    # gap shorter than the run, and the rate is what it counted.
+    assert probe["sent"] > 0 and probe["ok"] > 0 and probe["success_rate"] == round(probe["ok"] / probe["sent"], 4), (
+        probe
+    )
+    assert probe["worst_gap_s"] is not None and probe["worst_gap_s"] < probe["window_s"], probe
     assert record["resources"]["api"]["peak_memory_bytes"] > 0
     assert "probe:" in proc.stdout and run in proc.stdout
     assert_locust_is_gone(stack)

@@ -2,9 +2,12 @@
 values, returns a series with a non-zero value from the stack's Prometheus after
 loads that exercise it: the session's task run on every queue, its
 `make load worker=arq` (the Load dashboard: never skipped), a few refused requests (the
-4xx panel) and a Redis memory limit (the limit's line). Queries whose zero is
-their truth (failures, duplicates, OOM kills: tests.compose.panels.ZERO_TRUTH)
-must still return their series."""
+4xx panel), a Redis memory limit (the limit's line) and Redis frozen for a
+moment under a few requests (their fast 503s: the enqueue-error panels).
+Queries whose zero is their truth (failures, duplicates: tests.compose.panels.ZERO_TRUTH)
+must still return their series, and a zero-filled one (`X or Y * 0`) from X
+itself, so that the fill cannot stand in for a query that reads nothing. The
+restart and OOM-kill panels are shown non-zero by tests/compose/test_chaos.py."""
 
 import os
 import time
@@ -29,12 +32,29 @@ def refused_requests(api_url: str, seconds: float = 6) -> None:
             time.sleep(0.5)
 
 
+def requests_while_redis_is_frozen(stack, seconds: float = 3) -> list[int]:
+    """Redis frozen (`docker compose pause`) while a few tasks are POSTed: the API answers
+    each with a fast 503 and counts an enqueue error; then Redis thaws."""
+    stack.compose("pause", "redis")
+    statuses = []
+    try:
+        deadline = time.monotonic() + seconds
+        with httpx.Client(base_url=stack.api_url, timeout=10) as client:
+            while time.monotonic() < deadline:
+                statuses.append(client.post("/api/v1/incr/io/simple/faststream", json={"value": 1}).status_code)
+    finally:
+        stack.compose("unpause", "redis")
+    return statuses
+
+
 def test_every_panel_query_shows_data_after_a_load(stack, loaded_run, arq_queue_run):
     assert loaded_run["totals"]["pending"] == 0
     since = min(arq_queue_run["record"]["load_started_at"], loaded_run["first_enqueued_at"])
     stack.compose("exec", "-T", "redis", "redis-cli", "config", "set", "maxmemory", "1gb")
     try:
         refused_requests(stack.api_url)
+        statuses = requests_while_redis_is_frozen(stack)
+        assert statuses and set(statuses) == {503}, statuses
         time.sleep(6)  # two scrapes and rule evaluations after the last request
     finally:
         stack.compose("exec", "-T", "redis", "redis-cli", "config", "set", "maxmemory", "0")

@@ -55,7 +55,7 @@ def comparison() -> dict:
         records.append(record)
         rows.append(compare_record.run_row(record, queue, rep, {queue: 0.5, "api": 0.4}))
         samples = [[float(t), float(10 * t)] for t in range(-4, int(done) + 4, 2)]
-        series.append({"queue": queue, "rep": rep, "run": record["run"], "throughput": samples,
+        series.append({"queue": queue, "rep": rep, "run": record["run"], "requests": samples[2:], "throughput": samples,
                        "backlog": samples[:3], "done_pct": samples[1:]})  # fmt: skip
     setting = {"limits": {"api": records[0]["limits"]["api"], "workers": {}}, "knobs": {}, "versions": {"saq": "1"}}
     for record in records:
@@ -98,7 +98,9 @@ def test_background_is_measured_on_the_api():
 
 def test_the_spread_is_the_mean_and_range_over_reps():
     summary = comparison()["summary"]
-    assert summary["saq"]["rps"] == {"mean": 140.0, "min": 130.0, "max": 150.0, "n": 2}
+    # The spread: (max - min) / median, in %.
+    assert summary["saq"]["rps"] == {"mean": 140.0, "min": 130.0, "max": 150.0, "n": 2, "spread_pct": 14.3}
+    assert summary["dramatiq"]["rps"]["spread_pct"] == 0.0 and compare_record.stats([5])["spread_pct"] is None
     assert compare_report.spread(summary["saq"]["rps"]) == "140 (130–150)"
     assert compare_report.spread(summary["dramatiq"]["rps"]) == "160"  # the reps agree
     assert compare_report.spread(summary["saq"]["all_done_s"]) == "10 (9–11)"
@@ -199,16 +201,23 @@ def test_the_queues_and_parameters_a_comparison_takes():
     assert compare.parse_workers("saq, arq saq") == ["saq", "arq"]
     with pytest.raises(ParamError, match="unknown kafka"):
         compare.parse_workers("arq kafka")
+    # By default a run lasts a time, and its tasks are watched for a bounded time (the rest run by a one-off worker).
+    default = compare.run_options(compare.CompareOptions(workers="arq"), "arq", "compare-1-arq-r1")
+    assert (default.duration, default.iterations, default.wait, default.drain_watch) == ("25s", "", False, 20.0)
     options = compare.CompareOptions(workers="arq", requests=200)
     one = compare.run_options(options, "arq", "compare-1-arq-r1")
-    assert (one.worker, one.iterations, one.wait, one.endpoint, one.users) == ("arq", "200", True, "io/simple", "100")
+    assert (one.worker, one.iterations, one.duration, one.endpoint, one.users) == ("arq", "200", "", "io/simple", "100")
     compare.check_params(options, ["arq", "faststream"])
-    for bad in ({"endpoint": "all"}, {"endpoint": "io/nope"}, {"reps": 0}):
+    bad_ones = ({"endpoint": "all"}, {"endpoint": "io/nope"}, {"reps": 0}, {"duration_s": 6}, {"setting": "other"})
+    for bad in bad_ones:
         with pytest.raises(ParamError):
             compare.check_params(compare.CompareOptions(**bad), ["arq"])
     assert (
         compare.command_line(["arq"], options)
         == 'make compare workers="arq" requests=200 reps=2 users=100 endpoint=io/simple'
+    )
+    assert compare.command_line(list(QUEUES), compare.CompareOptions(setting="article")) == (
+        "make compare duration=25 reps=2 users=100 endpoint=io/simple setting=article"
     )
 
 

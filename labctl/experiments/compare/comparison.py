@@ -1,0 +1,206 @@
+"""One comparison under the lab's current limits: every rep of every queue, a slow
+queue's backlog run by a one-off worker after its watch, the record and its report."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from lab.queues import BY_NAME
+from labctl.clients.api import api_address, ledger
+from labctl.clients.prometheus import Prometheus
+from labctl.errors import LabError, LabNotRunning
+from labctl.experiments.compare.options import CompareOptions, command_line, describe, run_options
+from labctl.experiments.compare.series import SERIES_AFTER_S, SERIES_STEP_S, cpu_seconds, middle_rate, run_series
+from labctl.experiments.compare.setting import latest_bench, latest_chaos, published_beside, setting_of
+from labctl.load_run.backlog import wait_for_empty
+from labctl.load_run.steps import run_load
+from labctl.platform.compose import Compose
+from labctl.platform.lab import Lab
+from labctl.polling import Progress, wait_until
+from labctl.queues import service_of
+from labctl.records.compare import CompareRecord, run_row, summarise
+from labctl.records.run import RunRecord, backlog_of
+from labctl.records.store import Store
+from labctl.render import compare_page
+from labctl.render.console import Console
+
+# The rest of a backlog its queue drains too slowly is run by a one-off worker of
+# the queue, its CPU limit lifted, with these settings besides its own: arq polls
+# as often as it can and takes more jobs a poll, RQ runs jobs without a fork.
+SWEEPER_SETTINGS = {"arq": {"ARQ_POLL_DELAY": "0.01", "ARQ_MAX_JOBS": "20"}, "rq": {"RQ_WORKER_CLASS": "SimpleWorker"}}
+SWEEP_STALL_S = 60
+
+
+class Comparison:
+    """The runs of one comparison, on the compose project or the Swarm stack."""
+
+    def __init__(self, options: CompareOptions, queues: list[str], lab: Lab, ui: Console, name: str | None = None):
+        self.options, self.queues, self.lab, self.ui = options, queues, lab, ui
+        self.name = name or f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
+        self.store = Store(options.results_dir)
+        addr = lab.port("prometheus", 9090)
+        if not addr:
+            raise LabNotRunning(
+                "Prometheus is not running: make compare reads the backlog and the charts from it (make up)"
+            )
+        self.prom = Prometheus(addr)
+        self.rows: list[dict] = []
+        self.records: list[RunRecord] = []
+        self.series: list[dict] = []
+        self.notes: list[str] = []
+
+    def one(self, queue: str, rep: int) -> None:
+        """One load run of a queue, its tasks watched for a bounded time and the rest run by a
+        one-off worker where its queue drains slower (empty_backlog), and what Prometheus saw of it."""
+        run = f"{self.name}-{queue}-r{rep}"
+        if note := wait_for_empty(self.prom.queue_depths, queue, self.options.backlog_wait_s, self.ui.say):
+            self.notes.append(note)
+        record = run_load(run_options(self.options, queue, run), self.lab, self.ui)
+        start = record.load_started_at or 0.0
+        # The run's window: to its last settled task, or to the end of its watch.
+        window_end = record.window_end or record.load_ended_at or start
+        cpu = cpu_seconds(
+            self.prom, list(dict.fromkeys([service_of(queue), "api"])), start, min(time.time(), window_end + 3)
+        )
+        if record.is_draining():
+            self.empty_backlog(queue, record)
+        if record.unsettled():
+            self.notes.append(f"{run}: not every task settled ({'; '.join(record.warnings)})")
+        self.records.append(record)
+        self.rows.append(run_row(record.as_json(), queue, rep, cpu, self.warmup_s, window_end))
+
+    @property
+    def warmup_s(self) -> float | None:
+        """The warm-up a run's RPS leaves out: none for runs of a request count (the whole load's)."""
+        return None if self.options.requests else self.options.warmup_s
+
+    def empty_backlog(self, queue: str, record: RunRecord) -> None:
+        """The rest of a run's backlog, which its queue drains slower than its API enqueued, run
+        by a one-off worker of the queue beside its own, its CPU limit lifted (SWEEPER_SETTINGS);
+        the run's record then holds the ledger's whole counts and the drain it measured
+        (RunRecord.emptied). On a Swarm stack, or for `background`, the run's own workers finish
+        it (at most --drain-timeout)."""
+        watch = (record.tasks.draining if record.tasks else None) or {}
+        self.ui.say(
+            f"{queue} drains at {watch.get('rate_per_s')} tasks/s: {watch.get('backlog')} task(s) left, "
+            f"projected to take {watch.get('projected_empty_s')} s more; a one-off {queue} worker runs them now"
+        )
+        api = api_address(self.lab)
+        progress = Progress(SWEEP_STALL_S)
+
+        def emptied() -> dict | None:
+            led = ledger(api, record.run)
+            progress.see(backlog_of(led) if led else None)
+            if progress.stalled:
+                raise LabError(f"the rest of {record.run}'s backlog stopped moving for {SWEEP_STALL_S} s")
+            return led if led and backlog_of(led) == 0 else None
+
+        if isinstance(self.lab, Compose) and queue in BY_NAME:
+            prefix = BY_NAME[queue].limits_prefix
+            limits = {f"{prefix}_CPUS": str(os.cpu_count() or 1), f"{prefix}_MEM": "1G"}
+            by = f"a one-off {queue} worker without its CPU limit" + "".join(
+                f", {k}={v}" for k, v in SWEEPER_SETTINGS.get(queue, {}).items()
+            )
+            with self.lab.one_off(queue, limits, SWEEPER_SETTINGS.get(queue, {})):
+                led = wait_until(emptied, timeout_s=self.options.drain_timeout, every_s=1)
+        else:
+            by = f"the lab's own {queue} workers"
+            led = wait_until(emptied, timeout_s=self.options.drain_timeout, every_s=1)
+        if not led:
+            self.notes.append(f"{record.run}: its backlog was not emptied within {self.options.drain_timeout:.0f} s")
+            return
+        record.emptied(led, by)
+        self.store.save(record)
+
+    def collect_series(self) -> None:
+        """Every run's series, read once all ran: by then the 10 s rates after each run's end are in
+        (the last run's after a short wait)."""
+        if self.records:
+            last = self.records[-1]
+            until = (last.window_end or last.load_ended_at or 0.0) + SERIES_AFTER_S + SERIES_STEP_S
+            time.sleep(max(0.0, min(until - time.time(), SERIES_AFTER_S + SERIES_STEP_S)))
+        for row, record in zip(self.rows, self.records):
+            try:
+                series = run_series(self.prom, record, row["queue"])
+            except (httpx.HTTPError, LabError) as exc:
+                self.notes.append(f"{row['run']}: no series from Prometheus ({exc})")
+                continue
+            self.series.append({"queue": row["queue"], "rep": row["rep"], "run": row["run"], **series})
+            # The charts over the middle of the load, against the table's figures.
+            warmup = self.warmup_s or 0.0
+            row["chart_rps_middle"] = middle_rate(series["requests"], record, warmup)
+            row["chart_throughput_middle"] = middle_rate(series["throughput"], record, warmup)
+
+    def run_all(self) -> float:
+        """Every rep of every queue, interleaved; the wall time."""
+        started = time.monotonic()
+        order = [(rep, queue) for rep in range(1, self.options.reps + 1) for queue in self.queues]
+        for i, (rep, queue) in enumerate(order, 1):
+            self.ui.say(f"\n== make compare {self.name}: run {i}/{len(order)}, {queue}, rep {rep}/{self.options.reps}")
+            try:
+                self.one(queue, rep)
+            except (LabError, httpx.HTTPError) as exc:
+                self.ui.say(f"{queue} rep {rep} failed: {exc}")
+                self.notes.append(f"{queue} rep {rep} failed: {exc}")
+        self.collect_series()
+        return time.monotonic() - started
+
+    def record(self, wall_s: float) -> CompareRecord:
+        o = self.options
+        params: dict[str, Any] = {"workers": self.queues, "requests": o.requests, "reps": o.reps, "users": o.users}
+        if not o.requests:
+            params.update({"duration_s": o.duration_s, "warmup_s": o.warmup_s})
+        params.update({"drain_watch_s": o.drain_watch_s, "setting": o.setting or None})
+        params.update({"spawn": o.spawn or None, "endpoint": o.endpoint, "locust_workers": o.locust_workers})
+        setting, notes = setting_of(self.records, self.lab)
+        beside, why_not = published_beside(setting, params) if self.records else (None, "no run")
+        return CompareRecord(
+            run=self.name,
+            time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            command=command_line(self.queues, o),
+            wall_s=round(wall_s, 1),
+            params=params,
+            summary=summarise(self.rows, self.queues),
+            runs=self.rows,
+            series=self.series,
+            series_step_s=SERIES_STEP_S,
+            setting=setting,
+            bench=latest_bench(self.store, self.queues),
+            chaos=latest_chaos(self.store, self.queues),
+            published=beside,
+            published_note=why_not,
+            notes=self.notes + notes,
+        )
+
+    def write(self, record: CompareRecord) -> dict[str, Path]:
+        record.report = str(self.store.path(self.name, ".html"))
+        return {
+            "json": self.store.save(record),
+            "md": self.store.write_text(self.name, ".md", compare_page.markdown(record) + "\n"),
+            "html": self.store.write_text(self.name, ".html", compare_page.page(record)),
+        }
+
+
+def compare_once(options: CompareOptions, queues: list[str], lab: Lab, ui: Console, name: str | None = None):
+    """One comparison under the lab's current limits: its record, written, and its paths."""
+    comparison = Comparison(options, queues, lab, ui, name)
+    ui.say(
+        f"make compare {comparison.name}: {', '.join(queues)}, {options.reps} rep(s) each, "
+        f"{describe(options)} of {options.endpoint} from {options.users} users a run, under the stack's limits"
+    )
+    wall_s = comparison.run_all()
+    if not comparison.rows:
+        raise LabError("no run finished; nothing to report")
+    record = comparison.record(wall_s)
+    paths = comparison.write(record)
+    ui.say(f"\n{compare_page.markdown(record)}\n")
+    for note in record.notes:
+        ui.say(f"NOTE: {note}")
+    ui.say(f"report: {paths['html']}  (table: {paths['md']}, record: {paths['json']}); {wall_s:.0f} s in all")
+    failed = len(comparison.rows) < len(queues) * options.reps or any(not r["settled"] for r in comparison.rows)
+    return record, failed

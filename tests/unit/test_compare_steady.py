@@ -1,0 +1,148 @@
+"""`make compare` in steady state: a run's RPS over its steady part from its
+ledger timeline, a slow drain's time projected from the rate it held and its
+backlog run by another worker with every task still counted, the charts over
+the middle of a run, the spread over the reps, and the published experiment's
+two settings with the ratios between queues. Records built by the functions a
+real run uses (labctl/records/run.py); the real runs: tests/compose/test_compare.py."""
+
+from labctl.experiments import compare
+from labctl.records import compare as compare_record
+from labctl.records import published
+from labctl.records.run import RunInputs, RunRecord, build_run_record
+from labctl.render import compare_page
+
+MiB = 1 << 20
+LIMITS = {"cpus": 0.2, "memory": "200M", "memory_bytes": 200 * MiB, "replicas": 1}
+
+
+def timeline(start: float, seconds: int, warm_rate: float, rate: float, done_rate: float) -> dict:
+    """A ledger once a second: `warm_rate` requests a second for the first 5 s, then `rate`."""
+    rows, enqueued = [], 0.0
+    for t in range(seconds + 1):
+        completed = min(enqueued, done_rate * t)
+        rows.append([start + t, enqueued, completed, 0, enqueued - completed])
+        enqueued += warm_rate if t < 5 else rate
+    return {"fields": ["at", "enqueued", "completed", "failed", "pending"], "rows": rows}
+
+
+def run_record(queue: str, rate: float, done_rate: float, draining: bool) -> dict:
+    """30 s of load from t=1000: a rate of 20 while warming, then `rate`."""
+    tl = timeline(1000.0, 30, 20.0, rate, done_rate)
+    enqueued = int(tl["rows"][-1][1])
+    completed = int(tl["rows"][-1][2])
+    ledger = {
+        "totals": {"enqueued": enqueued, "completed": completed if draining else enqueued, "failed": 0, "duplicates": 0,
+                   "pending": enqueued - completed if draining else 0},
+        "first_enqueued_at": 1000.0, "last_settled_at": 1030.0 if draining else 1032.0,
+    }  # fmt: skip
+    watch = {"backlog": enqueued - completed, "rate_per_s": done_rate, "watch_ended_at": 1060.0}
+    return build_run_record(
+        RunInputs(
+            params={"run": f"c-{queue}", "scenario": "queue", "worker": queue, "endpoint": "io/simple", "users": 100,
+                    "spawn_rate": 100, "iterations": None, "duration_target_s": 30.0},
+            locust={"requests": enqueued, "failures": 0, "first_request_at": 1000.0, "last_response_at": 1030.0,
+                    "status_codes": {"202": enqueued}, "median_ms": 100, "p95_ms": 200},
+            ledger=ledger, settled=not draining, draining=watch if draining else None,
+            limits={"api": LIMITS, "workers": {queue: {**LIMITS, "concurrency": 3}}}, knobs={},
+            resources={queue: {"peak_memory_bytes": 80 * MiB}, "api": {"peak_memory_bytes": 90 * MiB}},
+            probe=None, locust_workers=2, subjects=[queue],
+            extra={"timeline": tl, "window_end": 1060.0 if draining else 1032.0},
+        )
+    ).as_json()  # fmt: skip
+
+
+def test_the_rps_is_the_steady_parts_not_the_warm_ups():
+    record = run_record("saq", rate=300.0, done_rate=300.0, draining=False)
+    # The whole load's rate carries the slow start; the steady part's is the run's own.
+    assert record["rps"] < 280
+    assert compare_record.steady_rps(record, warmup_s=5) == 300.0
+    row = compare_record.run_row(record, "saq", 1, {"saq": 1.0, "api": 1.0}, warmup_s=5, window_end=1032.0)
+    assert (row["rps"], row["rps_whole_load"], row["all_done_projected"]) == (300.0, record["rps"], False)
+    # A record without a timeline (written before it existed): the whole load's rate.
+    del record["timeline"]
+    assert compare_record.steady_rps(record, 5) is None
+    assert compare_record.run_row(record, "saq", 1, {}, warmup_s=5)["rps"] == record["rps"]
+
+
+def test_a_slow_drain_is_projected_and_its_backlog_counted_whole_once_emptied():
+    record = RunRecord.model_validate(run_record("arq", rate=300.0, done_rate=10.0, draining=True))
+    assert record.is_draining()
+    enqueued = record.tasks.enqueued
+    ledger = {
+        "totals": {"enqueued": enqueued, "completed": enqueued, "failed": 0, "duplicates": 2, "pending": 0},
+        "first_enqueued_at": 1000.0, "last_settled_at": 1100.0,
+    }  # fmt: skip
+    record.emptied(ledger, "a one-off arq worker")
+    tasks = record.tasks
+    # Every task counted, duplicates too; no time to run them all (it would be the one-off's).
+    assert (tasks.completed, tasks.duplicates, tasks.lost, tasks.settled) == (enqueued, 2, 0, True)
+    assert tasks.time_to_execute_all_s is None and tasks.emptied_by == "a one-off arq worker"
+    assert not record.is_draining() and not record.unsettled()
+    data = record.as_json()
+    # From the first enqueue: 60 s until the watch ended, then the backlog at the rate it held.
+    backlog = data["tasks"]["draining"]["backlog"]
+    assert compare_record.projected_all_done(data) == round(60 + backlog / 10.0, 1)
+    row = compare_record.run_row(data, "arq", 1, {"arq": 0.3, "api": 1.0}, warmup_s=5, window_end=1030.0)
+    assert row["all_done_projected"] and row["all_done_s"] == compare_record.projected_all_done(data)
+    assert row["drain_rate_per_s"] == 10.0 and row["lost"] == 0
+    # The worker's CPU up to the end of the watch, over the tasks it had run by then (the timeline's).
+    assert row["cpu_ms_per_task"] == round(0.3 * 1000 / compare_record.completed_by(data, 1030.0), 3)
+    summary = compare_record.summarise([row], ["arq"])
+    assert summary["arq"]["all_done_s"]["projected"] is True
+    assert compare_page.spread(summary["arq"]["all_done_s"]).startswith("~") and "projected" in compare_page.spread(
+        summary["arq"]["all_done_s"]
+    )
+
+
+def test_the_charts_are_read_over_the_middle_of_the_load():
+    run = RunRecord.model_validate(run_record("saq", 300.0, 300.0, draining=False))
+    samples = [[float(t), 0.0 if t < 15 else 300.0] for t in range(-4, 40, 2)]
+    # From when the 10 s window lies past the 5 s warm-up (t=15) to the load's end (t=30).
+    assert compare.middle_rate(samples, run, warmup_s=5) == 300.0
+    assert compare.middle_rate([[1.0, 5.0]], run, warmup_s=5) is None
+
+
+def test_the_ratios_between_queues_read_summaries_and_the_articles_rows_alike():
+    summary = {"faststream": {"rps": {"mean": 200.0}}, "arq": {"rps": {"mean": 100.0}}, "saq": {"rps": None}}
+    assert compare_record.ratios_to(summary, "faststream") == {"faststream": 1.0, "arq": 0.5, "saq": None}
+    rows = published.RESULTS["0.2cpu/200M"]
+    assert compare_record.ratios_to(rows, "faststream")["celery"] == round(151 / 262, 2)
+
+
+def test_the_articles_settings_as_compose_variables():
+    env = compare.article_env("0.5cpu/500M")
+    assert env == {
+        "API_CPUS": "0.5",
+        "API_MEM": "500M",
+        "WORKER_CPUS": "0.5",
+        "WORKER_MEM": "500M",
+        "ARQ_MAX_JOBS": "1",
+        "SAQ_CONCURRENCY": "1",
+        "CELERY_CONCURRENCY": "1",
+    }
+    assert [compare.article_env(s)["WORKER_CPUS"] for s in published.SETTINGS] == ["0.2", "0.5"]
+
+
+def test_the_article_page_puts_each_setting_beside_the_articles_table():
+    parts = []
+    for setting, rps in (("0.2cpu/200M", 500.0), ("0.5cpu/500M", 1200.0)):
+        rows = [
+            compare_record.run_row(run_record(q, rps * f, rps * f, False), q, 1, {}, warmup_s=5)
+            for q, f in (("faststream", 1.0), ("arq", 0.8))
+        ]
+        parts.append(
+            {
+                "run": f"compare-article-x-{setting.replace('/', '-')}",
+                "params": {"endpoint": "io/simple", "users": 100, "reps": 1, "duration_s": 30, "warmup_s": 5},
+                "summary": compare_record.summarise(rows, ["faststream", "arq"]),
+                "setting": {"limits": {"api": LIMITS, "workers": {}}},
+                "published": published.beside(setting, "io/simple", 100),
+            }
+        )
+    record = {"run": "compare-article-x", "time": "t", "command": "make compare setting=article", "parts": parts}
+    text = compare_page.article_markdown(record)
+    assert "0.2cpu/200M" in text and "0.5cpu/500M" in text
+    arq_row = next(line for line in text.splitlines() if line.startswith("| arq |") and "| 1114 |" in line)
+    assert "| 0.8 |" in arq_row and f"| {round(1114 / 1178, 2)} |" in arq_row  # the lab's ratio, the article's
+    page = compare_page.article_page(record)
+    assert page.count("class='article-setting'") == 2 and 'data-article="rps">1114<' in page
