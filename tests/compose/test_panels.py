@@ -1,8 +1,8 @@
 """Every query of every dashboard panel, its template variables set to real
 values, returns a series with a non-zero value from the stack's Prometheus after
 loads that exercise it: the session's task run on every queue, its
-`make load worker=arq` (the Load dashboard: never skipped), a few refused requests (the
-4xx panel), a Redis memory limit (the limit's line) and Redis frozen for a
+`make load worker=arq` (the Load dashboard: never skipped), refused requests and
+Celery tasks over several scrapes (the 4xx panel, Flower's events), a Redis memory limit (the limit's line) and Redis frozen for a
 moment under a few requests (their fast 503s: the enqueue-error panels).
 Queries whose zero is their truth (failures, duplicates: tests.compose.panels.ZERO_TRUTH)
 must still return their series, and a zero-filled one (`X or Y * 0`) from X
@@ -22,13 +22,17 @@ QUEUES = "|".join(ALL_QUEUES)
 STEP_S = 2  # the rules' evaluation interval: no short burst falls between two steps
 
 
-def refused_requests(api_url: str, seconds: float = 6) -> None:
-    """Bad bodies (422) spread over a few rule evaluations, for the 4xx query."""
+def requests_over_time(api_url: str, seconds: float = 12) -> None:
+    """Spread over several scrapes: bad bodies (422), for the 4xx query, and Celery tasks,
+    so that Flower's event counter, scraped every 5 s, rises between two of its scrapes (a
+    counter born with all of a short burst in it never shows an increase to a rate)."""
     deadline = time.monotonic() + seconds
-    with httpx.Client(base_url=api_url, timeout=10) as client:
+    with httpx.Client(base_url=api_url, timeout=10, headers={"X-Lab-Run": "compose-panels-spread"}) as client:
         while time.monotonic() < deadline:
             r = client.post(f"/api/v1/incr/io/simple/{ALL_QUEUES[0]}", json={"value": "not a number"})
             assert r.status_code == 422, r.text
+            r = client.post("/api/v1/incr/io/simple/celery", json={"value": 1})
+            assert r.status_code == 202, r.text
             time.sleep(0.5)
 
 
@@ -52,7 +56,7 @@ def test_every_panel_query_shows_data_after_a_load(stack, loaded_run, arq_queue_
     since = min(arq_queue_run["record"]["load_started_at"], loaded_run["first_enqueued_at"])
     stack.compose("exec", "-T", "redis", "redis-cli", "config", "set", "maxmemory", "1gb")
     try:
-        refused_requests(stack.api_url)
+        requests_over_time(stack.api_url)
         statuses = requests_while_redis_is_frozen(stack)
         assert statuses and set(statuses) == {503}, statuses
         time.sleep(6)  # two scrapes and rule evaluations after the last request

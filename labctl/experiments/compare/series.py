@@ -17,9 +17,12 @@ SERIES_AFTER_S = 14
 
 def run_series(prom: Prometheus, record: RunRecord, queue: str) -> dict:
     """The run's request rate, throughput, backlog and completed share over time, t from its first
-    request. The request rate is Locust's (its counters exist only while the run's Locust does)."""
+    request. The request rate is Locust's (its counters exist only while the run's Locust does).
+    A run whose backlog another worker ran after its watch ends where its watch did: what
+    followed is not its queue's own drain."""
     start = record.load_started_at or 0.0
-    end = min(time.time(), (record.window_end or record.load_ended_at or start) + SERIES_AFTER_S)
+    after = 0 if record.tasks and record.tasks.emptied_by else SERIES_AFTER_S
+    end = min(time.time(), (record.window_end or record.load_ended_at or start) + after)
     begin = start - 2 * SERIES_STEP_S
     sel = f'queue="{queue}"'
     exprs = {
