@@ -164,7 +164,12 @@ def scale(options: LoadOptions, replicas: str, lab: Lab, ui: Console) -> int:
     summary = ScaleRecord(
         base=base,
         worker=options.worker,
-        params={"requests": params.iterations, "endpoint": params.endpoint_label, "users": params.users},
+        params={
+            "requests": params.iterations,
+            "duration_s": params.duration_s,
+            "endpoint": params.endpoint_label,
+            "users": params.users,
+        },
         platform=lab.describe(),
     )
     before = lab.replicas(options.worker)

@@ -62,8 +62,9 @@ def summary_line(summary: dict) -> str:
         if platform.get("orchestrator") == "swarm"
         else f"compose project {platform.get('project')}"
     )
+    length = f"{p['requests']} requests" if p.get("requests") else f"{p.get('duration_s'):g} s of load"
     return (
-        f"{p['requests']} requests of {p['endpoint']} from {p['users']} users per count, on the {where}; "
+        f"{length} of {p['endpoint']} from {p['users']} users per count, on the {where}; "
         f"worker limits {summary.get('worker_limits') or '-'}, API {summary.get('api_limits') or '-'}."
     )
 
