@@ -479,9 +479,11 @@ def test_the_table_puts_the_articles_columns_first():
     assert "b-old" in lines[2] and "arq-x" in lines[3]  # oldest first
     cells = [c.strip() for c in lines[3].strip("|").split("|")]
     assert cells[:6] == ["arq", "100", "120", "480", "300", "0.5"]
+    # arq's note states the rate this run measured (completed / time to execute all) and the knobs that set it
     assert (
-        "arq: at most ARQ_MAX_JOBS" in cells[-2]
-        and "ARQ_POLL_DELAY (0.5 s)" in cells[-2]
+        "arq ran 6.6 tasks/s" in cells[-2]
+        and "ARQ_MAX_JOBS=3" in cells[-2]
+        and "ARQ_POLL_DELAY=0.5 s" in cells[-2]
         and "generator CPU-bound" in cells[-2]
     )
 
