@@ -1,0 +1,238 @@
+"""The queue authors' published benchmarks, as they print them, and the claims
+`make claims` decides: the figures are another machine's (mostly Apple laptops),
+so the claims are read on the ratios between queues, never on the seconds.
+
+BENCHES: per benchmark, its source (repository, commit, file, licence), what it
+measured, the queue rows and their figures as published. The row keys are
+the lab's labels of what ran (`rq-simple` is RQ's SimpleWorker, `celery-threads`
+Celery with `-P threads`, ...). Figures in seconds unless the name says a rate
+(`rate`: tasks per second).
+
+CLAIMS: each claim with the ratio it rests on (a figure of one row over the same
+figure of another, in the same benchmark and setup, repetition by repetition)
+and the rule that decides it (records/claims.py, `decide`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SAQ = "tobymao/saq"
+STREAQ = "tastyware/streaq"
+RQ = "rq/rq"
+STEVENTEN = "steventen/python_queue_benchmark"
+DRAMATIQ = "Bogdanp/dramatiq"
+BLOG = "https://bytay.dev/blog/celery-is-not-always-the-answer"
+
+# Columns of streaq's noop table and their scaled process counts here (2/10 per core: 1 stays 1).
+STREAQ_NOOP_WORKERS = {1: 1, 10: 2, 20: 4, 40: 8}
+STREAQ_SLEEP_WORKERS = (10, 20, 40)
+STREAQ_SLEEP_ROUNDS = 5  # N = rounds x workers x 32: the ideal time is rounds x 1 s
+STREAQ_CONCURRENCY = 32
+
+BENCHES: dict[str, dict] = {
+    "saq_simple": {
+        "title": "SAQ benchmarks/simple.py",
+        "source": {"repo": SAQ, "commit": "b40e3af", "files": ["benchmarks/simple.py", "benchmarks/funcs.py"],
+                   "licence": "MIT", "versions": "saq 0.13.3, arq 0.26.x, rq <= 1.16 (2024-08)"},
+        "setup": "1,000 jobs per phase, one process: enqueue, then noop, then sleep(random()/20); SAQ concurrency 10, "
+                 "arq max_jobs 10 in burst, RQ one forking Worker in burst",
+        "n": 1000,
+        "figures": ("enqueue_s", "noop_s", "sleep_s", "noop_own_s", "sleep_own_s"),
+        "published": {
+            # SAQ's and arq's timers are reset per phase: their own times are the printed ones.
+            "saq": {"enqueue_s": 0.09466, "noop_s": 0.40511, "sleep_s": 2.92441, "noop_own_s": 0.40511,
+                    "sleep_own_s": 2.92441},
+            "arq": {"enqueue_s": 0.15670, "noop_s": 5.02181, "sleep_s": 29.5913, "noop_own_s": 5.02181,
+                    "sleep_own_s": 29.5913},
+            # RQ's timer is never reset: noop includes the enqueue, sleep counts from the start.
+            "rq": {"enqueue_s": 0.21894, "noop_s": 15.0959, "sleep_s": 80.0692,
+                   "noop_own_s": 15.0959 - 0.21894, "sleep_own_s": 80.0692 - 15.0959 - 0.21894},
+        },
+    },
+    "rq_doc": {
+        "title": "RQ docs/benchmark.md",
+        "source": {"repo": RQ, "commit": "eda19b1", "files": ["docs/benchmark.md", "tests/fixtures.py"],
+                   "licence": "BSD-2-Clause", "versions": "rq 2.4.x, Python 3.13.2, Redis 7.2.7, M4 MacBook Air"},
+        "setup": "1,000 say_hello jobs enqueued, then one worker in burst mode, timed from its construction",
+        "n": 1000,
+        "figures": ("process_s",),
+        "published": {"rq-worker": {"process_s": 6.64}, "rq-simple": {"process_s": 1.02}},
+    },
+    "streaq_noop": {
+        "title": "streaq benchmarks/, no-op",
+        "source": {"repo": STREAQ, "commit": "c16c846 (saq, arq, taskiq files), 56567dc (streaq's)",
+                   "files": ["benchmarks/bench_saq.py", "benchmarks/bench_arq.py", "benchmarks/bench_taskiq.py",
+                             "benchmarks/bench_streaq.py"],
+                   "licence": "MIT",
+                   "versions": "streaq 6.0.0, saq 0.25.2, taskiq 0.11.18 / taskiq-redis 1.1.0, arq 0.26.3 (a fork "
+                               "with --workers), uvloop, M4 Mac mini"},
+        "setup": "20,000 no-op tasks, concurrency 32 per worker process, 1/10/20/40 processes; here 1/2/4/8 "
+                 "processes (2/10 per core) and N scaled by 1/5, enqueue first, then the workers",
+        "n": 20000,
+        "figures": ("enqueue_s", "spawn_done_s", "first_last_s"),
+        # published seconds per process count: {"w1": .., "w10": ..}; enqueue apart
+        "published": {
+            "streaq": {"enqueue_s": 0.45, "w1": 8.61, "w10": 3.90, "w20": 4.18, "w40": 4.84},
+            "saq": {"enqueue_s": 1.67, "w1": 9.86, "w10": 3.46, "w20": 3.45, "w40": 3.93},
+            "taskiq": {"enqueue_s": 1.68, "w1": 6.36, "w10": 3.26, "w20": 3.38, "w40": 6.43},
+            "arq": {"enqueue_s": 2.31, "w1": 62.66, "w10": 28.10, "w20": 43.33, "w40": None},
+        },
+    },
+    "streaq_sleep": {
+        "title": "streaq benchmarks/, sleep(1)",
+        "source": {"repo": STREAQ, "commit": "c16c846 / 56567dc", "files": ["benchmarks/"], "licence": "MIT",
+                   "versions": "as the no-op table"},
+        "setup": "20,000 tasks of sleep(1), concurrency 32 per process, 10/20/40 processes; here the same process "
+                 "counts and N = 5 rounds x processes x 32 (ideal 5 s); efficiency = ideal / measured",
+        "n": 20000,
+        "figures": ("enqueue_s", "spawn_done_s", "first_last_s", "efficiency"),
+        "published": {
+            "streaq": {"enqueue_s": 0.44, "w10": 64.56, "w20": 32.80, "w40": 17.88},
+            "saq": {"enqueue_s": 1.69, "w10": 64.51, "w20": 33.56, "w40": 17.74},
+            "taskiq": {"enqueue_s": 1.68, "w10": 67.53, "w20": 34.42, "w40": 18.55},
+            "arq": {"enqueue_s": 2.27, "w10": 176.87, "w20": 169.47, "w40": None},
+        },
+    },
+    "steventen": {
+        "title": "steventen/python_queue_benchmark",
+        "source": {"repo": STEVENTEN, "commit": "6f50a12", "files": ["*/tasks.py", "*/enqueue_jobs.py", "README.md"],
+                   "licence": "MIT (pyproject.toml)",
+                   "versions": "rq 1.16.2, arq 0.26.0, celery 5.4.0, huey 2.5.1, dramatiq 1.17.0, taskiq 0.11.19; "
+                               "M2 Pro, redis:7-alpine"},
+        "setup": "20,000 jobs that print the time, 10 workers, enqueue alone (a print per job), then the workers; "
+                 "the author's measure: worker start -> the last job's printed time; here N = 4,000",
+        "n": 20000,
+        "figures": ("enqueue_s", "start_last_s", "first_last_s"),
+        "published": {
+            "rq": {"enqueue_s": 4.03, "start_last_s": 51.05},
+            "arq": {"enqueue_s": 9.34, "start_last_s": 35.37},
+            "celery-threads": {"enqueue_s": 6.34, "start_last_s": 11.68},
+            "celery-processes": {"enqueue_s": 6.34, "start_last_s": 17.60},
+            "huey-threads": {"enqueue_s": 2.40, "start_last_s": 4.15},
+            "huey-processes": {"enqueue_s": 2.40, "start_last_s": 3.62},
+            "dramatiq-1x10": {"enqueue_s": 3.27, "start_last_s": 4.12},
+            "dramatiq-10x1": {"enqueue_s": 3.27, "start_last_s": 4.35},
+            "dramatiq-defaults": {"enqueue_s": 3.27, "start_last_s": 1.53},
+            "taskiq": {"enqueue_s": 5.97, "start_last_s": 2.03},
+        },
+    },
+    "blog_io": {
+        "title": "blog comparison, io task (sleep 0.1 s)",
+        "source": {"repo": BLOG, "commit": "2026-05-28", "files": ["the post (its code repository is not public)"],
+                   "licence": "-", "versions": "Python 3.13, Redis 7; library versions not stated"},
+        "setup": "1,000 tasks, one worker process, 10 at a time; tasks/s over first start -> last end",
+        "n": 1000,
+        "figures": ("rate",),
+        "published": {
+            "taskiq": {"rate": 95.90}, "dramatiq": {"rate": 90.79}, "streaq": {"rate": 85.70},
+            "arq": {"rate": 84.56}, "celery": {"rate": 68.10},
+        },
+    },
+    "blog_cpu": {
+        "title": "blog comparison, cpu task (SHA-256, 1 KB x 1000)",
+        "source": {"repo": BLOG, "commit": "2026-05-28", "files": ["the post"], "licence": "-",
+                   "versions": "as the io task"},
+        "setup": "1,000 tasks, one worker process, 10 at a time; tasks/s over first start -> last end",
+        "n": 1000,
+        "figures": ("rate",),
+        "published": {
+            "taskiq": {"rate": 235.16}, "dramatiq": {"rate": 56.35}, "streaq": {"rate": 251.14},
+            "arq": {"rate": 189.63}, "celery": {"rate": 54.63},
+        },
+    },
+    "dramatiq_fib": {
+        "title": "Dramatiq benchmarks/bench.py, fib (ported to Redis)",
+        "source": {"repo": DRAMATIQ, "commit": "763b772", "files": ["benchmarks/bench.py"],
+                   "licence": "LGPL-3.0 (ported, not copied)", "versions": "dramatiq 1.0 era, Celery 4 (2018)"},
+        "setup": "N fib(randint(1,200)) jobs sent, then `dramatiq -p 8` / `celery worker -c 8` (acks_late) / "
+                 "`rq worker-pool -n 8`; timed from the worker's Popen until the counter reaches N (0.1 s polls)",
+        "n": 10000,
+        "figures": ("process_s", "rate"),
+        "published": {},
+    },
+    "lab_path": {
+        "title": "The same jobs through the lab's own path",
+        "source": {"repo": "this lab", "commit": "-", "files": ["services/api", "workers/", "lab/ledger"],
+                   "licence": "-", "versions": "the lab's"},
+        "setup": "N io/simple tasks through the lab's API (20 connections) while no worker runs, then the lab's "
+                 "worker of the queue drains them; the ledger counts; the author's job shape as the lab's task "
+                 "bodies express it (IO_LATENCY_MS: 0 for a no-op, 25 for sleep(random()/20), 100 for the blog's io)",
+        "n": 1000,
+        "figures": ("enqueue_s", "api_rps", "spawn_done_s", "first_last_s"),
+        "published": {},
+    },
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    text: str
+    source: str
+    bench: str
+    num: str  # the row whose figure is divided
+    den: str  # by this row's
+    figure: str  # the figure (a time: num/den = how many times slower num is; a rate: how many times faster)
+    published: float | None  # the published ratio, None for a claim in words
+    rule: str  # magnitude | parity | slightly | much | event
+    setup: str = "unlimited"
+    column: str = ""  # streaq: the published process-count column (w1, w10, ...)
+
+
+def _ratio(bench: str, num: str, den: str, key: str) -> float | None:
+    rows = BENCHES[bench]["published"]
+    a, b = rows.get(num, {}).get(key), rows.get(den, {}).get(key)
+    return round(a / b, 3) if a and b else None
+
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim("C1-noop", "SAQ up to 8x faster than arq (README); its table: arq/SAQ noop", SAQ, "saq_simple", "arq",
+          "saq", "noop_s", _ratio("saq_simple", "arq", "saq", "noop_s"), "magnitude"),
+    Claim("C1-sleep", "its table: arq/SAQ sleep", SAQ, "saq_simple", "arq", "saq", "sleep_s",
+          _ratio("saq_simple", "arq", "saq", "sleep_s"), "magnitude"),
+    Claim("C2-noop", "its table: RQ/SAQ noop (RQ's own time, its enqueue taken out)", SAQ, "saq_simple", "rq",
+          "saq", "noop_own_s", _ratio("saq_simple", "rq", "saq", "noop_own_s"), "magnitude"),
+    Claim("C2-sleep", "its table: RQ/SAQ sleep (RQ's own time)", SAQ, "saq_simple", "rq", "saq", "sleep_own_s",
+          _ratio("saq_simple", "rq", "saq", "sleep_own_s"), "magnitude"),
+    Claim("C9", "arq about 7x faster than RQ for short jobs (arq's docs); read on SAQ's noop, RQ's own time over "
+          "arq's (SAQ's published data give 2.96x)", "python-arq/arq", "saq_simple", "rq", "arq", "noop_own_s",
+          7.0, "magnitude"),
+    Claim("C6", "SimpleWorker roughly a 6x speedup over the forking Worker (RQ docs)", RQ, "rq_doc", "rq-worker",
+          "rq-simple", "process_s", _ratio("rq_doc", "rq-worker", "rq-simple", "process_s"), "magnitude"),
+    Claim("C3-w1", "streaq up to 5x faster than arq (README); its table: arq/streaq noop, 1 worker", STREAQ,
+          "streaq_noop", "arq", "streaq", "spawn_done_s", _ratio("streaq_noop", "arq", "streaq", "w1"), "magnitude",
+          column="w1"),
+    Claim("C3-w10", "its table: arq/streaq noop, 10 workers (2 here)", STREAQ, "streaq_noop", "arq", "streaq",
+          "spawn_done_s", _ratio("streaq_noop", "arq", "streaq", "w10"), "magnitude", column="w10"),
+    Claim("C3-sleep10", "its table: arq/streaq sleep(1), 10 workers", STREAQ, "streaq_sleep", "arq", "streaq",
+          "first_last_s", _ratio("streaq_sleep", "arq", "streaq", "w10"), "magnitude", column="w10"),
+    Claim("C3-sleep20", "its table: arq/streaq sleep(1), 20 workers", STREAQ, "streaq_sleep", "arq", "streaq",
+          "first_last_s", _ratio("streaq_sleep", "arq", "streaq", "w20"), "magnitude", column="w20"),
+    Claim("C4-saq", "streaq on par with SAQ (benchmarks README): SAQ/streaq noop, 1 worker", STREAQ, "streaq_noop",
+          "saq", "streaq", "spawn_done_s", _ratio("streaq_noop", "saq", "streaq", "w1"), "parity", column="w1"),
+    Claim("C4-taskiq", "streaq on par with taskiq: taskiq/streaq noop, 1 worker", STREAQ, "streaq_noop", "taskiq",
+          "streaq", "spawn_done_s", _ratio("streaq_noop", "taskiq", "streaq", "w1"), "parity", column="w1"),
+    Claim("C5", "arq fails at 40 workers (streaq's table: ☠️)", STREAQ, "streaq_sleep", "arq", "arq", "first_last_s",
+          None, "event", column="w40"),
+    Claim("C7", "Dramatiq slightly faster than Celery (Dramatiq #25): rate ratio", DRAMATIQ, "dramatiq_fib",
+          "dramatiq", "celery", "rate", None, "slightly"),
+    Claim("C8", "Dramatiq much faster than RQ (Dramatiq #25): rate ratio", DRAMATIQ, "dramatiq_fib", "dramatiq",
+          "rq", "rate", None, "much"),
+    Claim("B-cpu-streaq", "blog: streaq/Celery on the cpu task (rate)", BLOG, "blog_cpu", "streaq", "celery",
+          "rate", _ratio("blog_cpu", "streaq", "celery", "rate"), "magnitude"),
+    Claim("B-cpu-taskiq", "blog: taskiq/Celery on the cpu task (rate)", BLOG, "blog_cpu", "taskiq", "celery",
+          "rate", _ratio("blog_cpu", "taskiq", "celery", "rate"), "magnitude"),
+    Claim("B-cpu-arq", "blog: arq/Celery on the cpu task (rate)", BLOG, "blog_cpu", "arq", "celery", "rate",
+          _ratio("blog_cpu", "arq", "celery", "rate"), "magnitude"),
+    Claim("S-taskiq", "steventen: taskiq against RQ (start -> last job)", STEVENTEN, "steventen", "rq", "taskiq",
+          "start_last_s", _ratio("steventen", "rq", "taskiq", "start_last_s"), "magnitude"),
+    Claim("S-arq", "steventen: arq against RQ (the only third-party check of arq's 7x)", STEVENTEN, "steventen",
+          "rq", "arq", "start_last_s", _ratio("steventen", "rq", "arq", "start_last_s"), "parity"),
+    Claim("S-huey", "steventen: Huey (threads) against RQ", STEVENTEN, "steventen", "rq", "huey-threads",
+          "start_last_s", _ratio("steventen", "rq", "huey-threads", "start_last_s"), "magnitude"),
+    Claim("S-dramatiq", "steventen: Dramatiq (1 x 10) against RQ", STEVENTEN, "steventen", "rq", "dramatiq-1x10",
+          "start_last_s", _ratio("steventen", "rq", "dramatiq-1x10", "start_last_s"), "magnitude"),
+    Claim("S-celery", "steventen: Celery (threads) against RQ", STEVENTEN, "steventen", "rq", "celery-threads",
+          "start_last_s", _ratio("steventen", "rq", "celery-threads", "start_last_s"), "magnitude"),
+)  # fmt: skip
