@@ -194,11 +194,23 @@ def event(runs: list[ClaimsRun], claim: Claim, setup: str) -> tuple[str, list[st
     return ("holds: it failed here too" if failed else "fails: it finished here"), statuses
 
 
+def poll_floor(runs: list[ClaimsRun], claim: Claim, setup: str) -> str:
+    """Where arq's side of a claim sits at its poll floor (within a tenth of it in every repetition), say so:
+    the ratio is then the floor over the other queue's time, and moves with the machine's speed."""
+    if claim.num != "arq" and claim.den != "arq":
+        return ""
+    arq = [r for r in select(runs, claim.bench, "arq", setup, claim.column) if ok(r)]
+    floors = [(r.figures.get(claim.figure), r.figures.get("noop_floor_s")) for r in arq]
+    if floors and all(t and f and abs(t - f) <= 0.1 * f for t, f in floors):
+        return f"arq at its poll floor (ceil(N/100) x 0.5 s = {floors[0][1]} s) in every repetition"
+    return ""
+
+
 def verdicts(record: ClaimsRecord) -> list[dict]:
     out = []
     for claim in CLAIMS:
         for setup in ("unlimited", "limited"):
-            if not any(r.bench == claim.bench and r.setup == setup for r in record.runs):
+            if not select(record.runs, claim.bench, claim.num, setup, claim.column):
                 continue
             entry: dict[str, Any] = {
                 "id": claim.id,
@@ -220,6 +232,8 @@ def verdicts(record: ClaimsRecord) -> list[dict]:
                 entry["ratios"] = ratios
                 entry["ratio"] = stats(ratios)
                 entry["verdict"] = decide(claim.rule, claim.published, ratios)
+            if cause := poll_floor(record.runs, claim, setup):
+                entry["cause"] = cause
             out.append(entry)
     return out
 

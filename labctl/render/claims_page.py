@@ -109,7 +109,15 @@ def ratio_text(v: Mapping) -> str:
 def verdicts_markdown(record: ClaimsRecord | Mapping) -> str:
     record = _data(record)
     body = [
-        [v["id"], v["text"], v["setup"], num(v.get("published")), ratio_text(v), v["rule"], v["verdict"]]
+        [
+            v["id"],
+            v["text"],
+            v["setup"],
+            num(v.get("published")),
+            ratio_text(v),
+            v["rule"],
+            v["verdict"] + (f" ({v['cause']})" if v.get("cause") else ""),
+        ]  # fmt: skip
         for v in verdicts(record)
     ]
     header = ["claim", "what", "setup", "published", "here: mean (range)", "rule", "verdict"]
@@ -268,7 +276,9 @@ def verdicts_section(record: ClaimsRecord) -> str:
                     _td(num(v.get("published")), True),
                     _td(ratio_text(v), True),
                     _td(v["rule"]),
-                    f"<td class={cls}>{esc(v['verdict'])}</td>",
+                    f"<td class={cls}>{esc(v['verdict'])}"
+                    + (f"<br><span class=muted>{esc(v['cause'])}</span>" if v.get("cause") else "")
+                    + "</td>",
                 ]
             )
             + "</tr>"

@@ -239,6 +239,9 @@ def streaq(m: Machine, c: Config, rep: int, run: str) -> ClaimsRun:
     }
     if seconds:
         figures["efficiency"] = round(c.params["rounds"] * seconds / first_last, 3) if first_last else None
+    if lib == "arq" and workers == 1 and not seconds:
+        # one arq process at max_jobs 32 reads at most 160 jobs a poll (queue_read_limit), a poll every 0.5 s
+        figures["noop_floor_s"] = math.ceil(c.n / 160) * 0.5
     if lib == "saq":
         printed = [float(x) for x in re.findall(r"finished in (\d+)ms", "\n".join(work.get("output") or []))]
         figures["saq_printed_s"] = max(printed) / 1000 if printed else None

@@ -67,8 +67,9 @@ class Machine:
 
     # -- Redis -------------------------------------------------------------------------------
     def up(self) -> None:
-        if not docker.docker("image", "inspect", self.image, check=False, timeout=60).returncode == 0:
-            raise LabError(f"no image {self.image}: `docker compose build` (or make up) builds it")
+        if docker.docker("image", "inspect", self.image, check=False, timeout=60).returncode != 0:
+            self.say(f"building the lab's image {self.image} (docker build; a fresh clone's first run) ...")
+            docker.run(["docker", "build", "--target", "app", "-t", self.image, "."], timeout=1800)
         docker.remove_container(REDIS)
         docker.docker(
             "run", "-d", "--name", REDIS, REDIS_IMAGE, "redis-server", "--save", "", "--appendonly", "no", timeout=120
