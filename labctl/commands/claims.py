@@ -40,7 +40,7 @@ def claims(
             envvar="CLAIMS_QUIET_WAIT_S",
             help="before each run, wait up to this long for the machine's other work to quiet down",
         ),
-    ] = 30.0,
+    ] = 5.0,
     results_dir: ResultsDir = RESULTS_DIR,
 ) -> int:
     options = runner.ClaimsOptions(

@@ -223,6 +223,7 @@ def verdicts(record: ClaimsRecord) -> list[dict]:
                 "column": claim.column,
                 "rule": claim.rule,
                 "published": claim.published,
+                "note": claim.note,
             }
             if claim.rule == "event":
                 entry["verdict"], entry["statuses"] = event(record.runs, claim, setup)

@@ -279,6 +279,7 @@ def verdicts_section(record: ClaimsRecord) -> str:
                     f"<td class={cls}>{esc(v['verdict'])}"
                     + (f"<br><span class=muted>{esc(v['cause'])}</span>" if v.get("cause") else "")
                     + "</td>",
+                    f"<td class=muted>{esc(v.get('note'))}</td>",
                 ]
             )
             + "</tr>"

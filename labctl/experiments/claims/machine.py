@@ -57,7 +57,7 @@ class Machine:
         stamp: str,
         say: Callable[[str], None],
         quiet_share: float = 0.25,
-        quiet_wait_s: float = 30.0,
+        quiet_wait_s: float = 5.0,
     ):
         self.work, self.stamp, self.say = work, stamp, say
         self.image = setting("LAB_IMAGE", "task-queue-lab:local")

@@ -46,7 +46,7 @@ class ClaimsOptions:
     quick: bool = False
     only: list[str] = field(default_factory=list)
     setups: list[str] = field(default_factory=lambda: list(SETUPS))
-    quiet_wait_s: float = 30.0
+    quiet_wait_s: float = 5.0
     results_dir: Path = RESULTS_DIR
 
     def check(self) -> None:
@@ -86,7 +86,7 @@ class Claims:
                 configs = B.configs(bench, setup, self.o.scale, self.o.quick)
                 if bench == "lab_path" and len(benches) > 1:  # the shapes whose author's benchmark runs too
                     configs = [c for c in configs if c.params["bare"]["bench"] in benches]
-                for rep in range(1, self.o.reps + 1):
+                for rep in range(1, min(self.o.reps, B.MOST_REPS.get(bench, self.o.reps)) + 1):
                     if configs:
                         out.append((bench, setup, rep, rotated(configs, rep)))
         return out

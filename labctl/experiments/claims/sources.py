@@ -68,28 +68,25 @@ SAQ_RQ_ORIGINAL = """    from rq import Connection, Queue, Worker
         worker.work(burst=True)
         print(f"RQ process {N} sleep {time.time() - now}")
 """
-SAQ_RQ_PATCHED = """    from redis import Redis
-    from rq import Queue, Worker
 
-    connection = Redis()
-    queue = Queue(connection=connection)
-    worker = Worker("default", connection=connection, log_job_description=False)
-    worker.log_result_lifespan = False
 
-    def enqueue(func):
-        for _ in range(N):
-            queue.enqueue(func)
+def _saq_rq_patched(original: str) -> str:
+    """SAQ's RQ part without `Connection` (removed in rq 2.0): a Redis connection made and
+    passed to the Worker, the `with` block's body dedented; nothing else changes."""
+    head, _, body = original.partition("    with Connection() as connection:\n")
+    head = head.replace(
+        "    from rq import Connection, Queue, Worker\n",
+        "    from redis import Redis\n    from rq import Queue, Worker\n",
+    )
+    body = "".join(line[4:] if line.strip() else line for line in body.splitlines(keepends=True))
+    body = body.replace(
+        'Worker("default", log_job_description=False)',
+        'Worker("default", connection=connection, log_job_description=False)',
+    )
+    return head + "    connection = Redis()\n" + body
 
-    now = time.time()
-    enqueue(sync_noop)
-    print(f"RQ enqueue {N} {time.time() - now}")
-    worker.work(burst=True)
-    print(f"RQ process {N} noop {time.time() - now}")
 
-    enqueue(sync_sleeper)
-    worker.work(burst=True)
-    print(f"RQ process {N} sleep {time.time() - now}")
-"""
+SAQ_RQ_PATCHED = _saq_rq_patched(SAQ_RQ_ORIGINAL)
 STREAQ_N = ("N_TASKS = 20_000\n", 'N_TASKS = int(__import__("os").environ.get("N_TASKS", 20_000))\n')
 STEVENTEN_N = ('total_jobs = os.getenv("TOTAL_JOBS", 20000)', 'total_jobs = int(os.getenv("TOTAL_JOBS", 20000))')
 STEVENTEN = "steventen/python_queue_benchmark"

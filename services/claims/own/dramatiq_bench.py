@@ -5,7 +5,8 @@ its `fib` benchmark, to what runs here:
   INCR becomes Redis's, one round trip a job as before; the job also adds its
   index to a set, in the same round trip, so duplicates are counted;
 - Celery 5's command line (`celery -A bench.celery_app worker`, then the options);
-- RQ added (`rq worker-pool -n 8`), for "much faster than RQ";
+- RQ added (`rq worker-pool -n 8`), for "much faster than RQ", its job run from
+  fib_job.py (the job itself lives there for all three);
 - the two halves apart: `enqueue` sends N jobs (the author's loop, timed), then
   `work` starts the worker command and waits for the counter as the author's did
   (Popen -> counter = N, polled every 0.1 s), so the worker alone can be limited.
@@ -22,30 +23,14 @@ import time
 
 import celery
 import dramatiq
-import redis
 from dramatiq.brokers.redis import RedisBroker
+from fib_job import client, counter_key, fib_bench
 
-counter_key = "latench-bench-counter"
-ids_key = counter_key + ":ids"
-client = redis.Redis()
 random.seed(1337)
 
 broker = RedisBroker()
 dramatiq.set_broker(broker)
 celery_app = celery.Celery(broker="redis:///")
-
-
-def fib_bench(n, i):
-    p, q = 0, 1
-    while n > 0:
-        p, q = q, p + q
-        n -= 1
-
-    pipe = client.pipeline(transaction=False)
-    pipe.incr(counter_key)
-    pipe.sadd(ids_key, i)
-    pipe.execute()
-    return p
 
 
 dramatiq_fib_bench = dramatiq.actor(fib_bench)
@@ -65,7 +50,7 @@ def enqueue(lib, count):
         elif lib == "dramatiq":
             dramatiq_fib_bench.send(n, i)
         else:
-            queue.enqueue("dramatiq_bench.fib_bench", n, i)
+            queue.enqueue("fib_job.fib_bench", n, i)
     print(f"Enqueued {count} messages in {time.time() - start} seconds.")
 
 
