@@ -6,9 +6,9 @@ appends to a list in memory, written to Redis in one pipeline when the process
 exits (atexit, and multiprocessing's finalizers for the children that the
 saq, streaq and taskiq CLIs start, which leave by os._exit after them). Where a
 job runs in a process that leaves by os._exit with no finalizer (RQ's work
-horse, Celery's prefork children, Huey's process workers), `hit_now` writes at
-once. A job with no id at hand (taskiq's and streaq's bodies take no context)
-passes None: its execution and times are counted, not its id.
+horse), `hit_now` writes at once (`hit_rq` chooses). A job with no id at hand
+(taskiq's body takes no context) passes None: its execution and times are
+counted, not its id.
 
 Keys, under CLAIMS_RUN (no CLAIMS_RUN: nothing is counted):
     claims:<run>:exec   executions (INCRBY)
@@ -23,6 +23,7 @@ import time
 RUN = os.environ.get("CLAIMS_RUN", "")
 URL = os.environ.get("CLAIMS_REDIS_URL", "redis://localhost:6379/0")
 _hits: list = []
+_import_pid = os.getpid()
 _flushed_pid = 0
 _hooked_pid = 0
 
@@ -75,10 +76,15 @@ def hit_now(job_id=None, start=None) -> None:
 
 
 def hit_rq(start=None) -> None:
-    """One execution of the RQ job running now, written at once (the horse leaves by os._exit)."""
+    """One execution of the RQ job running now: written at once in a work horse (forked, it
+    leaves by os._exit), kept until exit where the job runs in the worker itself (SimpleWorker)."""
     from rq import get_current_job
 
-    hit_now(get_current_job().id, start)
+    job_id = get_current_job().id
+    if os.getpid() == _import_pid:
+        hit(job_id, start)
+    else:
+        hit_now(job_id, start)
 
 
 def flush() -> None:
