@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from labctl.errors import LabError
-from labctl.experiments.claims import benchmarks, sources
+from labctl.experiments.claims import plan, sources
 from labctl.records.claims import ClaimsRecord, ClaimsRun, decide, lab_rows, rep_ratios, verdicts
 from labctl.records.claims_published import BENCHES, CLAIMS
 from labctl.render import claims_page
@@ -102,7 +102,7 @@ def test_every_claim_reads_a_figure_its_benchmark_records():
         if claim.rule == "magnitude":
             assert claim.published, claim.id
     for bench in BENCHES:
-        assert bench in benchmarks.MEASURE
+        assert bench in plan.MEASURE
 
 
 def sample() -> dict:

@@ -3,7 +3,7 @@
     uv run python -m labctl claims [--quick] [--scale 1] [--reps 2] [--only saq_simple,rq_doc,...]
                                    [--setups unlimited,limited]
 
-Each benchmark as its author runs it (benchmarks.py: the author's files at the
+Each benchmark as its author runs it (authors.py: the author's files at the
 published commit, vendored with their changes shown as diffs, sources.py; the
 Dramatiq claim through a port of its script; the blog's through minimal workers
 of our own, its code being unpublished), on a Redis of its own (machine.py),
@@ -28,15 +28,17 @@ from pathlib import Path
 
 from labctl.config import RESULTS_DIR
 from labctl.errors import EXIT_OK, LabError, ParamError
-from labctl.experiments.claims import benchmarks as B
+from labctl.experiments.claims import plan as P
 from labctl.experiments.claims import sources
 from labctl.experiments.claims.machine import Machine, image_versions, machine_description
+from labctl.experiments.claims.ports import blog_calibrate
+from labctl.experiments.claims.steps import LIMITED, UNLIMITED, Config
 from labctl.records.claims import ClaimsRecord, ClaimsRun
 from labctl.records.store import Store
 from labctl.render import claims_page
 from labctl.render.console import Console
 
-SETUPS = (B.UNLIMITED, B.LIMITED)
+SETUPS = (UNLIMITED, LIMITED)
 
 
 @dataclass
@@ -50,9 +52,9 @@ class ClaimsOptions:
     results_dir: Path = RESULTS_DIR
 
     def check(self) -> None:
-        unknown = [b for b in self.only if b not in B.BENCH_ORDER]
+        unknown = [b for b in self.only if b not in P.BENCH_ORDER]
         if unknown:
-            raise ParamError(f"--only {','.join(unknown)}: not a benchmark ({', '.join(B.BENCH_ORDER)})")
+            raise ParamError(f"--only {','.join(unknown)}: not a benchmark ({', '.join(P.BENCH_ORDER)})")
         bad = [s for s in self.setups if s not in SETUPS]
         if bad or not self.setups:
             raise ParamError(f"--setups {','.join(self.setups)}: unlimited, limited or both")
@@ -78,20 +80,20 @@ class Claims:
         self.runs: list[ClaimsRun] = []
         self.notes: list[str] = []
 
-    def plan(self) -> list[tuple[str, str, int, list[B.Config]]]:
-        benches = [b for b in B.BENCH_ORDER if not self.o.only or b in self.o.only]
+    def plan(self) -> list[tuple[str, str, int, list[Config]]]:
+        benches = [b for b in P.BENCH_ORDER if not self.o.only or b in self.o.only]
         out = []
         for setup in self.o.setups:
             for bench in benches:
-                configs = B.configs(bench, setup, self.o.scale, self.o.quick)
+                configs = P.configs(bench, setup, self.o.scale, self.o.quick)
                 if bench == "lab_path" and len(benches) > 1:  # the shapes whose author's benchmark runs too
                     configs = [c for c in configs if c.params["bare"]["bench"] in benches]
-                for rep in range(1, min(self.o.reps, B.MOST_REPS.get(bench, self.o.reps)) + 1):
+                for rep in range(1, min(self.o.reps, P.MOST_REPS.get(bench, self.o.reps)) + 1):
                     if configs:
                         out.append((bench, setup, rep, rotated(configs, rep)))
         return out
 
-    def measure(self, config: B.Config, rep: int, done: int, total: int) -> None:
+    def measure(self, config: Config, rep: int, done: int, total: int) -> None:
         m = self.machine
         m.flush()
         busy, load = m.quiet()
@@ -99,7 +101,7 @@ class Claims:
         self.ui.progress(done / total, f"{config.label} rep {rep}", force=True)
         started = time.time()
         try:
-            result = B.MEASURE[config.bench](m, config, rep, run)
+            result = P.MEASURE[config.bench](m, config, rep, run)
         except (LabError, OSError, ValueError, KeyError, TypeError) as exc:
             # One run that cannot be measured is recorded as failed; the others still run.
             result = ClaimsRun(
@@ -133,7 +135,7 @@ class Claims:
             for bench, setup, rep, configs in plan:
                 if bench == "blog_cpu" and rep == 1:
                     self.machine.flush()
-                    body = B.blog_calibrate(self.machine, f"calibrate-{setup}", setup == B.LIMITED)
+                    body = blog_calibrate(self.machine, f"calibrate-{setup}", setup == LIMITED)
                     self.notes.append(f"blog cpu job's body alone ({setup}): {body} ms")
                 for config in configs:
                     self.measure(config, rep, done, total)
