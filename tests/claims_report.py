@@ -106,6 +106,14 @@ def _ratios(runs: list[dict], claim, setup: str) -> list[float]:
     """The claim's figure, numerator's run over denominator's, for each repetition both ended ok."""
     if claim.rule == "event":
         return []
+    if claim.rule == "absolute":
+        published = BENCHES[claim.bench]["published"][claim.num][claim.figure]
+        mine = _runs_of(runs, claim.bench, setup, claim.column, claim.num)
+        return [
+            r["figures"][claim.figure] / published
+            for r in mine
+            if r["status"] == "ok" and r["figures"].get(claim.figure)
+        ]
     num = {r["rep"]: r for r in _runs_of(runs, claim.bench, setup, claim.column, claim.num) if r["status"] == "ok"}
     den = {r["rep"]: r for r in _runs_of(runs, claim.bench, setup, claim.column, claim.den) if r["status"] == "ok"}
     out = []

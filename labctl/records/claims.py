@@ -15,6 +15,8 @@ slightly   "slightly faster": the median rate ratio in [1.0, 1.5] and none
            below 0.95; above 1.5 it is much faster (more than claimed); below 1.0 it fails.
 much       "much faster": every ratio at least 2.
 event      a run that the author saw fail: recorded as it ends here.
+absolute   a figure that no machine moves (a sleep-bound rate): every repetition's
+           figure within 10 % of the published one (its ratio to it in [0.9, 1.1]).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ BAND = 1.5
 PARITY = (0.67, 1.5)
 SLIGHTLY = (1.0, 1.5, 0.95)
 MUCH = 2.0
+ABSOLUTE = (0.9, 1.1)
 
 
 class ClaimsRun(BaseModel):
@@ -143,7 +146,14 @@ def rows(record: ClaimsRecord) -> list[dict]:
 
 # -- Claims --------------------------------------------------------------------------------------
 def rep_ratios(runs: list[ClaimsRun], claim: Claim, setup: str) -> list[float]:
-    """The claim's ratio in each repetition where both rows ran to the end (the same rep index)."""
+    """The claim's ratio in each repetition where both rows ran to the end (the same rep index);
+    for an absolute claim, each repetition's figure over the published one."""
+    if claim.rule == "absolute":
+        published = published_figure(claim.bench, claim.num, claim.figure, claim.column)
+        found = [
+            r.figures.get(claim.figure) for r in select(runs, claim.bench, claim.num, setup, claim.column) if ok(r)
+        ]
+        return [round(v / published, 3) for v in found if v and published]
     num = {r.rep: r for r in select(runs, claim.bench, claim.num, setup, claim.column) if ok(r)}
     den = {r.rep: r for r in select(runs, claim.bench, claim.den, setup, claim.column) if ok(r)}
     out = []
@@ -160,6 +170,10 @@ def decide(rule: str, published: float | None, ratios: list[float]) -> str:
         return "no data"
     if rule == "parity":
         lo, hi = PARITY
+        inside = [lo <= r <= hi for r in ratios]
+        return "holds" if all(inside) else ("fails" if not any(inside) else "inconclusive")
+    if rule == "absolute":
+        lo, hi = ABSOLUTE
         inside = [lo <= r <= hi for r in ratios]
         return "holds" if all(inside) else ("fails" if not any(inside) else "inconclusive")
     if rule == "much":

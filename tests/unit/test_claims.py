@@ -68,6 +68,8 @@ def test_a_change_whose_original_text_is_gone_stops_the_run():
         ("much", None, [2.0, 9.0], "holds"),
         ("much", None, [1.9, 9.0], "fails"),
         ("magnitude", 7.0, [], "no data"),
+        ("absolute", None, [0.95, 1.08], "holds"),
+        ("absolute", None, [1.12, 1.2], "fails"),
     ],
 )
 def test_each_rule_decides_as_documented(rule, published, ratios, verdict):
@@ -98,7 +100,7 @@ def test_a_claims_ratios_pair_the_repetitions_and_leave_out_a_failed_run():
 def test_every_claim_reads_a_figure_its_benchmark_records():
     for claim in CLAIMS:
         assert claim.figure in BENCHES[claim.bench]["figures"], claim.id
-        assert claim.rule in ("magnitude", "parity", "slightly", "much", "event"), claim.id
+        assert claim.rule in ("magnitude", "parity", "slightly", "much", "event", "absolute"), claim.id
         if claim.rule == "magnitude":
             assert claim.published, claim.id
     for bench in BENCHES:
