@@ -16,7 +16,7 @@ slightly   "slightly faster": the median rate ratio in [1.0, 1.5] and none
 much       "much faster": every ratio at least 2.
 event      a run that the author saw fail: recorded as it ends here.
 absolute   a figure that no machine moves (a sleep-bound rate): every repetition's
-           figure within 10 % of the published one (its ratio to it in [0.9, 1.1]).
+           figure within a tenth of the published one (its ratio to it in [0.9, 1.1]).
 """
 
 from __future__ import annotations
