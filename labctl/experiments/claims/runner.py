@@ -75,7 +75,8 @@ class Claims:
         self.stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         self.name = f"claims-{self.stamp}"
         self.store = Store(options.results_dir)
-        self.work = self.store.beside(f"{self.name}-work")
+        # Mounted into the steps' containers: docker wants an absolute path.
+        self.work = self.store.beside(f"{self.name}-work").resolve()
         self.machine = Machine(self.work, self.stamp, ui.say, quiet_wait_s=options.quiet_wait_s)
         self.runs: list[ClaimsRun] = []
         self.notes: list[str] = []
