@@ -41,8 +41,13 @@ def claims(
             help="before each run, wait up to this long for the machine's other work to quiet down",
         ),
     ] = 5.0,
+    report: Annotated[
+        str, typer.Option(help="a recorded run (claims-<time>): write its report again from its runs; nothing runs")
+    ] = "",
     results_dir: ResultsDir = RESULTS_DIR,
 ) -> int:
+    if report:
+        return runner.report_again(report, results_dir, console())
     options = runner.ClaimsOptions(
         scale=scale,
         reps=reps,

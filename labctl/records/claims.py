@@ -216,7 +216,10 @@ def poll_floor(runs: list[ClaimsRun], claim: Claim, setup: str) -> str:
     arq = [r for r in select(runs, claim.bench, "arq", setup, claim.column) if ok(r)]
     floors = [(r.figures.get(claim.figure), r.figures.get("noop_floor_s")) for r in arq]
     if floors and all(t and f and abs(t - f) <= 0.1 * f for t, f in floors):
-        return f"arq at its poll floor (ceil(N/100) x 0.5 s = {floors[0][1]} s) in every repetition"
+        return (
+            f"arq at its poll floor in every repetition ({floors[0][1]} s: a poll every 0.5 s, "
+            "at most queue_read_limit jobs read a poll)"
+        )
     return ""
 
 

@@ -263,7 +263,7 @@ CLAIMS: tuple[Claim, ...] = (
           "start_last_s", _ratio("steventen", "rq", "taskiq", "start_last_s"), "magnitude",
           note="his measure carries the boot of 10 processes, which weighs more on 2 cores than on his 10-12"),
     Claim("S-arq", "steventen: arq against RQ (the only third-party check of arq's 7x)", STEVENTEN, "steventen",
-          "rq", "arq", "start_last_s", _ratio("steventen", "rq", "arq", "start_last_s"), "parity",
+          "rq", "arq", "start_last_s", _ratio("steventen", "rq", "arq", "start_last_s"), "magnitude",
           note="arq not at its defaults in his files (poll_delay 0.01, max_jobs 1000) against RQ's fork per job"),
     Claim("S-huey", "steventen: Huey (threads) against RQ", STEVENTEN, "steventen", "rq", "huey-threads",
           "start_last_s", _ratio("steventen", "rq", "huey-threads", "start_last_s"), "magnitude",

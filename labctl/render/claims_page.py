@@ -255,9 +255,8 @@ def figures_section(record: ClaimsRecord) -> str:
 
 
 def verdicts_section(record: ClaimsRecord) -> str:
-    head = _row(
-        _th(h) for h in ("claim", "what", "setup", "figure", "published", "here: mean (range)", "rule", "verdict")
-    )
+    columns = ("claim", "what", "setup", "figure", "published", "here: mean (range)", "rule", "verdict")
+    head = _row(_th(h) for h in (*columns, "what it rests on"))
     body = []
     for v in verdicts(record):
         attrs = (

@@ -38,6 +38,7 @@ MAKE_LINES = [
     ("limits",),
     ("claims", "quick=1", "only=saq_simple,rq_doc", "setups=unlimited"),
     ("claims", "scale=0.5", "reps=3"),
+    ("claims", "report=claims-20261128-120044"),
 ]
 
 

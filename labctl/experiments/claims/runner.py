@@ -15,7 +15,8 @@ finish, is recorded as failed with its reason.
 
 It writes results/claims-<time>.json (every run), .md and .html (the report:
 published against measured figures and ratios, each claim's verdict, the
-setups' quirks, the patches), and prints the claims' table.
+setups' quirks, the patches), and prints the claims' table. --report NAME
+writes a recorded run's report again (its verdicts by this version's rules), running nothing.
 --quick: N scaled by 0.1, one repetition, the smaller process counts.
 """
 
@@ -179,16 +180,29 @@ class Claims:
         )
 
 
-def claims(options: ClaimsOptions, ui: Console) -> int:
-    options.check()
-    runner = Claims(options, ui)
-    record = runner.run()
-    store = runner.store
+def write_report(store: Store, record: ClaimsRecord, ui: Console) -> None:
+    """The record saved (first: the runs are kept whatever the rendering meets), then its .md and .html."""
     record.report = str(store.path(record.run, ".html"))
-    path = store.save(record)  # first: the runs are kept whatever the rendering meets
+    path = store.save(record)
     store.write_text(record.run, ".md", claims_page.markdown(record))
     store.write_text(record.run, ".html", claims_page.page(record))
     ui.say("")
     ui.say(claims_page.verdicts_markdown(record))
-    ui.say(f"\nrecorded in {path}; the report: {record.report} (and .md), {record.wall_s:.0f} s in all")
+    ui.say(f"\nrecorded in {path}; the report: {record.report} (and .md), {record.wall_s:.0f} s of runs")
+
+
+def claims(options: ClaimsOptions, ui: Console) -> int:
+    options.check()
+    runner = Claims(options, ui)
+    write_report(runner.store, runner.run(), ui)
+    return EXIT_OK
+
+
+def report_again(name: str, results_dir: Path, ui: Console) -> int:
+    """A recorded run's report written again from its runs, with this version's rules and pages."""
+    store = Store(results_dir)
+    found = [r for r in store.of(ClaimsRecord) if r.run == name]
+    if not found:
+        raise LabError(f"no claims record {store.path(name)}")
+    write_report(store, found[-1], ui)
     return EXIT_OK
