@@ -196,6 +196,16 @@ bench: ## the lab's API and workers beside bare ones (each library's plain call)
 	  $(if $(drain_s),--drain-s $(drain_s)) $(if $(drain_window_s),--drain-window-s $(drain_window_s)) $(if $(backlog_wait_s),--backlog-wait-s $(backlog_wait_s)) \
 	  --results-dir '$(results_dir)'
 
+# ---- The queue authors' own benchmarks ------------------------------------------------
+# make claims [quick=1] [scale=1 reps=2 only=saq_simple,rq_doc,... setups=unlimited,limited]
+# make claims report=claims-<time>: a recorded run's report written again (nothing runs)
+# On a Redis and containers of its own (never the lab's): the lab need not be up, only its image built.
+.PHONY: claims
+claims: ## the queue authors' published benchmarks run here beside their figures, and each claim decided: make claims [quick=1 scale= reps= only= setups=] [report=claims-<time>]
+	@$(LABCTL) claims $(if $(filter-out 0,$(strip $(quick))),--quick) \
+	  $(if $(scale),--scale '$(scale)') $(if $(reps),--reps '$(reps)') $(if $(only),--only '$(only)') \
+	  $(if $(setups),--setups '$(setups)') $(if $(report),--report '$(report)') --results-dir '$(results_dir)'
+
 # ---- Fault experiments ----------------------------------------------------------------
 .PHONY: chaos
 chaos: ## a load run with a fault injected: make chaos worker=arq fault=kill-worker|stop-worker|restart-redis|oom [at=3 hold=5 drain_watch=60|wait=1]

@@ -11,7 +11,7 @@ from typing import Any
 import typer
 from typer.main import get_command
 
-from labctl.commands import bench, compare, lab, load, results, tools
+from labctl.commands import bench, claims, compare, lab, load, results, tools
 from labctl.config import dotenv
 
 app = typer.Typer(
@@ -22,7 +22,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-for module in (load, compare, bench, results, lab, tools):
+for module in (load, compare, bench, claims, results, lab, tools):
     module.register(app)
 
 

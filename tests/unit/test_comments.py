@@ -60,6 +60,9 @@ ALLOWED = {
     ("tests/integration/test_port_forward.py", "2 MiB"),
     ("tests/unit/test_metrics.py", "351 ms"),  # the test's own observation
     ("tests/integration/test_worker_stop.py", "300 ms"),  # the test's IO_LATENCY_MS
+    ("services/claims/vendor/saq/funcs.py", "500 ms"),  # SAQ's author's comment, vendored verbatim
+    ("services/claims/vendor/saq/funcs.py", "25 ms"),
+    ("labctl/experiments/claims/lab_path.py", "25 ms"),  # the mean of random()/20 s, the job's own definition
 }
 
 

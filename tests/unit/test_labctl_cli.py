@@ -36,6 +36,9 @@ MAKE_LINES = [
     ("stack-down",),
     ("scale", "worker=celery", "replicas=1 2", "requests=300", "users=20", "endpoint=io/simple"),
     ("limits",),
+    ("claims", "quick=1", "only=saq_simple,rq_doc", "setups=unlimited"),
+    ("claims", "scale=0.5", "reps=3"),
+    ("claims", "report=claims-20261128-120044"),
 ]
 
 

@@ -1,7 +1,7 @@
 """The records in results/ load as the models they are, whatever version of the
 lab wrote them: a committed sample of each schema (tests/unit/records/: a load
 run, an older load run without the fields added since, a chaos run, a bench, a
-comparison, a scale), each read through the one store, written back with every
+comparison, a scale, a claims run), each read through the one store, written back with every
 field it had, and shown by the tables and pages that show it."""
 
 import json
@@ -12,6 +12,7 @@ import pytest
 
 from labctl.errors import LabError
 from labctl.records.bench import BenchRecord
+from labctl.records.claims import ClaimsRecord
 from labctl.records.compare import CompareRecord
 from labctl.records.run import RunRecord
 from labctl.records.scale import ScaleRecord
@@ -26,6 +27,7 @@ KINDS = {
     "bench-1.json": BenchRecord,
     "compare-1.json": CompareRecord,
     "scale-1.json": ScaleRecord,
+    "claims-1.json": ClaimsRecord,
 }
 
 

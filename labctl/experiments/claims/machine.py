@@ -1,0 +1,241 @@
+"""Where make claims runs its steps: a Redis of its own (container
+`claims-redis`, never the lab's, so each run may FLUSHALL it), and one
+container per step on the lab's image, in that Redis's network namespace,
+so the authors' hard-coded `localhost:6379` reaches it unchanged. The work
+directory (sources.stage) is mounted read-only at /claims; the step's
+processes are started by services/claims/lib/harness.py, which prints one
+JSON line. Limited steps get the lab's worker limits (WORKER_CPUS,
+WORKER_MEM); unlimited ones none, as the authors ran.
+
+Before each step the machine is watched for a second: the share of its cores
+that others use (this machine is shared) is recorded with the load average,
+and a step waits (up to quiet_wait_s) for it to fall below quiet_share."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from labctl.config import setting
+from labctl.errors import LabError
+from labctl.platform import docker
+from labctl.polling import wait_until
+
+REDIS = "claims-redis"
+REDIS_IMAGE = "redis:7.4.7"
+MOUNT = "/claims"
+
+
+def cpu_busy(interval_s: float = 1.0) -> float:
+    """The share of all cores busy over `interval_s` (0-1), from /proc/stat."""
+
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        idle = fields[3] + fields[4]
+        return sum(fields), idle
+
+    total0, idle0 = sample()
+    time.sleep(interval_s)
+    total1, idle1 = sample()
+    return round(1 - (idle1 - idle0) / max(1, total1 - total0), 3)
+
+
+def loadavg() -> list[float]:
+    with open("/proc/loadavg") as f:
+        return [float(x) for x in f.read().split()[:3]]
+
+
+class Machine:
+    def __init__(
+        self,
+        work: Path,
+        stamp: str,
+        say: Callable[[str], None],
+        quiet_share: float = 0.25,
+        quiet_wait_s: float = 5.0,
+    ):
+        self.work, self.stamp, self.say = work, stamp, say
+        self.image = setting("LAB_IMAGE", "task-queue-lab:local")
+        self.limits = {"cpus": setting("WORKER_CPUS", "0.2"), "memory": setting("WORKER_MEM", "200M")}
+        self.quiet_share, self.quiet_wait_s = quiet_share, quiet_wait_s
+        self.steps = 0
+
+    # -- Redis -------------------------------------------------------------------------------
+    def up(self) -> None:
+        if docker.docker("image", "inspect", self.image, check=False, timeout=60).returncode != 0:
+            self.say(f"building the lab's image {self.image} (docker build; a fresh clone's first run) ...")
+            docker.run(["docker", "build", "--target", "app", "-t", self.image, "."], timeout=1800)
+        docker.remove_container(REDIS)
+        docker.docker(
+            "run", "-d", "--name", REDIS, REDIS_IMAGE, "redis-server", "--save", "", "--appendonly", "no", timeout=120
+        )
+        if not wait_until(lambda: self.redis("PING") == "PONG", timeout_s=30, every_s=0.2):
+            raise LabError(f"{REDIS} did not answer PING within 30 s")
+
+    def down(self) -> None:
+        docker.remove_container(REDIS)
+
+    def redis(self, *command: str) -> str:
+        proc = docker.docker("exec", REDIS, "redis-cli", *command, check=False, timeout=60)
+        return proc.stdout.strip()
+
+    def flush(self) -> None:
+        self.redis("FLUSHALL")
+
+    def service(self, name: str, command: list[str], env: dict[str, str]) -> str:
+        """A long-running container of the lab's own (its API), in the claims Redis's namespace."""
+        full = f"claims-{name}-{self.stamp}"
+        docker.remove_container(full)
+        env_args = [x for k, v in env.items() for x in ("-e", f"{k}={v}")]
+        docker.docker(
+            "run", "-d", "--name", full, "--network", f"container:{REDIS}", *env_args, self.image, *command, timeout=120
+        )
+        return full
+
+    def stop_service(self, name: str) -> None:
+        docker.docker("stop", "--time", "20", name, check=False, timeout=60)
+        docker.remove_container(name)
+
+    def redis_hash(self, key: str) -> dict[str, str]:
+        lines = self.redis("HGETALL", key).splitlines()
+        return dict(zip(lines[::2], lines[1::2]))
+
+    def redis_info(self) -> dict[str, str]:
+        info: dict[str, str] = {}
+        for line in self.redis("INFO", "server").splitlines():
+            if ":" in line and line.split(":")[0] in ("redis_version", "io_threads_active", "os", "arch_bits"):
+                key, value = line.split(":", 1)
+                info[key] = value
+        info["maxclients"] = (self.redis("CONFIG", "GET", "maxclients").splitlines() or [""])[-1]
+        return info
+
+    # -- Steps -------------------------------------------------------------------------------
+    def quiet(self) -> tuple[float, list[float]]:
+        """Wait (up to quiet_wait_s) until others use less than quiet_share of the cores; what was seen."""
+        seen: list[float] = []
+
+        def calm() -> bool:
+            seen.append(cpu_busy())
+            return seen[-1] < self.quiet_share
+
+        wait_until(calm, timeout_s=self.quiet_wait_s, every_s=0)
+        return seen[-1], loadavg()
+
+    def step(
+        self,
+        run: str,
+        cwd: str,
+        procs: list[list[str]],
+        done: dict,
+        *,
+        env: dict[str, str] | None = None,
+        limited: bool = False,
+        timeout_s: float = 300,
+        keep: str = "",
+        poll_s: float = 0.01,
+    ) -> dict:
+        """One container running `procs` in /claims/<cwd> through the harness; its JSON."""
+        self.steps += 1
+        name = f"claims-step-{self.stamp}-{self.steps}"
+        spec = {
+            "run": run,
+            "procs": procs,
+            "done": done,
+            "env": env or {},
+            "timeout_s": timeout_s,
+            "keep": keep,
+            # Within a 0.2-CPU quota the harness's own polls would take a share of it: fewer there.
+            "poll_s": max(poll_s, 0.05) if limited else poll_s,
+        }
+        limits = ["--cpus", str(self.limits["cpus"]), "--memory", str(self.limits["memory"])] if limited else []
+        args = [
+            "run",
+            "--rm",
+            "--name",
+            name,
+            "--network",
+            f"container:{REDIS}",
+            "-v",
+            f"{self.work}:{MOUNT}:ro",
+            "-w",
+            cwd if cwd.startswith("/") else f"{MOUNT}/{cwd}",
+            "-e",
+            f"PYTHONPATH={MOUNT}/lib",
+            *limits,
+            self.image,
+            "python",
+            f"{MOUNT}/lib/harness.py",
+            json.dumps(spec),
+        ]
+        try:
+            proc = docker.docker(*args, check=False, timeout=timeout_s + 120)
+        finally:
+            docker.remove_container(name)
+        lines = proc.stdout.strip().splitlines()
+        if proc.returncode != 0 or not lines:
+            tail = (proc.stderr or proc.stdout).strip()[-2000:]
+            oom = "137" if proc.returncode == 137 else ""
+            return {
+                "status": f"failed: the step's container exited {proc.returncode}{' (killed: memory?)' if oom else ''}",
+                "output": [tail],
+                "tally": {},
+                "exit_codes": [],
+            }
+        return json.loads(lines[-1])
+
+
+def machine_description() -> dict:
+    """The machine: CPU model and flags that matter here, cores, kernel, memory, the engine."""
+    model, flags = "", ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and not model:
+                    model = line.split(":", 1)[1].strip()
+                if line.startswith("flags") and not flags:
+                    flags = line.split(":", 1)[1]
+    except OSError:
+        pass
+    mem_kb = 0
+    try:
+        with open("/proc/meminfo") as f:
+            mem_kb = int(f.readline().split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    info = docker.engine_info()
+    return {
+        "cpu": model,
+        "sha_ni": "sha_ni" in flags.split(),
+        "cores": str(os.cpu_count()),
+        "memory": f"{mem_kb / 1024 / 1024:.1f} GiB",
+        "kernel": platform.release(),
+        "docker": str(info.get("ServerVersion", "")),
+        "shared": "yes: other engineers' work runs beside it (busy share recorded per run)",
+    }
+
+
+PACKAGES = (
+    "saq", "arq", "rq", "streaq", "taskiq", "taskiq-redis", "dramatiq", "celery", "kombu", "huey",
+    "redis", "hiredis", "uvloop", "coredis", "anyio",
+)  # fmt: skip
+VERSIONS_SCRIPT = (
+    "import importlib.metadata as m, json, sys; v = {}\n"
+    "for p in sys.argv[1:]:\n"
+    "    try: v[p] = m.version(p)\n"
+    "    except m.PackageNotFoundError: v[p] = '-'\n"
+    "v['python'] = sys.version.split()[0]; print(json.dumps(v))"
+)
+
+
+def image_versions(image: str) -> dict:
+    """The libraries' versions in the image the steps run on, as installed."""
+    proc = docker.docker("run", "--rm", image, "python", "-c", VERSIONS_SCRIPT, *PACKAGES, check=False, timeout=120)
+    try:
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"error": (proc.stderr or proc.stdout).strip()[-300:]}

@@ -1,0 +1,90 @@
+"""The benchmarks and their configurations: each as its author runs it, scaled
+where it cannot fit two cores (`configs`), and the function that measures one
+run of one configuration (`MEASURE`: authors.py, ports.py, lab_path.py).
+
+Sizes (full run, scale=1): SAQ simple 1,000 (limited 250); RQ's doc 1,000
+(250); streaq no-op 4,000 at 1/2/4/8 processes (1/5 of 20,000, 2/10 of the
+processes per core; limited 1,000 at 1 process); streaq sleep(1) at the
+literal 10/20/40 processes, 5 rounds of 32 per process; steventen 4,000 at
+his 10 workers; the blog 1,000 (limited: cpu 300); Dramatiq's fib 4,000
+(limited 1,000, RQ 250). `scale` multiplies every N.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from labctl.experiments.claims.authors import STEVENTEN_COMMANDS, rq_doc, saq_simple, steventen, streaq
+from labctl.experiments.claims.lab_path import lab_configs, lab_path
+from labctl.experiments.claims.ports import BLOG_WORKERS, blog, dramatiq_fib
+from labctl.experiments.claims.steps import LIMITED, Config, scaled
+from labctl.records.claims import ClaimsRun
+from labctl.records.claims_published import (
+    STREAQ_CONCURRENCY,
+    STREAQ_NOOP_WORKERS,
+    STREAQ_SLEEP_ROUNDS,
+    STREAQ_SLEEP_WORKERS,
+)
+
+# -- The plan ------------------------------------------------------------------------------------------------
+MEASURE: dict[str, Callable[..., ClaimsRun | list[ClaimsRun]]] = {
+    "saq_simple": saq_simple,
+    "rq_doc": rq_doc,
+    "streaq_noop": streaq,
+    "streaq_sleep": streaq,
+    "steventen": steventen,
+    "blog_io": blog,
+    "blog_cpu": blog,
+    "dramatiq_fib": dramatiq_fib,
+    "lab_path": lab_path,
+}
+BENCH_ORDER = tuple(MEASURE)
+# One repetition at most: streaq's sleep(1) set is set by its concurrency (little spread, minutes
+# of wall time), and the lab's own path is a comparison beside the benchmarks, not one of them.
+MOST_REPS = {"streaq_sleep": 1, "lab_path": 1}
+
+
+def configs(bench: str, setup: str, scale: float, quick: bool) -> list[Config]:
+    """The configurations of one benchmark in one setup (none where the setup is skipped)."""
+    lim = setup == LIMITED
+    if bench == "saq_simple":
+        n = scaled(250 if lim else 1000, scale)
+        return [Config(bench, q, setup, n, "author") for q in ("saq", "arq", "rq")]
+    if bench == "rq_doc":
+        return [Config(bench, "rq-worker", setup, scaled(250 if lim else 1000, scale), "author")]
+    if bench == "streaq_noop":
+        columns = {1: 1} if lim or quick else STREAQ_NOOP_WORKERS
+        n = scaled(1000 if lim else 4000, scale)
+        return [
+            Config(bench, q, setup, n, "author", {"workers": w, "column": f"w{col}", "sleep": 0})
+            for col, w in columns.items()
+            for q in ("streaq", "saq", "taskiq", "arq")
+        ]
+    if bench == "streaq_sleep":
+        if lim:
+            return []  # 0.2 CPU keeps up with this rate: the limit would change nothing
+        rounds = STREAQ_SLEEP_ROUNDS if not quick else 1
+        workers = STREAQ_SLEEP_WORKERS if not quick else (10,)
+        return [
+            Config(bench, q, setup, rounds * w * STREAQ_CONCURRENCY, "author", {"workers": w, "column": f"w{w}", "sleep": 1, "rounds": rounds})
+            for w in workers
+            for q in ("streaq", "saq", "taskiq", "arq")
+        ]  # fmt: skip
+    if bench == "steventen":
+        if lim:
+            return []  # ten interpreters booting in 0.2 CPU: the figure would be import time
+        return [Config(bench, q, setup, scaled(4000, scale), "author", {"workers": 10}) for q in STEVENTEN_COMMANDS]
+    if bench in ("blog_io", "blog_cpu"):
+        kind = bench.removeprefix("blog_")
+        n = scaled(300 if lim and kind == "cpu" else 1000, scale)
+        return [Config(bench, q, setup, n, "own", {"kind": kind, "concurrency": 10}) for q in BLOG_WORKERS]
+    if bench == "lab_path":
+        return [] if lim else lab_configs(scale)
+    if bench == "dramatiq_fib":
+        processes = 1 if lim else 8
+        out = []
+        for q in ("dramatiq", "celery", "rq"):
+            n = scaled((250 if q == "rq" else 1000) if lim else 4000, scale)
+            out.append(Config(bench, q, setup, n, "port", {"processes": processes}))
+        return out
+    raise ValueError(bench)

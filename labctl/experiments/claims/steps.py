@@ -1,0 +1,93 @@
+"""What every benchmark's run shares: its configuration, the counts scaled, the
+figures read from a step's output, the accounting (enqueued = completed,
+duplicates = executions - distinct, lost = enqueued - distinct), and the run's
+status: ok, or failed / timeout with the reason."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+LIMITED = "limited"
+UNLIMITED = "unlimited"
+
+
+@dataclass(frozen=True)
+class Config:
+    bench: str
+    queue: str
+    setup: str
+    n: int
+    path: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        column = f" {self.params['column']}" if self.params.get("column") else ""
+        return f"{self.bench} {self.queue}{column} ({self.setup}, N={self.n})"
+
+
+def scaled(n: int, scale: float, least: int = 20) -> int:
+    return max(least, int(round(n * scale)))
+
+
+def number(pattern: str, text: str) -> float | None:
+    m = re.search(pattern, text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def span(tally: dict) -> float | None:
+    a, b = tally.get("first_start"), tally.get("last_end")
+    return round(b - a, 4) if a is not None and b is not None else None
+
+
+def account(n: int, tally: dict, executions: int | None = None, distinct: int | None = None) -> dict:
+    """enqueued, completed (distinct ids), executions, duplicates (executions - distinct), lost (enqueued - distinct)."""
+    executions = tally.get("executions", 0) if executions is None else executions
+    distinct = tally.get("distinct", 0) if distinct is None else distinct
+    return {
+        "enqueued": n,
+        "completed": distinct,
+        "executions": executions,
+        "duplicates": max(0, executions - distinct),
+        "lost": n - distinct,
+    }
+
+
+def status_of(*steps: dict, accounting: dict | None = None, need: dict[str, float | None] | None = None) -> str:
+    for s in steps:
+        if s.get("status", "ok") != "ok":
+            return s["status"]
+        bad = [c for c in s.get("exit_codes") or [] if c not in (0, -15, 143, None)]
+        if bad and s.get("done_at") is None:
+            return f"failed: exit codes {bad}"
+    if need:
+        missing = [k for k, v in need.items() if v is None]
+        if missing:
+            return f"failed: no {', '.join(missing)} in the output"
+    if accounting and accounting.get("lost"):
+        return f"failed: {accounting['lost']} job(s) not completed"
+    return "ok"
+
+
+def base_run(config: Config, rep: int, steps: list[dict]) -> dict:
+    last = steps[-1]
+    return {
+        "bench": config.bench,
+        "queue": config.queue,
+        "path": config.path,
+        "setup": config.setup,
+        "rep": rep,
+        "n": config.n,
+        "params": config.params,
+        "redis": {
+            "peak_connected_clients": last.get("peak_connected_clients"),
+            "rejected_connections": last.get("rejected_connections"),
+        },
+        "output": [o for s in steps for o in s.get("output") or []][-4:],
+    }
+
+
+def elapsed(step: dict) -> float | None:
+    return round(step["ended"] - step["started"], 3) if step.get("ended") and step.get("started") else None

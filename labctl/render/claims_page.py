@@ -1,0 +1,410 @@
+"""make claims' report: a markdown twin and one self-contained HTML page (inline
+CSS, no script, nothing fetched), in the comparison report's style. Pure
+functions; every figure comes from records/claims.py (`rows`, `verdicts`),
+computed from the runs. Each figure's cell carries what it stands for as data-*
+attributes (benchmark, setup, column, queue, figure, mean/min/max/n, published),
+each claim's row its ratios and verdict, so a test reads the page's figures back
+and checks them against the runs."""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Iterable, Mapping
+
+from labctl.records.claims import ClaimsRecord, lab_rows, rows, verdicts
+from labctl.records.claims_published import BENCHES
+from labctl.render.compare_page import CSS, num, spread
+from labctl.render.table import markdown_table
+
+# What each benchmark's setup changes or keeps against its author's, and what in it weighs on a figure.
+QUIRKS: dict[str, list[str]] = {
+    "saq_simple": [
+        "The three libraries enqueue differently: arq 20 at a time, SAQ all 1,000 at once (gather), RQ one by one.",
+        "RQ's timer is never reset: its printed noop includes its enqueue, its sleep counts from the start; "
+        "its own times (noop_own_s, sleep_own_s) are derived from the prints, unchanged.",
+        "SAQ's end is polled every 0.1 s (count('incomplete')): a resolution of 0.1 s on a figure under 1 s.",
+        "arq at its defaults polls every 0.5 s and takes at most 100 jobs a poll: its noop is its floor, "
+        "ceil(N/100) x 0.5 s (noop_floor_s), the same on any machine; its 2024 sleep figure follows arq 0.26's "
+        "job counter (a poll starts at most max_jobs jobs, python-arq/arq#408).",
+        "rq 2.0 removed `Connection`: the script's RQ part is patched (the diff below), nothing else.",
+        "The limited pass runs the whole script, enqueuer included, in one 0.2-CPU container, with N = 250.",
+    ],
+    "rq_doc": [
+        "The forking Worker runs first and cold; results are kept and every job is logged at INFO, as published.",
+        "The ratio depends on the OS's fork cost and the horse's set-up per job: macOS then, Linux here.",
+    ],
+    "streaq_noop": [
+        "Processes scaled by 2/10 per core (1/10/20/40 -> 1/2/4/8) and N by 1/5: tasks per core as published.",
+        "The author does not say how arq's, streaq's and taskiq's processing were timed: here, the workers' "
+        "start to the last one's exit (spawn_done_s; taskiq, which has no burst mode, until its group has read "
+        "N entries and none is pending), and the first task's start to the last one's end (first_last_s).",
+        "streaq enqueues in one batched pipeline (enqueue_many); the others one call per task, 32 at a time.",
+        "SAQ runs under uvloop, as it did there (streaq 5's import installed it); arq on plain asyncio.",
+        "arq 0.28 has no --workers (the author's fork did): W separate `arq --burst` processes.",
+        "Versions moved: saq 0.25.2 -> 0.26.4, taskiq-redis 1.1.0 -> 1.0.9 (redis-py 5 here), streaq 6.0 -> 7.2 "
+        "(its own 7.x port of the file), arq fork of 0.26.3 -> 0.28.0.",
+    ],
+    "streaq_sleep": [
+        "The literal 10/20/40 processes (arq's figure is contention between processes, which 2 processes "
+        "would flatter); N = 5 rounds x processes x 32, so the ideal is 5 s; efficiency = 5 s / first_last_s.",
+        "Booting 40 interpreters on 2 cores takes seconds: spawn_done_s carries it, first_last_s does not.",
+    ],
+    "steventen": [
+        "N = 4,000 (1/5) at his 10 workers; supervisord's numprocs=10 becomes 10 `arq` processes.",
+        "His measure: the workers' start to the last job's printed time (start_last_s); it carries the boot of "
+        "10 processes on 2 cores, where his M2 Pro had 10-12 cores: first_last_s leaves it out.",
+        "Dramatiq's defaults mean cpu_count processes: 2 x 8 threads here, 10 x 8 there.",
+        "arq is not at its defaults in his files (poll_delay 0.01, max_jobs 1000); Celery keeps results.",
+        "Output goes to a file, not a terminal; TOTAL_JOBS is read as an int (a string breaks range()).",
+    ],
+    "blog_io": [
+        "The post's code repository is not public: minimal workers of our own, each library's defaults plus "
+        "the post's stated settings (arq poll_delay 0.01, Celery prefetch 10 on threads -c 10: the pool is "
+        "an assumption, the post names none).",
+        "Throughput = N / (first task's start -> last task's end), all tasks enqueued first. Memory: the "
+        "worker's processes' peak RSS summed.",
+    ],
+    "blog_cpu": [
+        "SHA-256 of 1 KB, 1000 times; this CPU has SHA-NI, so a task's hashing is cheaper than there, and the "
+        "ratios between queues shrink where queue overhead is a larger share (the body's time is in the notes).",
+        "CPython's hashlib keeps the GIL for inputs under 2048 bytes: threads hash one at a time.",
+        "The limited pass uses N = 300.",
+    ],
+    "dramatiq_fib": [
+        "A port of bench.py's fib benchmark (LGPL): Redis for broker and counter instead of RabbitMQ and "
+        "memcached, Celery 5's command line, RQ added as `rq worker-pool -n 8`.",
+        "Timed as the author did: from the worker command's Popen until the counter reaches N, polled every "
+        "0.1 s; the workers' boot is included.",
+        "Limited: 1 process each (`-p 1`, `-c 1`, one RQ worker), N = 1,000 (RQ 250): 8 processes would spend "
+        "the 0.2 CPU booting.",
+    ],
+}
+
+
+def esc(x) -> str:
+    return html.escape("-" if x is None else str(x))
+
+
+def _data(record: ClaimsRecord | Mapping) -> ClaimsRecord:
+    return record if isinstance(record, ClaimsRecord) else ClaimsRecord.model_validate(record)
+
+
+def _label(row: Mapping) -> str:
+    column, workers = row.get("column") or "", row["params"].get("workers")
+    if not (column.startswith("w") and column[1:].isdigit()):
+        return f"{row['queue']} {column}".strip()
+    if workers != int(column[1:]):
+        return f"{row['queue']} ({column[1:]} published, {workers} here)"
+    return f"{row['queue']} ({workers})"
+
+
+def ratio_text(v: Mapping) -> str:
+    if v.get("rule") == "event":
+        return "; ".join(v.get("statuses") or []) or "-"
+    return spread(v.get("ratio")) if v.get("ratio") else "-"
+
+
+# -- Markdown ------------------------------------------------------------------------------------
+def verdicts_markdown(record: ClaimsRecord | Mapping) -> str:
+    record = _data(record)
+    body = [
+        [
+            v["id"],
+            v["text"],
+            v["setup"],
+            num(v.get("published")),
+            ratio_text(v),
+            v["rule"],
+            v["verdict"] + (f" ({v['cause']})" if v.get("cause") else ""),
+        ]  # fmt: skip
+        for v in verdicts(record)
+    ]
+    header = ["claim", "what", "setup", "published", "here: mean (range)", "rule", "verdict"]
+    return markdown_table(header, body, {"claim", "what", "setup", "here: mean (range)", "rule", "verdict"})
+
+
+def figures_markdown(record: ClaimsRecord) -> str:
+    out = []
+    for bench, meta in BENCHES.items():
+        bench_rows = [r for r in rows(record) if r["bench"] == bench]
+        if not bench_rows or bench == "lab_path":  # its own section
+            continue
+        figures = meta["figures"]
+        body = []
+        for r in bench_rows:
+            cells = []
+            for f in figures:
+                fig = r["figures"][f]
+                cells.append(f"{num(fig['published'])} / {spread(fig['lab'])}")
+            failed = "; ".join(r["failed"]) or "-"
+            body.append([_label(r), r["setup"], r["n"], r["reps"], *cells, r["lost"], r["duplicates"], failed])
+        header = ["queue", "setup", "N", "reps", *(f"{f} published / here" for f in figures), "lost", "dup", "failed"]
+        out += [f"### {meta['title']}", "", markdown_table(header, body, {"queue", "setup", "failed"}), ""]
+    return "\n".join(out)
+
+
+def lab_markdown(record: ClaimsRecord) -> str:
+    body = [
+        [r["shape"], r["queue"], r["n"], spread(r["lab"]), spread(r["bare"]), r["bare_from"], num(r["ratio"])]
+        for r in lab_rows(record)
+    ]
+    header = ["job shape", "queue", "N", "lab: first → last s", "bare s", "bare from", "lab / bare"]
+    return markdown_table(header, body, {"job shape", "queue", "bare from"}) if body else "Not run."
+
+
+def markdown(record: ClaimsRecord | Mapping) -> str:
+    record = _data(record)
+    s = record.setting
+    lines = [
+        f"# make claims {record.run}",
+        "",
+        f"`{record.command}`: {num(record.wall_s)} s. Figures: mean (min–max) over the repetitions; published "
+        "figures are another machine's, so read the ratios.",
+        "",
+        "## The claims",
+        "",
+        verdicts_markdown(record),
+        "",
+        "## Every figure, published / here",
+        "",
+        figures_markdown(record),
+        "## The same jobs through the lab's own path",
+        "",
+        lab_markdown(record),
+        "",
+        "## The setting",
+        "",
+        markdown_table(["what", "value"], [[k, v] for k, v in (s.get("machine") or {}).items()], {"what", "value"}),
+        "",
+        "Versions: " + ", ".join(f"{k} {v}" for k, v in (s.get("versions") or {}).items()),
+        "",
+    ]
+    if record.notes:
+        lines += ["## Notes", "", *(f"- {n}" for n in record.notes), ""]
+    return "\n".join(lines)
+
+
+# -- HTML ------------------------------------------------------------------------------------------
+def _row(cells: Iterable[str]) -> str:
+    return "<tr>" + "".join(cells) + "</tr>"
+
+
+def _th(text: str) -> str:
+    return f"<th>{esc(text)}</th>"
+
+
+def _td(text, numeric: bool = False, attrs: str = "") -> str:
+    return f"<td{' class=n' if numeric else ''}{attrs}>{esc(text)}</td>"
+
+
+def _figure_cell(row: Mapping, figure: str) -> str:
+    fig = row["figures"][figure]
+    lab = fig["lab"]
+    attrs = (
+        f' data-bench="{esc(row["bench"])}" data-setup="{esc(row["setup"])}" data-column="{esc(row["column"])}"'
+        f' data-queue="{esc(row["queue"])}" data-figure="{esc(figure)}"'
+    )
+    if fig["published"] is not None:
+        attrs += f' data-published="{fig["published"]}"'
+    if lab:
+        attrs += "".join(f' data-{k}="{lab[k]}"' for k in ("mean", "min", "max", "n"))
+    text = f"{num(fig['published'])} / {spread(lab)}"
+    return f"<td class='n fig'{attrs}>{esc(text)}</td>"
+
+
+def figures_section(record: ClaimsRecord) -> str:
+    out = []
+    all_rows = rows(record)
+    for bench, meta in BENCHES.items():
+        bench_rows = [r for r in all_rows if r["bench"] == bench]
+        if not bench_rows or bench == "lab_path":  # its own section
+            continue
+        src = meta["source"]
+        figures = meta["figures"]
+        head = _row(
+            [_th(h) for h in ("queue", "setup", "path", "N", "reps")]
+            + [_th(f"{f}: published / here") for f in figures]
+            + [_th(h) for h in ("lost", "dup", "failed runs")]
+        )
+        body = [
+            _row(
+                [
+                    _td(_label(r)),
+                    _td(r["setup"]),
+                    _td(r["path"]),
+                    _td(r["n"], True),
+                    _td(r["reps"], True),
+                    *(_figure_cell(r, f) for f in figures),
+                    _td(r["lost"], True),
+                    _td(r["duplicates"], True),
+                    _td("; ".join(r["failed"]) or "-", attrs=" class=warn" if r["failed"] else ""),
+                ]
+            )
+            for r in bench_rows
+        ]
+        quirks = "".join(f"<li>{esc(q)}</li>" for q in QUIRKS.get(bench, []))
+        out.append(
+            f"<h3 id='bench-{bench}'>{esc(meta['title'])}</h3>"
+            f"<p class='muted'>{esc(src['repo'])} @{esc(src['commit'])} ({esc(', '.join(src['files']))}; "
+            f"{esc(src['licence'])}); published with {esc(src['versions'])}. {esc(meta['setup'])}.</p>"
+            f"<table class='figures' data-bench='{esc(bench)}'><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
+            f"<ul class='quirks'>{quirks}</ul>"
+        )
+    return "".join(out)
+
+
+def verdicts_section(record: ClaimsRecord) -> str:
+    columns = ("claim", "what", "setup", "figure", "published", "here: mean (range)", "rule", "verdict")
+    head = _row(_th(h) for h in (*columns, "what it rests on"))
+    body = []
+    for v in verdicts(record):
+        attrs = (
+            f' data-claim="{esc(v["id"])}" data-setup="{esc(v["setup"])}" data-verdict="{esc(v["verdict"])}"'
+            f" data-ratios='{json.dumps(v['ratios'])}'"
+        )
+        cls = "ok" if v["verdict"].startswith("holds") else "warn"
+        body.append(
+            f"<tr{attrs}>"
+            + "".join(
+                [
+                    _td(v["id"]),
+                    _td(v["text"]),
+                    _td(v["setup"]),
+                    _td(f"{v['figure']} {v['num']}/{v['den']}" + (f" ({v['column']})" if v["column"] else "")),
+                    _td(num(v.get("published")), True),
+                    _td(ratio_text(v), True),
+                    _td(v["rule"]),
+                    f"<td class={cls}>{esc(v['verdict'])}"
+                    + (f"<br><span class=muted>{esc(v['cause'])}</span>" if v.get("cause") else "")
+                    + "</td>",
+                    f"<td class=muted>{esc(v.get('note'))}</td>",
+                ]
+            )
+            + "</tr>"
+        )
+    return f"<table id='verdicts'><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def lab_section(record: ClaimsRecord) -> str:
+    found = lab_rows(record)
+    if not found:
+        return "<p class='muted'>Not run here (<code>--only</code> left it out).</p>"
+    head = _row(
+        _th(h) for h in ("job shape", "queue", "N", "lab: first → last task s", "bare s", "bare from", "lab / bare")
+    )
+    body = []
+    for r in found:
+        attrs = f' data-shape="{esc(r["shape"])}" data-queue="{esc(r["queue"])}" data-ratio="{esc(r["ratio"])}"'
+        lab, bare = r["lab"] or {}, r["bare"] or {}
+        attrs += f' data-lab="{esc(lab.get("mean"))}" data-bare="{esc(bare.get("mean"))}"'
+        body.append(
+            f"<tr{attrs}>"
+            + "".join(
+                [
+                    _td(r["shape"]),
+                    _td(r["queue"]),
+                    _td(r["n"], True),
+                    _td(spread(r["lab"]), True),
+                    _td(spread(r["bare"]), True),
+                    _td(r["bare_from"]),
+                    _td(num(r["ratio"]), True),
+                ]
+            )
+            + "</tr>"
+        )
+    return (
+        "<p>The same jobs through the lab's API, adapters and ledger (the lab's io/simple task: an INCRBY and the "
+        "ledger's settle per task), set against the author's path here: lab / bare above 1 is the lab's cost "
+        "on that job. The lab's figure is read from its ledger, polled every 10 ms.</p>"
+        f"<table id='lab-path'><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
+    )
+
+
+def sources_section(record: ClaimsRecord) -> str:
+    out = []
+    for path, src in record.sources.items():
+        change = f"<pre>{esc(src['diff'])}</pre>" if src.get("diff") else "<p class='muted'>unchanged</p>"
+        blob = f", blob {esc(src['blob'])}" if src.get("blob") else ""
+        out.append(
+            f"<h4>{esc(path)}</h4><p class='muted'>{esc(src['repo'])} @{esc(src['commit'])}: "
+            f"{esc(src['origin'])}{blob}; {esc(src['licence'])}</p>{change}"
+        )
+    return "".join(out)
+
+
+def runs_section(record: ClaimsRecord) -> str:
+    head = _row(
+        _th(h)
+        for h in ("bench", "queue", "setup", "rep", "N", "status", "figures", "lost", "dup", "others busy", "load")
+    )
+    body = [
+        _row(
+            [
+                _td(r.bench),
+                _td(r.queue + (f" {r.params['column']}" if r.params.get("column") else "")),
+                _td(r.setup),
+                _td(r.rep, True),
+                _td(r.n, True),
+                _td(r.status, attrs=" class=warn" if r.status != "ok" else ""),
+                _td(", ".join(f"{k} {num(v)}" for k, v in r.figures.items() if v is not None)),
+                _td(r.accounting.get("lost"), True),
+                _td(r.accounting.get("duplicates"), True),
+                _td(f"{r.busy_before:.0%}" if r.busy_before is not None else "-", True),
+                _td(" ".join(f"{x:.2f}" for x in r.loadavg)),
+            ]
+        )
+        for r in record.runs
+    ]
+    return f"<table id='runs'><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def setting_section(record: ClaimsRecord) -> str:
+    s = record.setting
+    table = lambda tid, data: (  # noqa: E731
+        f"<table id='{tid}'><tbody>"
+        + "".join(_row([_td(k), _td(v)]) for k, v in (data or {}).items())
+        + "</tbody></table>"
+    )
+    return (
+        f"<p>Image {esc(s.get('image'))}; limited runs: {esc(s.get('limits'))} per worker container.</p>"
+        "<h3>Machine</h3>"
+        + table("machine", s.get("machine"))
+        + "<h3>Versions</h3>"
+        + table("versions", s.get("versions"))
+        + "<h3>Redis</h3>"
+        + table("redis", s.get("redis"))
+    )
+
+
+def page(record: ClaimsRecord | Mapping) -> str:
+    record = _data(record)
+    notes = "".join(f"<li>{esc(n)}</li>" for n in record.notes)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>make claims {esc(record.run)}</title>
+<style>{CSS} td.ok {{ color: #060; }} pre {{ background: #f7f7f7; padding: 6px; font-size: 12px; overflow-x: auto; }}
+ul.quirks {{ color: #444; font-size: 13px; }}</style></head><body>
+<h1>The queue authors' benchmarks, run here: {esc(record.run)}</h1>
+<p><code>{esc(record.command)}</code> ran {esc(record.time)} for {esc(num(record.wall_s))} s. Each benchmark as
+its author runs it, scaled where two cores cannot hold it; first with no CPU limit, as the authors ran, then
+with each worker container at the lab's limits. Published figures are another machine's: the ratios between
+queues are what should carry. Figures: mean (min–max) over the repetitions (a range, not a deviation).</p>
+<h2>The claims</h2>
+{verdicts_section(record)}
+<p class="muted">Rules: a published ratio R holds where every repetition's ratio lies in [R/1.5, 1.5R]; for
+R &ge; 2 it fails where any is below 2 and is "direction only" where all are at least 2 but outside the band.
+"On par": every ratio in [0.67, 1.5]. "Slightly faster": the median rate ratio in [1.0, 1.5], none below 0.95.
+"Much faster": every ratio at least 2.</p>
+<h2>Every figure: published / here</h2>
+{figures_section(record)}
+<h2>The same jobs through the lab's own path</h2>
+{lab_section(record)}
+<h2>Every run</h2>
+{runs_section(record)}
+<h2>The authors' files and every change made to them</h2>
+{sources_section(record)}
+<h2>The setting</h2>
+{setting_section(record)}
+{f"<h2>Notes</h2><ul id='notes'>{notes}</ul>" if notes else ""}
+</body></html>
+"""

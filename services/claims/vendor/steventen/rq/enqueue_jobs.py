@@ -1,0 +1,23 @@
+import os
+import time
+from redis import Redis
+from rq import Queue
+from tasks import load_test_job
+
+redis_conn = Redis()
+queue = Queue(connection=redis_conn)
+
+total_jobs = os.getenv("TOTAL_JOBS", 20000)
+
+
+def enqueue_jobs():
+    start_time = time.time()
+    for i in range(total_jobs):
+        print(f"Enqueuing job {i}")
+        queue.enqueue(load_test_job, i)
+    end_time = time.time()
+    print("All jobs enqueued within: ", end_time - start_time, "seconds")
+
+
+if __name__ == "__main__":
+    enqueue_jobs()

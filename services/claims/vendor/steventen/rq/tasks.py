@@ -1,0 +1,7 @@
+import time
+
+
+def load_test_job(num):
+    end_time = time.time()
+    print(f"Job {num} finished at {end_time}")
+    return
