@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from collections.abc import Callable
+from datetime import datetime
 
 from labctl.config import setting
 from labctl.errors import SwarmError
@@ -17,10 +19,29 @@ from labctl.polling import wait_until
 
 UP_TIMEOUT_S = 420  # healthchecks' start periods are 60 s; a cold node pulls nothing (the images are local)
 TASK_WAIT_S = 180
+# A service with this many tasks failed or rejected since the wait began, and none
+# running, keeps failing (an image no node has, a command that exits): waiting
+# out UP_TIMEOUT_S would only hide why. A task that fails its healthcheck at start
+# takes minutes to fail this often; a rejected one, seconds.
+GIVE_UP_AFTER = 3
+ENDED = ("failed", "rejected")
 
 
 def docker(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
     return cli.docker(*args, check=check, timeout=timeout)
+
+
+def registry_of(image: str) -> str | None:
+    """The registry an image reference names (`registry.example:5000/lab:1` ->
+    `registry.example:5000`); None for Docker Hub's names and local tags."""
+    first, sep, _ = image.partition("/")
+    return first if sep and ("." in first or ":" in first or first == "localhost") else None
+
+
+def push(*images: str) -> None:
+    """`docker push`: the engine the CLI talks to sends each image to its registry."""
+    for image in images:
+        docker("push", "--quiet", image, timeout=1800)
 
 
 def swarm_state() -> str:
@@ -59,9 +80,10 @@ class Swarm:
         return sorted(n[len(prefix) :] for n in proc.stdout.split() if n.startswith(prefix))
 
     def tasks(self, service: str) -> list[dict]:
-        """Every task of a service Swarm still keeps (running, and the last failed ones)."""
+        """Every task of a service Swarm still keeps (running, and the last failed ones);
+        a task pruned between the listing and its inspection is left out."""
         ids = docker("service", "ps", "-q", "--no-trunc", self.name(service), check=False, timeout=60).stdout.split()
-        return json.loads(docker("inspect", *ids, timeout=60).stdout) if ids else []
+        return cli.inspect_present(*ids)
 
     def running(self, service: str) -> list[dict]:
         return [t for t in self.tasks(service) if t["Status"]["State"] == "running" and t["DesiredState"] == "running"]
@@ -84,16 +106,14 @@ class Swarm:
         return self.forwarded().get((service, port))
 
     def forwarded(self) -> dict[tuple[str, int], str]:
-        """(service, container port) -> 127.0.0.1:port, from the running port forwarder's command."""
-        proc = docker("inspect", "--format", "{{json .Config.Cmd}} {{.State.Running}}", self.forwarder, check=False)
+        """(service, container port) -> address:port, from the running port forwarder's
+        command and the address it publishes on (127.0.0.1 unless STACK_PUBLISH_IP)."""
+        fmt = "{{json .Config.Cmd}}\t{{json .HostConfig.PortBindings}}\t{{.State.Running}}"
+        proc = docker("inspect", "--format", fmt, self.forwarder, check=False)
         if proc.returncode != 0 or not proc.stdout.strip().endswith("true"):
             return {}
-        out = {}
-        for spec in json.loads(proc.stdout.rsplit(" ", 1)[0])[3:]:  # python -m services.port_forward SPEC...
-            listen, _, target = spec.partition("=")
-            host, _, port = target.rpartition(":")
-            out[(host, int(port))] = f"127.0.0.1:{listen}"
-        return out
+        cmd, bindings, _ = proc.stdout.strip().split("\t")
+        return forwards_of(json.loads(cmd), json.loads(bindings) or {})
 
     def ids(self, service: str, include_stopped: bool = False) -> list[str]:
         """This node's containers of the service, newest first (make load reads the
@@ -118,6 +138,9 @@ class Swarm:
         with the run's environment, and wait for their containers on this node."""
         if "locust-master" in services:  # as compose's `up --build` does: an edit of lab/ reaches Locust
             Compose(self.env)("build", "locust-master", timeout=900)
+            image = self.env.get("LAB_IMAGE") or setting("LAB_IMAGE", "task-queue-lab:local")
+            if registry_of(image):  # the Locust workers' nodes pull it there
+                push(f"{image}-load")
         path = stack_file.render(
             list(services),
             profiles=("load",),
@@ -149,6 +172,14 @@ class Swarm:
         docker("service", "scale", "--detach=true", f"{self.name(service)}={replicas}", timeout=120)
         wait_converged(self, {service: replicas}, timeout=UP_TIMEOUT_S)
 
+    def placement(self) -> dict[str, list[str]]:
+        """service -> the nodes (hostnames) its running tasks run on, one entry per task."""
+        proc = docker(
+            "stack", "ps", "--filter", "desired-state=running", "--format", "{{.Name}} {{.Node}} {{.CurrentState}}",
+            self.stack, check=False, timeout=60,
+        )  # fmt: skip
+        return placement_of(proc.stdout if proc.returncode == 0 else "", self.stack)
+
     def describe(self) -> dict:
         nodes = [n for n in self.nodes() if n["Status"]["State"] == "ready"]
         return {
@@ -156,6 +187,7 @@ class Swarm:
             "stack": self.stack,
             "nodes": len(nodes),
             "node_roles": sorted({n["Spec"].get("Labels", {}).get("lab.role") or "-" for n in nodes}),
+            "placement": self.placement(),
         }
 
 
@@ -183,38 +215,99 @@ def task_containers(name: str, tasks: list[dict]) -> list[dict]:
     return sorted(out, key=lambda c: c["Name"])
 
 
-def _behind(swarm: Swarm, expected: dict[str, int]) -> dict[str, str]:
-    """The services not yet at their replicas, or with a task still shutting down: service -> `running/wanted`."""
-    behind = {}
-    for service, want in expected.items():
-        tasks = swarm.tasks(service)
-        running = [t for t in tasks if t["Status"]["State"] == "running" and t["DesiredState"] == "running"]
-        stopping = [t for t in tasks if t["Status"]["State"] == "running" and t["DesiredState"] != "running"]
-        if len(running) != want or stopping:
-            behind[service] = f"{len(running)}/{want}" + (f" ({len(stopping)} stopping)" if stopping else "")
-    return behind
+def forwards_of(cmd: list[str], bindings: dict) -> dict[tuple[str, int], str]:
+    """The port forwarder's `python -m services.port_forward LISTEN=SERVICE:PORT ...` and
+    its port bindings as (service, container port) -> address:port."""
+    out = {}
+    for spec in cmd[3:]:
+        listen, _, target = spec.partition("=")
+        host, _, port = target.rpartition(":")
+        ip = ((bindings.get(f"{listen}/tcp") or [{}])[0].get("HostIp")) or "127.0.0.1"
+        out[(host, int(port))] = f"{ip}:{listen}"
+    return out
+
+
+def by_node(placement: dict[str, list[str]]) -> dict[str, list[str]]:
+    """service -> nodes turned around: node -> the services with a task there."""
+    out: dict[str, list[str]] = {}
+    for service, nodes in placement.items():
+        for node in dict.fromkeys(nodes):
+            out.setdefault(node, []).append(service)
+    return out
+
+
+def placement_of(text: str, stack: str) -> dict[str, list[str]]:
+    """`docker stack ps --format '{{.Name}} {{.Node}} {{.CurrentState}}'` lines as
+    service -> the nodes of its running tasks (a task's name is <stack>_<service>.<slot>)."""
+    out: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) < 3 or parts[2] != "Running" or not parts[0].startswith(f"{stack}_"):
+            continue
+        service = parts[0][len(stack) + 1 :].rsplit(".", 1)[0]
+        out.setdefault(service, []).append(parts[1])
+    return {service: sorted(nodes) for service, nodes in sorted(out.items())}
+
+
+def stamp(task: dict) -> float:
+    """When the task's state last changed (its Status.Timestamp), as a unix time."""
+    try:
+        return datetime.fromisoformat(task["Status"]["Timestamp"]).timestamp()
+    except (KeyError, TypeError, ValueError):
+        return 0.0
+
+
+def service_state(tasks: list[dict], want: int, since: float) -> tuple[str | None, list[str]]:
+    """(`running/wanted` while a service is not at its replicas or a task of it is still
+    shutting down, else None; the distinct errors of its tasks that failed or were
+    rejected since `since`, newest first)."""
+    running = [t for t in tasks if t["Status"]["State"] == "running" and t["DesiredState"] == "running"]
+    stopping = [t for t in tasks if t["Status"]["State"] == "running" and t["DesiredState"] != "running"]
+    ended = sorted((t for t in tasks if t["Status"]["State"] in ENDED and stamp(t) >= since), key=stamp, reverse=True)
+    errors = list(dict.fromkeys(f"{t['Status']['State']}: {t['Status'].get('Err') or '?'}" for t in ended))
+    if len(running) == want and not stopping:
+        return None, errors
+    state = f"{len(running)}/{want}" + (f" ({len(stopping)} stopping)" if stopping else "")
+    if ended:
+        state += f", {len(ended)} task(s) ended: {errors[0]}"
+    if len(ended) >= GIVE_UP_AFTER and not running:
+        state += " (keeps failing)"
+    return state, errors
 
 
 def wait_converged(
-    swarm: Swarm, expected: dict[str, int], timeout: float = UP_TIMEOUT_S, say: Callable[[str], None] | None = None
+    swarm: Swarm,
+    expected: dict[str, int],
+    timeout: float = UP_TIMEOUT_S,
+    say: Callable[[str], None] | None = None,
+    since: float | None = None,
 ) -> None:
     """Until each service runs exactly its replicas (a task with a healthcheck runs once
-    healthy) and no task it is shutting down still runs."""
+    healthy) and no task it is shutting down still runs. A service whose tasks fail or
+    are rejected is named with its error as soon as it is seen; one that keeps failing
+    (GIVE_UP_AFTER tasks ended since `since`, default now, none running) ends the wait."""
+    since = time.time() - 1 if since is None else since
     shown: dict[str, str] = {}
     behind: dict[str, str] = {}
 
     def converged() -> bool:
         nonlocal shown, behind
-        behind = _behind(swarm, expected)
+        behind = {}
+        for service, want in expected.items():
+            state, _ = service_state(swarm.tasks(service), want, since)
+            if state is not None:
+                behind[service] = state
         if behind and say and behind != shown:  # a line when something changed
             say(f"waiting for {len(behind)} service(s): " + ", ".join(f"{s} {n}" for s, n in sorted(behind.items())))
             shown = behind
+        failing = {s: state for s, state in behind.items() if state.endswith("(keeps failing)")}
+        if failing:
+            raise SwarmError(
+                "service(s) that keep failing: " + "; ".join(f"{s} {n}" for s, n in sorted(failing.items()))
+            )
         return not behind
 
     if not wait_until(converged, timeout_s=timeout, every_s=3):
-        errors = {s: _task_errors(swarm, s) for s in behind}
-        raise SwarmError(f"not converged after {timeout:.0f} s: {behind}; task errors: {errors}")
-
-
-def _task_errors(swarm: Swarm, service: str) -> list[str]:
-    return sorted({t["Status"].get("Err") for t in swarm.tasks(service) if t["Status"].get("Err")})[-3:]
+        raise SwarmError(
+            f"not converged after {timeout:.0f} s: " + "; ".join(f"{s} {n}" for s, n in sorted(behind.items()))
+        )

@@ -139,7 +139,12 @@ def test_a_load_on_the_stack_keeps_an_exact_ledger_and_says_where_it_ran(stack, 
                f"results_dir={tmp_path}").stdout  # fmt: skip
     record = json.loads((tmp_path / f"{run}.json").read_text())
     assert "on the Swarm stack" in out and "swarm, 1 node(s)" in out, out
-    assert record["platform"] == {"orchestrator": "swarm", "stack": swarm.stack, "nodes": 1, "node_roles": ["-"]}
+    platform = record["platform"]
+    assert {k: platform[k] for k in ("orchestrator", "stack", "nodes", "node_roles")} == {
+        "orchestrator": "swarm", "stack": swarm.stack, "nodes": 1, "node_roles": ["-"],
+    }  # fmt: skip
+    (node,) = {n for nodes in platform["placement"].values() for n in nodes}
+    assert len(platform["placement"]["celery"]) == 1 and "api" in platform["placement"], platform
     assert (record["requests"], record["status_codes"]) == (n, {"202": n}), record["warnings"]
     tasks = record["tasks"]
     assert (tasks["enqueued"], tasks["completed"], tasks["failed"], tasks["duplicates"], tasks["lost"]) == (

@@ -189,6 +189,11 @@ def test_placement_follows_the_roles_the_nodes_carry():
     assert S.placement("lab", {"load"}, None) == ["node.labels.lab.role != load"]  # never beside the generator
     assert S.placement("load", {"broker"}, None) == []
     assert S.placement("here", {"load"}, "n0d3") == ["node.id == n0d3"]
+    # The queues' workers: on nodes of their own when some carry `worker`, else where the API goes.
+    assert S.placement("worker", {"lab", "worker"}, None) == ["node.labels.lab.role == worker"]
+    assert S.placement("worker", {"lab", "load"}, None) == ["node.labels.lab.role == lab"]
+    assert S.placement("worker", {"load"}, None) == ["node.labels.lab.role != load"]
+    assert S.placement("lab", {"worker"}, None) == []
 
 
 def test_the_override_names_compose_services_and_known_roles(config):
@@ -204,6 +209,10 @@ def test_the_override_names_compose_services_and_known_roles(config):
     assert constraints["prometheus"] == ["node.labels.lab.role == monitor"]
     for worker in ("api", *BROKER_NAMES):
         assert constraints[worker] == ["node.labels.lab.role != load"], worker
+    apart = build(rendered, node_roles={"load", "broker", "lab", "worker"}, here="n0d3")["services"]
+    assert apart["api"]["deploy"]["placement"]["constraints"] == ["node.labels.lab.role == lab"]
+    for worker in BROKER_NAMES:
+        assert apart[worker]["deploy"]["placement"]["constraints"] == ["node.labels.lab.role == worker"], worker
 
 
 def test_prometheus_on_the_stack_looks_up_every_replica_and_keeps_the_job_names():
