@@ -34,6 +34,8 @@ MAKE_LINES = [
     ("chaos", "worker=arq", "fault=kill-worker", "at=3", "hold=5", "drain_watch=60"),
     ("stack-up", "services=api redis"),
     ("stack-down",),
+    ("cluster-down",),
+    ("cluster-env",),
     ("scale", "worker=celery", "replicas=1 2", "requests=300", "users=20", "endpoint=io/simple"),
     ("limits",),
 ]
