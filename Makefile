@@ -197,8 +197,8 @@ bench: ## the lab's API and workers beside bare ones (each library's plain call)
 
 # ---- Fault experiments ----------------------------------------------------------------
 .PHONY: chaos
-chaos: ## a load run with a fault injected: make chaos worker=arq fault=kill-worker|stop-worker|restart-redis|oom [at=3 hold=5 drain_watch=60|wait=1]
-	@$(LABCTL) chaos --fault '$(fault)' $(if $(at),--at $(at)) $(if $(hold),--hold $(hold)) \
+chaos: ## a load run with a fault injected: make chaos worker=arq fault=kill-worker|stop-worker|restart-redis|oom|kill-node [node=N at=3 hold=5 drain_watch=60|wait=1]
+	@$(LABCTL) chaos --fault '$(fault)' $(if $(at),--at $(at)) $(if $(hold),--hold $(hold)) $(if $(node),--node '$(node)') \
 	  $(load-args) --results-dir '$(results_dir)'
 
 # ---- Docker Swarm (docs/swarm.md) ------------------------------------------------------

@@ -24,6 +24,8 @@ TASK_WAIT_S = 180
 # out UP_TIMEOUT_S would only hide why. A task that fails its healthcheck at start
 # takes minutes to fail this often; a rejected one, seconds.
 GIVE_UP_AFTER = 3
+# spread() keeps a service off the nodes it must not use with constraints of this form.
+HOSTNAME_CONSTRAINT = "node.hostname != "
 ENDED = ("failed", "rejected")
 
 
@@ -68,6 +70,20 @@ class Swarm:
 
     def node_roles(self) -> set[str]:
         return {n["Spec"].get("Labels", {}).get("lab.role") for n in self.nodes()} - {None}
+
+    def hostnames(self) -> dict[str, str]:
+        """node id -> its hostname (the name `docker node ls` shows)."""
+        return {n["ID"]: n["Description"]["Hostname"] for n in self.nodes()}
+
+    def node_states(self) -> dict[str, str]:
+        """hostname -> ready, down, ... as the manager sees each node."""
+        return {n["Description"]["Hostname"]: n["Status"]["State"] for n in self.nodes()}
+
+    def nodes_with_role(self, role: str) -> list[str]:
+        """The hostnames of the nodes labelled lab.role=<role>, sorted."""
+        return sorted(
+            n["Description"]["Hostname"] for n in self.nodes() if n["Spec"].get("Labels", {}).get("lab.role") == role
+        )
 
     def here(self) -> str:
         """The id of the node the Docker CLI talks to (a manager: it runs `docker stack deploy`)."""
@@ -180,6 +196,43 @@ class Swarm:
         )  # fmt: skip
         return placement_of(proc.stdout if proc.returncode == 0 else "", self.stack)
 
+    def rebalance(self, service: str) -> None:
+        """Every task of the service replaced (`service update --force`): the scheduler
+        spreads the new ones over the nodes it may use, as at a deploy."""
+        want = len(self.running(service))
+        since = time.time()
+        docker("service", "update", "--detach=true", "--force", self.name(service), timeout=120)
+        wait_converged(self, {service: want}, timeout=UP_TIMEOUT_S, since=since)
+
+    def spread(self, service: str, nodes: list[str], per_node: int) -> None:
+        """The service's tasks on exactly these nodes, `per_node` on each: every other
+        node excluded by a constraint on its hostname (the stack's own constraints
+        kept), at most `per_node` a node; waits until they all run, healthy."""
+        spec = json.loads(docker("service", "inspect", self.name(service)).stdout)[0]["Spec"]
+        current = ((spec["TaskTemplate"].get("Placement") or {}).get("Constraints")) or []
+        ours = [c for c in current if c.startswith(HOSTNAME_CONSTRAINT)]
+        excluded = [f"{HOSTNAME_CONSTRAINT}{n}" for n in sorted(set(self.node_states()) - set(nodes))]
+        changes = [arg for c in ours if c not in excluded for arg in ("--constraint-rm", c)]
+        changes += [arg for c in excluded if c not in ours for arg in ("--constraint-add", c)]
+        since = time.time()
+        docker(
+            "service", "update", "--detach=true", "--force", "--replicas", str(per_node * len(nodes)),
+            "--replicas-max-per-node", str(per_node), *changes, self.name(service), timeout=120,
+        )  # fmt: skip
+        wait_converged(self, {service: per_node * len(nodes)}, timeout=UP_TIMEOUT_S, since=since)
+
+    def unspread(self, service: str, replicas: int) -> None:
+        """spread() undone: no constraint on a hostname, no cap per node, `replicas` tasks."""
+        spec = json.loads(docker("service", "inspect", self.name(service)).stdout)[0]["Spec"]
+        current = ((spec["TaskTemplate"].get("Placement") or {}).get("Constraints")) or []
+        changes = [arg for c in current if c.startswith(HOSTNAME_CONSTRAINT) for arg in ("--constraint-rm", c)]
+        since = time.time()
+        docker(
+            "service", "update", "--detach=true", "--replicas", str(replicas), "--replicas-max-per-node", "0",
+            *changes, self.name(service), timeout=120,
+        )  # fmt: skip
+        wait_converged(self, {service: replicas}, timeout=UP_TIMEOUT_S, since=since)
+
     def describe(self) -> dict:
         nodes = [n for n in self.nodes() if n["Status"]["State"] == "ready"]
         return {
@@ -249,12 +302,22 @@ def placement_of(text: str, stack: str) -> dict[str, list[str]]:
     return {service: sorted(nodes) for service, nodes in sorted(out.items())}
 
 
-def stamp(task: dict) -> float:
-    """When the task's state last changed (its Status.Timestamp), as a unix time."""
+def unix_time(text: str | None) -> float:
+    """An engine's RFC 3339 time (nanoseconds and all) as a unix time; 0 if unreadable."""
     try:
-        return datetime.fromisoformat(task["Status"]["Timestamp"]).timestamp()
-    except (KeyError, TypeError, ValueError):
+        return datetime.fromisoformat(text or "").timestamp()
+    except ValueError:
         return 0.0
+
+
+def stamp(task: dict) -> float:
+    """When the task's state last changed (its Status.Timestamp)."""
+    return unix_time((task.get("Status") or {}).get("Timestamp"))
+
+
+def created(task: dict) -> float:
+    """When the Swarm made the task (a replacement is a new task)."""
+    return unix_time(task.get("CreatedAt"))
 
 
 def service_state(tasks: list[dict], want: int, since: float) -> tuple[str | None, list[str]]:
