@@ -229,6 +229,6 @@ test-cluster: ## a three-node cluster, a mixed load with a worker node killed, t
 	LAB_CLUSTER_TEST=1 $(UV) run pytest -v -s tests/cluster $(args)
 
 # ---- Scaling ----------------------------------------------------------------------------
-scale: ## the same load at each replica count of a queue's workers, on compose or the stack: make scale worker=Q replicas="1 2 4 8" [requests=N users= endpoint=]
-	@$(LABCTL) scale --replicas '$(or $(replicas),1 2 4 8)' \
+scale: ## the same load at each replica count of a queue's workers (or node count, on a Swarm): make scale worker=Q replicas="1 2 4 8"|nodes="1 2 3" [per_node=1 requests=N users= endpoint=]
+	@$(LABCTL) scale --replicas '$(or $(replicas),1 2 4 8)' $(if $(nodes),--nodes '$(nodes)') $(if $(per_node),--per-node '$(per_node)') \
 	  $(load-args) $(if $(requests),--iterations '$(requests)') --results-dir '$(results_dir)'

@@ -47,8 +47,10 @@ def sweep(
 def scale(
     options: LoadOptions,
     replicas: Annotated[str, typer.Option(help='replica counts, e.g. "1 2 4 8"')] = "1 2 4 8",
+    nodes: Annotated[str, typer.Option(help='or node counts to spread the workers over, e.g. "1 2 3" (a Swarm)')] = "",
+    per_node: Annotated[int, typer.Option(min=1, help="with nodes: the workers' replicas on each node")] = 1,
 ) -> int:
-    return scale_experiment.scale(options, replicas, orchestrator(), console())
+    return scale_experiment.scale(options, replicas, orchestrator(), console(), nodes, per_node)
 
 
 @handled("chaos", NO_RECORD)

@@ -31,7 +31,13 @@ def rendered(tmp_path_factory):
 def test_the_nodes_roles_set_redis_the_api_locust_and_the_workers_apart():
     assert C.layout(1) == {"node-1": None}
     assert C.layout(3) == {"node-1": "broker", "node-2": "lab", "node-3": "load"}
-    assert C.layout(5) == {"node-1": "broker", "node-2": "lab", "node-3": "load", "node-4": "worker", "node-5": "worker"}
+    assert C.layout(5) == {
+        "node-1": "broker",
+        "node-2": "lab",
+        "node-3": "load",
+        "node-4": "worker",
+        "node-5": "worker",
+    }
     assert set(C.layout(6).values()) <= set(S.ROLES)
     with pytest.raises(C.ParamError):
         C.layout(0)

@@ -38,6 +38,7 @@ MAKE_LINES = [
     ("cluster-down",),
     ("cluster-env",),
     ("scale", "worker=celery", "replicas=1 2", "requests=300", "users=20", "endpoint=io/simple"),
+    ("scale", "worker=celery", "nodes=1 2 3", "per_node=2", "requests=300"),
     ("limits",),
 ]
 
