@@ -26,7 +26,6 @@ set aside, so cluster-down works from a shell pointed at the cluster.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -45,24 +44,34 @@ DOCKERFILE = ROOT / "Dockerfile"
 # The registry's name on the cluster's network: the nodes pull from it as that.
 REGISTRY = "registry:5000"
 KNOBS = {
+    "CLUSTER_PROJECT": "task-queue-lab-cluster",
     "CLUSTER_NODE_CPUS": "1",
     "CLUSTER_NODE_MEM": "3g",
     "CLUSTER_DOCKER_PORT": "2375",
     "CLUSTER_REGISTRY_PORT": "5000",
+    "CLUSTER_ROLES": "",
 }
 # The roles of the first nodes, in order (docs/swarm.md): Redis, the API, Locust's
-# workers; every further node runs the queues' workers.
+# workers; every further node runs the queues' workers. CLUSTER_ROLES says otherwise.
 FIRST_ROLES = ("broker", "lab", "load")
 NODE_UP_S = 120
 SWARM_READY_S = 120
 
 
-def layout(n: int) -> dict[str, str | None]:
+def layout(n: int, roles: str = "") -> dict[str, str | None]:
     """node -> its lab.role: a single node carries none (everything runs there);
     from two nodes on, FIRST_ROLES and then `worker` (until a node carries
-    `worker`, the queues' workers go where the API goes)."""
+    `worker`, the queues' workers go where the API goes); or `roles`, node-1's
+    first ("-": none), `worker` for the nodes it leaves out."""
     if n < 1:
         raise ParamError(f"nodes={n}: one or more")
+    given = roles.split()
+    unknown = sorted(set(given) - {*stack_file.ROLES, "-"} | ({"here"} & set(given)))
+    if unknown:
+        raise ParamError(f"CLUSTER_ROLES={roles!r}: {unknown} is no node role ({', '.join(stack_file.ROLES[:-1])}, -)")
+    if given:
+        named = [*given, *["worker"] * n][:n]
+        return {f"node-{i}": None if role == "-" else role for i, role in enumerate(named, 1)}
     if n == 1:
         return {"node-1": None}
     return {f"node-{i}": FIRST_ROLES[i - 1] if i <= len(FIRST_ROLES) else "worker" for i in range(1, n + 1)}
@@ -111,7 +120,7 @@ class Cluster:
 
     # -- the docker CLI, three ways --------------------------------------------------------
     def compose(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
-        cmd = [*docker.compose_command(self.env), "-f", str(COMPOSE_FILE), *args]
+        cmd = [*docker.compose_command(self.env), "-f", str(COMPOSE_FILE), "-p", self.env["CLUSTER_PROJECT"], *args]
         return docker.run(cmd, env=self.env, check=check, timeout=timeout)
 
     def host(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -167,13 +176,14 @@ class Cluster:
             raise ParamError(
                 f"nodes={n}: {COMPOSE_FILE.relative_to(ROOT)} defines {len(declared)} (add node-{n} there)"
             )
-        wanted = list(layout(n))
+        roles = layout(n, self.env["CLUSTER_ROLES"])
+        wanted = list(roles)
         say(f"starting the registry and {', '.join(wanted)} ({self.env['CLUSTER_NODE_CPUS']} CPU, "
             f"{self.env['CLUSTER_NODE_MEM']} each) ...")  # fmt: skip
         self.compose("up", "--detach", "--wait", "registry", *wanted, timeout=NODE_UP_S + 60)
         self.form_swarm(wanted, say)
         self.remove_nodes([node for node in self.nodes() if node not in wanted], say)
-        self.label(layout(n), say)
+        self.label(roles, say)
         self.seed_registry(say)
 
     def form_swarm(self, nodes: list[str], say: Callable[[str], None]) -> None:
@@ -275,7 +285,7 @@ class Cluster:
         say("cluster removed: its nodes, their swarm, the registry and their volumes")
 
     def project(self) -> str:
-        return json.loads(self.compose("config", "--format", "json", timeout=60).stdout)["name"]
+        return self.env["CLUSTER_PROJECT"]
 
 
 def nodes_table(cluster: Cluster) -> str:

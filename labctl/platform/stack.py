@@ -14,9 +14,9 @@ deploy` accepts:
              which not every kernel has, and the lab never needs one
   ports      x-publish only, in mode: host (the routing mesh needs IPVS too)
   placement  node.labels.lab.role == x-role when some node carries that role
-             (a worker's, `worker`, else `lab`'s); else, when a node is labelled
-             `load`, anywhere but there (the load generator stays apart from what
-             it measures); else anywhere
+             (a worker's, `worker`, else `lab`'s); else anywhere but the nodes
+             labelled `load` or `worker` (the load generator stays apart from what
+             it measures, the workers' nodes run the workers alone)
   restart    compose's restart policy as deploy.restart_policy
   files      the bind mounts become Swarm configs (x-configs), named after
              their content, since a config cannot change once created
@@ -52,6 +52,7 @@ DEFAULT_ROLE = "lab"
 # A role no node carries falls back to this one: the queues' workers go where the
 # API goes unless some nodes are set apart for them.
 FALLBACK = {"worker": "lab"}
+APART = ("load", "worker")
 RESTART = {"no": "none", "always": "any", "unless-stopped": "any", "on-failure": "on-failure"}
 # Service keys `docker stack deploy` takes as compose config writes them.
 KEPT = ("image", "command", "entrypoint", "environment", "healthcheck", "init", "stop_grace_period")
@@ -94,9 +95,9 @@ def placement(role: str, node_roles: set[str], here: str | None) -> list[str]:
     for carried in (role, FALLBACK.get(role)):
         if carried in node_roles:
             return [f"node.labels.lab.role == {carried}"]
-    if "load" in node_roles and role != "load":
-        return ["node.labels.lab.role != load"]
-    return []
+    # Nodes set apart for the load generator or the queues' workers run nothing else:
+    # what the load measures, and the workers' machines when they are counted.
+    return [f"node.labels.lab.role != {apart}" for apart in APART if apart in node_roles and apart != role]
 
 
 def stack_deploy(service: dict, role: str, node_roles: set[str], here: str | None) -> dict:

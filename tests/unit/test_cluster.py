@@ -41,6 +41,12 @@ def test_the_nodes_roles_set_redis_the_api_locust_and_the_workers_apart():
     assert set(C.layout(6).values()) <= set(S.ROLES)
     with pytest.raises(C.ParamError):
         C.layout(0)
+    # CLUSTER_ROLES: in order, "-" for none, worker for the nodes it leaves out.
+    assert C.layout(3, "broker lab worker") == {"node-1": "broker", "node-2": "lab", "node-3": "worker"}
+    assert C.layout(3, "- lab") == {"node-1": None, "node-2": "lab", "node-3": "worker"}
+    for wrong in ("broker here", "brokr"):
+        with pytest.raises(C.ParamError, match="is no node role"):
+            C.layout(2, wrong)
 
 
 def test_the_registry_holds_every_public_image_the_lab_pulls_or_builds_from(tmp_path):

@@ -193,7 +193,13 @@ def test_placement_follows_the_roles_the_nodes_carry():
     assert S.placement("worker", {"lab", "worker"}, None) == ["node.labels.lab.role == worker"]
     assert S.placement("worker", {"lab", "load"}, None) == ["node.labels.lab.role == lab"]
     assert S.placement("worker", {"load"}, None) == ["node.labels.lab.role != load"]
-    assert S.placement("lab", {"worker"}, None) == []
+    # ... and nothing else runs on the workers' nodes (or the load generator's).
+    assert S.placement("lab", {"worker"}, None) == ["node.labels.lab.role != worker"]
+    assert S.placement("monitor", {"broker", "load", "worker"}, None) == [
+        "node.labels.lab.role != load",
+        "node.labels.lab.role != worker",
+    ]
+    assert S.placement("load", {"lab", "worker"}, None) == ["node.labels.lab.role != worker"]
 
 
 def test_the_override_names_compose_services_and_known_roles(config):

@@ -5,11 +5,12 @@ later. A watcher notes when the Swarm saw the node down, when the queue's
 workers ran all their replicas again without it (rescheduled elsewhere), and
 when the node was back.
 
-The queue's workers must run on two nodes or more, the killed one among them:
-`make stack-up <QUEUE>_REPLICAS=2` on a cluster with two worker nodes (make
-cluster-up nodes=5) spreads them, and a worker whose replicas share one node
-(after an earlier kill moved them) is spread again first. The manager (the
-Docker CLI's node, where the Locust master runs) is never killed."""
+The node must run some of the queue's workers. Spread over two nodes (`make
+stack-up <QUEUE>_REPLICAS=2` on a cluster with two worker nodes, make cluster-up
+nodes=5), the other node goes on working and the Swarm runs the dead node's
+replicas there; replicas that share one node (after an earlier kill moved them)
+are spread again first. The manager (the Docker CLI's node, where the Locust
+master runs) is never killed."""
 
 from __future__ import annotations
 
@@ -81,26 +82,26 @@ class NodeFault:
         self.watch: NodeWatch | None = None
 
     def check(self) -> None:
-        """The queue's workers on two nodes or more (spread again if they share one), the node one of them."""
+        """The node one of those that run the queue's workers (spread again first when
+        two or more share one node); never the manager."""
         nodes = self.swarm.placement().get(self.service, [])
         if len(set(nodes)) < 2 <= len(nodes):
             self.say(f"chaos: {self.service}'s {len(nodes)} workers share {nodes[0]}: spreading them again ...")
             self.swarm.rebalance(self.service)
             nodes = self.swarm.placement().get(self.service, [])
-        if len(set(nodes)) < 2:
-            raise LabError(
-                f"kill-node needs {self.service}'s workers on two nodes or more (they run on {nodes or 'none'}): "
-                f"make stack-up {self.service.upper()}_REPLICAS=2 on a cluster with two worker nodes "
-                "(make cluster-up nodes=5)"
-            )
+        if not nodes:
+            raise LabError(f"no {self.service} worker runs on the stack: make stack-up")
         manager = self.swarm.hostnames().get(self.swarm.here(), "")
-        self.node = self.node or sorted(set(nodes) - {manager})[-1]
+        self.node = self.node or (sorted(set(nodes) - {manager}) or [manager])[-1]
         if self.node == manager:
             raise ParamError(f"node={self.node} is the manager the Docker CLI talks to (the Locust master runs there)")
         if self.node not in nodes:
             raise ParamError(f"node={self.node} runs no {self.service} worker: one of {sorted(set(nodes))}")
         self.want = len(nodes)
-        self.say(f"chaos: {self.service}'s {self.want} workers run on {', '.join(nodes)}; {self.node} will be killed")
+        alone = " (all of them: the queue waits for the node)" if set(nodes) == {self.node} else ""
+        self.say(
+            f"chaos: {self.service}'s {self.want} workers run on {', '.join(nodes)}; {self.node} will be killed{alone}"
+        )
 
     def inject(self) -> None:
         self.on_node = sorted(by_node(self.swarm.placement()).get(self.node, []))
