@@ -28,10 +28,10 @@ import httpx
 import pytest
 
 from lab.queues import BY_NAME
-from labctl.config import ROOT
 from labctl.platform.cluster import Cluster
 from labctl.platform.swarm import Swarm
 from tests.compose.conftest import compose_variables, free_port, require_engine
+from tests.compose.helpers import make
 from tests.lab import ledger, post_to_queues, wait_until
 
 QUEUES = ("celery", "saq", "dramatiq", "rq", "huey")
@@ -39,20 +39,6 @@ SERVICES = ("redis", "api", "prometheus", "redis-exporter", "queue-monitor", *QU
 TASK_TIMEOUT_S = 20
 # RQ gives an abandoned job TASK_TIMEOUT_S + 60 s after it started, then its maintenance pass.
 SETTLE_S = 4 * TASK_TIMEOUT_S + 120
-
-
-def make(env: dict, *args: str, timeout: float = 1800, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        ["make", "--no-print-directory", "-C", str(ROOT), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    print(proc.stdout[-4000:])
-    if check:
-        assert proc.returncode == 0, f"make {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    return proc
 
 
 def names_resolve_in_new_compose_containers(env: dict) -> subprocess.CompletedProcess:
@@ -102,7 +88,8 @@ def cluster_env():
     )
     started = time.monotonic()
     try:
-        out = make(host, "cluster-up", "nodes=3", f"services={' '.join(SERVICES)}").stdout
+        out = make(host, "cluster-up", "nodes=3", f"services={' '.join(SERVICES)}", timeout=1800).stdout
+        print(out)
         print(f"make cluster-up nodes=3: {time.monotonic() - started:.0f} s")
         cluster = make(host, "-s", "cluster-env", timeout=60).stdout.strip().removeprefix("export ").split()
         env = {**host, **dict(pair.split("=", 1) for pair in cluster)}

@@ -29,22 +29,10 @@ from labctl.platform.compose import Compose
 from labctl.platform.stack_deploy import leave
 from labctl.platform.swarm import Swarm, docker, swarm_state
 from tests.compose.conftest import compose_variables, free_port, require_engine
-from tests.compose.helpers import WORKERS, by_label, parse_time, post_tasks, wait_settled, wait_until
+from tests.compose.helpers import WORKERS, by_label, make, parse_time, post_tasks, wait_settled, wait_until
 
 PORTS = ("API_PORT", "GRAFANA_PORT", "PROMETHEUS_PORT", "FLOWER_PORT", "SAQ_WEB_PORT")
 SCRAPED_JOBS = ("api", *WORKERS, "queue-monitor", "flower", "redis-exporter", "prometheus")
-
-
-def make(env: dict, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        ["make", "--no-print-directory", "-C", str(ROOT), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    assert proc.returncode == 0, f"make {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    return proc
 
 
 @pytest.fixture(scope="module")
