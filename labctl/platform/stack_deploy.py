@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import secrets
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -64,7 +63,7 @@ def deploy(services: list[str] | None, say: Callable[[str], None]) -> None:
     rendered = stack_file.render(services, node_roles=swarm.node_roles(), here=swarm.here())
     say(f"stack file: {rendered.path.relative_to(ROOT)}; deploying the stack {swarm.stack} ...")
     deploy_args = ("stack", "deploy", "--prune", "--resolve-image", "never", "--detach=true")
-    since = time.time()
+    since = swarm.clock()
     docker(*deploy_args, "-c", str(rendered.path), swarm.stack, timeout=300)
     expected = {name: s["deploy"].get("replicas", 1) for name, s in rendered.stack["services"].items()}
     wait_converged(swarm, expected, say=say, since=since)

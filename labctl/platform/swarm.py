@@ -196,13 +196,17 @@ class Swarm:
         )  # fmt: skip
         return placement_of(proc.stdout if proc.returncode == 0 else "", self.stack)
 
+    def clock(self) -> float:
+        """The manager's time now: what tasks' CreatedAt is compared with (its clock, not ours)."""
+        return unix_time(docker("info", "--format", "{{.SystemTime}}", timeout=60).stdout.strip()) or time.time()
+
     def rebalance(self, service: str) -> None:
         """Every task of the service replaced (`service update --force`): the scheduler
         spreads the new ones over the nodes it may use, as at a deploy."""
         want = len(self.running(service))
-        since = time.time()
+        since = self.clock()
         docker("service", "update", "--detach=true", "--force", self.name(service), timeout=120)
-        wait_converged(self, {service: want}, timeout=UP_TIMEOUT_S, since=since)
+        wait_converged(self, {service: want}, timeout=UP_TIMEOUT_S, since=since, replaced=True)
 
     def spread(self, service: str, nodes: list[str], per_node: int) -> None:
         """The service's tasks on exactly these nodes, `per_node` on each: every other
@@ -214,24 +218,24 @@ class Swarm:
         excluded = [f"{HOSTNAME_CONSTRAINT}{n}" for n in sorted(set(self.node_states()) - set(nodes))]
         changes = [arg for c in ours if c not in excluded for arg in ("--constraint-rm", c)]
         changes += [arg for c in excluded if c not in ours for arg in ("--constraint-add", c)]
-        since = time.time()
+        since = self.clock()
         docker(
             "service", "update", "--detach=true", "--force", "--replicas", str(per_node * len(nodes)),
             "--replicas-max-per-node", str(per_node), *changes, self.name(service), timeout=120,
         )  # fmt: skip
-        wait_converged(self, {service: per_node * len(nodes)}, timeout=UP_TIMEOUT_S, since=since)
+        wait_converged(self, {service: per_node * len(nodes)}, timeout=UP_TIMEOUT_S, since=since, replaced=True)
 
     def unspread(self, service: str, replicas: int) -> None:
         """spread() undone: no constraint on a hostname, no cap per node, `replicas` tasks."""
         spec = json.loads(docker("service", "inspect", self.name(service)).stdout)[0]["Spec"]
         current = ((spec["TaskTemplate"].get("Placement") or {}).get("Constraints")) or []
         changes = [arg for c in current if c.startswith(HOSTNAME_CONSTRAINT) for arg in ("--constraint-rm", c)]
-        since = time.time()
+        since = self.clock()
         docker(
-            "service", "update", "--detach=true", "--replicas", str(replicas), "--replicas-max-per-node", "0",
-            *changes, self.name(service), timeout=120,
+            "service", "update", "--detach=true", "--force", "--replicas", str(replicas),
+            "--replicas-max-per-node", "0", *changes, self.name(service), timeout=120,
         )  # fmt: skip
-        wait_converged(self, {service: replicas}, timeout=UP_TIMEOUT_S, since=since)
+        wait_converged(self, {service: replicas}, timeout=UP_TIMEOUT_S, since=since, replaced=True)
 
     def describe(self) -> dict:
         nodes = [n for n in self.nodes() if n["Status"]["State"] == "ready"]
@@ -320,11 +324,18 @@ def created(task: dict) -> float:
     return unix_time(task.get("CreatedAt"))
 
 
-def service_state(tasks: list[dict], want: int, since: float) -> tuple[str | None, list[str]]:
+def service_state(tasks: list[dict], want: int, since: float, replaced: bool = False) -> tuple[str | None, list[str]]:
     """(`running/wanted` while a service is not at its replicas or a task of it is still
     shutting down, else None; the distinct errors of its tasks that failed or were
-    rejected since `since`, newest first)."""
-    running = [t for t in tasks if t["Status"]["State"] == "running" and t["DesiredState"] == "running"]
+    rejected since `since`, newest first). `replaced`: only tasks made since `since`
+    count as running (an update that replaces every task)."""
+    running = [
+        t
+        for t in tasks
+        if t["Status"]["State"] == "running"
+        and t["DesiredState"] == "running"
+        and (not replaced or created(t) >= since)
+    ]
     stopping = [t for t in tasks if t["Status"]["State"] == "running" and t["DesiredState"] != "running"]
     ended = sorted((t for t in tasks if t["Status"]["State"] in ENDED and stamp(t) >= since), key=stamp, reverse=True)
     errors = list(dict.fromkeys(f"{t['Status']['State']}: {t['Status'].get('Err') or '?'}" for t in ended))
@@ -344,6 +355,7 @@ def wait_converged(
     timeout: float = UP_TIMEOUT_S,
     say: Callable[[str], None] | None = None,
     since: float | None = None,
+    replaced: bool = False,
 ) -> None:
     """Until each service runs exactly its replicas (a task with a healthcheck runs once
     healthy) and no task it is shutting down still runs. A service whose tasks fail or
@@ -357,7 +369,7 @@ def wait_converged(
         nonlocal shown, behind
         behind = {}
         for service, want in expected.items():
-            state, _ = service_state(swarm.tasks(service), want, since)
+            state, _ = service_state(swarm.tasks(service), want, since, replaced)
             if state is not None:
                 behind[service] = state
         if behind and say and behind != shown:  # a line when something changed

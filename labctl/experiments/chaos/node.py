@@ -47,8 +47,9 @@ class NodeWatch(threading.Thread):
                 continue
 
     def look(self, now: float) -> None:
-        names = self.swarm.hostnames()
-        state = self.swarm.node_states().get(self.node)
+        nodes = self.swarm.nodes()
+        names = {n["ID"]: n["Description"]["Hostname"] for n in nodes}
+        state = next((n["Status"]["State"] for n in nodes if n["Description"]["Hostname"] == self.node), None)
         if self.down_at is None and state == "down":
             self.down_at = now
         if self.restored_at and self.ready_at is None and state == "ready" and self.down_at:
