@@ -96,3 +96,15 @@ def test_a_record_of_a_run_on_several_nodes_names_where_the_api_and_the_workers_
     assert notes_of(record) == "swarm, 5 node(s): api node-2, celery node-4+node-5"
     one = {"worker": "celery", "platform": {"orchestrator": "swarm", "nodes": 1, "placement": {"api": ["a"]}}}
     assert notes_of(one) == "swarm, 1 node(s)"
+
+
+def test_an_update_that_replaces_every_task_waits_for_the_new_ones():
+    def made(at: float) -> dict:
+        t = task("running")
+        t["CreatedAt"] = W.datetime.fromtimestamp(at, W.datetime.now().astimezone().tzinfo).isoformat()
+        return t
+
+    old, new = made(T0 - 60), made(T0 + 5)
+    assert W.service_state([old, new], 2, since=T0)[0] is None  # a scale: any running task counts
+    assert W.service_state([old, new], 2, since=T0, replaced=True)[0] == "1/2"
+    assert W.service_state([new, made(T0 + 6)], 2, since=T0, replaced=True)[0] is None
