@@ -155,8 +155,11 @@ class Cluster:
         return [n for n in self.declared() if self.container(n)]
 
     def ip(self, node: str) -> str:
+        container = self.container(node)
+        if not container:
+            raise SwarmError(f"{node} is not running: make cluster-up")
         fmt = "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}"
-        ips = self.host("inspect", "--format", fmt, self.container(node) or node).stdout.split()
+        ips = self.host("inspect", "--format", fmt, container).stdout.split()
         if not ips:
             raise SwarmError(f"{node} has no address on the cluster's network")
         return ips[0]
