@@ -227,11 +227,12 @@ class Cluster:
             say(f"{node} removed")
 
     def label(self, roles: dict[str, str | None], say: Callable[[str], None]) -> None:
+        labelled = {n["Description"]["Hostname"]: n["Spec"].get("Labels", {}) for n in self.node_list()}
         for node, role in roles.items():
-            change = ["--label-add", f"lab.role={role}"] if role else ["--label-rm", "lab.role"]
-            proc = self.manager("node", "update", *change, node, check=False)
-            if proc.returncode != 0 and "does not exist" not in proc.stderr:  # removing a label it never had
-                raise DockerError(f"docker node update {' '.join(change)} {node}: {proc.stderr.strip()}")
+            if role:
+                self.manager("node", "update", "--label-add", f"lab.role={role}", node)
+            elif "lab.role" in labelled.get(node, {}):
+                self.manager("node", "update", "--label-rm", "lab.role", node)
         say("roles: " + ", ".join(f"{node} {role or '-'}" for node, role in roles.items()))
 
     def seed_registry(self, say: Callable[[str], None]) -> None:
