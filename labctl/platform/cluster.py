@@ -6,8 +6,9 @@ container, with its own CPU and memory limit) on this machine's engine, makes a
 Swarm of the nodes (node-1 the manager, the others workers), labels each with
 its role (`layout`) and puts into the registry every image a node would pull
 from a public registry: the Docker Hub ones are found there by the nodes as a
-mirror, the others (the Dockerfile's uv image) are pulled and tagged on the
-manager, where the lab's images are built. Then `make stack-up`, the Docker CLI
+mirror; the Dockerfile's bases are pulled on the manager, where the lab's
+images are built (tagged with their own name when they come from another
+registry than Docker Hub). Then `make stack-up`, the Docker CLI
 pointed at node-1 (`Cluster.env`), builds the lab's images there, pushes them to
 the registry and deploys the stack: what it does on a cluster of real machines.
 
@@ -90,15 +91,14 @@ def host_env(env: dict[str, str] | None = None) -> dict[str, str]:
     return {**out, **{k: setting(k, v) for k, v in KNOBS.items() if not out.get(k)}}
 
 
-def public_images(config: dict, dockerfile_text: str) -> list[str]:
-    """The images a node pulls from a public registry: every compose service's
-    (every profile) but the lab's own, which make stack-up builds, and the bases the
-    Dockerfile builds from (its ARG ..._IMAGE defaults)."""
+def public_images(config: dict, dockerfile_text: str) -> tuple[list[str], list[str]]:
+    """The images the nodes need from public registries: (what the compose services
+    run, every profile, but the lab's own, which make stack-up builds; the bases the
+    Dockerfile builds from, its ARG ..._IMAGE defaults)."""
     lab = config["services"]["api"]["image"]
     images = {s["image"] for s in config["services"].values() if s.get("image") and not s.get("build")}
-    images -= {lab, f"{lab}-load"}
-    images |= set(re.findall(r"(?m)^ARG \w+_IMAGE=(\S+)", dockerfile_text))
-    return sorted(images)
+    bases = set(re.findall(r"(?m)^ARG \w+_IMAGE=(\S+)", dockerfile_text))
+    return sorted(images - {lab, f"{lab}-load"} - bases), sorted(bases)
 
 
 def registry_path(image: str) -> tuple[str, bool]:
@@ -241,8 +241,9 @@ class Cluster:
         if not wait_until(lambda: self._registry_answers(registry), timeout_s=60):
             raise SwarmError(f"the cluster's registry does not answer at http://{registry}/v2/")
         config = stack_file.compose_config(self.env, profiles=("*",))
+        images, bases = public_images(config, DOCKERFILE.read_text())
         missing = []
-        for image in public_images(config, DOCKERFILE.read_text()):
+        for image in [*images, *bases]:
             if self.host("image", "inspect", image, check=False).returncode != 0:
                 missing.append(image)
                 continue
@@ -252,10 +253,14 @@ class Cluster:
                 self.host("push", "--quiet", f"{registry}/{path}", timeout=1800)
             finally:
                 self.host("image", "rm", f"{registry}/{path}", check=False)  # the tag only
-            if not mirrored:  # the manager builds from it: there under its own name
-                self.on("node-1", "pull", "--quiet", f"{REGISTRY}/{path}", timeout=1800)
-                self.on("node-1", "tag", f"{REGISTRY}/{path}", image)
-            say(f"registry: {image}" + ("" if mirrored else " (tagged on node-1)"))
+            if image in bases:
+                # The manager builds the lab's image from it. The engine's builder (BuildKit)
+                # asks a registry mirror over HTTPS only: the image is pulled by the engine
+                # itself beforehand, and one of another registry is tagged with its own name.
+                self.on("node-1", "pull", "--quiet", image if mirrored else f"{REGISTRY}/{path}", timeout=1800)
+                if not mirrored:
+                    self.on("node-1", "tag", f"{REGISTRY}/{path}", image)
+            say(f"registry: {image}" + (" (pulled on node-1, which builds from it)" if image in bases else ""))
         if missing:
             say(f"not on this engine, so in no registry the nodes reach: {', '.join(missing)} "
                 "(a service using one cannot start on the cluster)")  # fmt: skip
