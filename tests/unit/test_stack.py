@@ -253,3 +253,17 @@ def test_the_stack_file_is_private_and_never_committed(tmp_path):
     assert path.stat().st_mode & 0o777 == 0o600
     ignored = subprocess.run(["git", "check-ignore", "-q", ".stack/lab.yml"], cwd=S.ROOT, capture_output=True)
     assert ignored.returncode == 0, ".stack/ must be in .gitignore"
+
+
+def test_the_api_and_workers_outlast_a_saturating_load_before_swarm_replaces_them(config):
+    """Swarm replaces a task whose healthcheck fails; compose only reports it. An API
+    saturated by a load at its CPU limit answers its probe late, and a replacement would
+    cut the run: the stack gives the API and the workers 30 probes, the rest compose's."""
+    rendered = config()
+    stack = build(rendered)
+    for name, service in stack["services"].items():
+        theirs = rendered["services"][name].get("healthcheck")
+        if name in ("api", *BROKER_NAMES):
+            assert service["healthcheck"] == {**theirs, "retries": 30}, name
+        else:
+            assert service.get("healthcheck") == theirs, name
