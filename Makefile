@@ -208,8 +208,8 @@ claims: ## the queue authors' published benchmarks run here beside their figures
 
 # ---- Fault experiments ----------------------------------------------------------------
 .PHONY: chaos
-chaos: ## a load run with a fault injected: make chaos worker=arq fault=kill-worker|stop-worker|restart-redis|oom [at=3 hold=5 drain_watch=60|wait=1]
-	@$(LABCTL) chaos --fault '$(fault)' $(if $(at),--at $(at)) $(if $(hold),--hold $(hold)) \
+chaos: ## a load run with a fault injected: make chaos worker=arq fault=kill-worker|stop-worker|restart-redis|oom|kill-node [node=N at=3 hold=5 drain_watch=60|wait=1]
+	@$(LABCTL) chaos --fault '$(fault)' $(if $(at),--at $(at)) $(if $(hold),--hold $(hold)) $(if $(node),--node '$(node)') \
 	  $(load-args) --results-dir '$(results_dir)'
 
 # ---- Docker Swarm (docs/swarm.md) ------------------------------------------------------
@@ -220,7 +220,26 @@ stack-up: grafana-password ## deploy the lab as a stack to the Swarm the Docker 
 stack-down: ## remove the stack and its port forwarder (the swarm and the volumes stay)
 	@$(LABCTL) stack-down
 
+# ---- A cluster of engines on this machine (docs/swarm.md, "A cluster on one machine") ----
+# The Swarm test bed: Docker engines in containers, a registry, the lab deployed
+# with make stack-up pointed at the cluster's manager. Then, in a shell:
+#   eval "$(make -s cluster-env)"     # DOCKER_HOST, LAB_IMAGE, STACK_PUBLISH_IP
+#   make load worker=celery           # ... every target drives the lab on the cluster
+.PHONY: cluster-up cluster-down cluster-env test-cluster
+cluster-up: grafana-password ## a Swarm of Docker engines in containers on this machine, a registry, and the lab on it: make cluster-up [nodes=3 services="..."]
+	@$(LABCTL) cluster-up --nodes '$(or $(nodes),3)'
+	@eval "$$($(LABCTL) cluster-env)" && $(MAKE) --no-print-directory stack-up services='$(or $(services),$(compose-services))'
+
+cluster-down: ## remove the cluster (its nodes, swarm, registry and volumes); this machine's engine as it was
+	@$(LABCTL) cluster-down
+
+cluster-env: ## print the exports that point the Docker CLI and make at the cluster (eval them in a shell)
+	@$(LABCTL) cluster-env
+
+test-cluster: ## a three-node cluster, a mixed load with a worker node killed, then everything torn down (needs a Docker engine)
+	LAB_CLUSTER_TEST=1 $(UV) run pytest -v -s tests/cluster $(args)
+
 # ---- Scaling ----------------------------------------------------------------------------
-scale: ## the same load at each replica count of a queue's workers, on compose or the stack: make scale worker=Q replicas="1 2 4 8" [requests=N users= endpoint=]
-	@$(LABCTL) scale --replicas '$(or $(replicas),1 2 4 8)' \
+scale: ## the same load at each replica count of a queue's workers (or node count, on a Swarm): make scale worker=Q replicas="1 2 4 8"|nodes="1 2 3" [per_node=1 requests=N users= endpoint=]
+	@$(LABCTL) scale --replicas '$(or $(replicas),1 2 4 8)' $(if $(nodes),--nodes '$(nodes)') $(if $(per_node),--per-node '$(per_node)') \
 	  $(load-args) $(if $(requests),--iterations '$(requests)') --results-dir '$(results_dir)'

@@ -3,6 +3,7 @@ own: what the lab runs on, rather than an experiment on it."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Annotated
 
@@ -12,6 +13,7 @@ from labctl.commands.common import console, handled, help_of
 from labctl.config import setting
 from labctl.experiments import limits as limits_experiment
 from labctl.experiments import locust_ui as locust_ui_experiment
+from labctl.platform import cluster as cluster_platform
 from labctl.platform import stack as stack_file
 from labctl.platform import stack_deploy
 
@@ -27,6 +29,11 @@ def register(app: typer.Typer) -> None:
         swarm_leave
     )
     app.command("stack-file", help=help_of(stack_file.__doc__))(write_stack_file)
+    app.command("cluster-up", help=help_of(cluster_platform.__doc__))(cluster_up)
+    app.command("cluster-down", help="Remove the cluster of make cluster-up: its nodes, the registry, their volumes.")(
+        cluster_down
+    )
+    app.command("cluster-env", help="Print the exports that point the Docker CLI and make at the cluster.")(cluster_env)
 
 
 @handled("limits")
@@ -74,4 +81,30 @@ def write_stack_file(
         services.split() or None, profiles=tuple(profile or ()), node_roles=set(node_role or ()), out=out
     )
     console().say(str(rendered.path))
+    return 0
+
+
+@handled("cluster-up")
+def cluster_up(
+    nodes: Annotated[int, typer.Option(min=1, help="Docker engines (containers) to run as the Swarm's nodes")] = 3,
+) -> int:
+    ui = console()
+    cluster = cluster_platform.Cluster()
+    cluster.up(nodes, ui.say)
+    ui.say(cluster_platform.nodes_table(cluster))
+    ui.say('the Docker CLI on the cluster: eval "$(make -s cluster-env)"')
+    return 0
+
+
+@handled("cluster-down")
+def cluster_down() -> int:
+    cluster_platform.Cluster().down(console().say)
+    return 0
+
+
+@handled("cluster-env")
+def cluster_env() -> int:
+    """`export ...` for a shell: eval "$(make -s cluster-env)"."""
+    env = cluster_platform.Cluster().env_for_the_lab()
+    print("export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()))
     return 0

@@ -47,8 +47,10 @@ def sweep(
 def scale(
     options: LoadOptions,
     replicas: Annotated[str, typer.Option(help='replica counts, e.g. "1 2 4 8"')] = "1 2 4 8",
+    nodes: Annotated[str, typer.Option(help='or node counts to spread the workers over, e.g. "1 2 3" (a Swarm)')] = "",
+    per_node: Annotated[int, typer.Option(min=1, help="with nodes: the workers' replicas on each node")] = 1,
 ) -> int:
-    return scale_experiment.scale(options, replicas, orchestrator(), console())
+    return scale_experiment.scale(options, replicas, orchestrator(), console(), nodes, per_node)
 
 
 @handled("chaos", NO_RECORD)
@@ -68,7 +70,11 @@ def chaos(
     fault: Annotated[str, typer.Option(help=f"one of {', '.join(chaos_experiment.FAULTS)}")],
     drain_stall: float | None,
     at: Annotated[float, typer.Option(help="seconds into the load when the fault starts")] = 3,
-    hold: Annotated[float, typer.Option(help="seconds the fault lasts before it is undone")] = 5,
+    hold: Annotated[
+        float | None, typer.Option(help="seconds the fault lasts before it is undone (5; kill-node 60)")
+    ] = None,
+    node: Annotated[str, typer.Option(help="kill-node: the node (default: one that runs the queue's workers)")] = "",
 ) -> int:
-    plan = chaos_experiment.ChaosOptions(fault=fault, at=at, hold=hold)
+    hold_s = chaos_experiment.default_hold(fault) if hold is None else hold
+    plan = chaos_experiment.ChaosOptions(fault=fault, at=at, hold=hold_s, node=node)
     return chaos_experiment.chaos(options, plan, drain_stall is not None, console())

@@ -1,6 +1,7 @@
 """`make scale`: how a queue's throughput follows its number of workers.
 
     make scale worker=celery replicas="1 2 4 8" [requests=3000 users=100 endpoint=io/simple run=NAME]
+    make scale worker=celery nodes="1 2 3" [per_node=1 ...]     (on a Swarm of several nodes)
 
 For each replica count, in the order given: the queue's worker service is scaled
 to it (on compose `docker compose up --scale`, on a Swarm stack `docker service
@@ -16,9 +17,16 @@ load` runs with wait=1 (the next count starts with an empty backlog) as the run
                 single-threaded Redis is the ceiling once it nears 1
   workers' CPU  the replicas' cores summed; and how many replicas ran tasks
 
+Over nodes (nodes="1 2 3", a Swarm only): the same steps with the queue's workers
+on the first 1, 2, 3 nodes labelled `worker` (else `lab`), per_node replicas on
+each (`docker service update`: every other node excluded by its hostname, at most
+per_node a node), so that each count adds machines of the same size; the run is
+<base>-<n>n, and the table has a column of the nodes.
+
 The table goes to results/<base>.md and .json, the plots (inline SVG, no network
 needed) to results/<base>.html. The worker is scaled back to its replica count
-at the start. Every knob of the make line reaches the runs as for `make load`.
+at the start (and, over nodes, placed as the stack file says again). Every knob
+of the make line reaches the runs as for `make load`.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from labctl.errors import EXIT_FAILED, EXIT_OK, LabError, ParamError
 from labctl.load_run.options import LoadOptions
 from labctl.load_run.steps import run_load
 from labctl.platform.lab import Lab
+from labctl.platform.swarm import Swarm
 from labctl.polling import wait_until
 from labctl.records.run import RunRecord
 from labctl.records.scale import ScaleRecord
@@ -123,27 +132,51 @@ def exact(record: RunRecord | dict) -> bool:
     )
 
 
-def run_step(options: LoadOptions, lab: Lab, replicas: int, run: str, ui: Console) -> tuple[dict, RunRecord]:
-    """Scale, wait until scraped, run the load to its last task; the count's row and its run's record."""
-    ui.say(f"\n== {options.worker}: {replicas} replica(s)")
+def run_step(
+    options: LoadOptions, lab: Lab, replicas: int, run: str, ui: Console, nodes: list[str] | None = None
+) -> tuple[dict, RunRecord]:
+    """Scale (or spread over `nodes`), wait until scraped, run the load to its last task;
+    the count's row and its run's record."""
+    on = f" on {len(nodes)} node(s), {', '.join(nodes)}" if nodes else ""
+    ui.say(f"\n== {options.worker}: {replicas} replica(s){on}")
     since = time.time()
-    lab.scale(options.worker, replicas)
+    if nodes and isinstance(lab, Swarm):
+        lab.spread(options.worker, nodes, replicas // len(nodes))
+    else:
+        lab.scale(options.worker, replicas)
     prom_addr = lab.port("prometheus", 9090)
     prom = Prometheus(prom_addr) if prom_addr else None
     if prom is not None:
         wait_scraped(prom, options.worker, replicas, since)
     record = run_load(options.but(run=run, wait=True), lab, ui)
     row = step_row(replicas, record, prom, options.worker)
+    if nodes:
+        row = {"nodes": len(nodes), **row, "node_names": nodes}
     if record.unsettled() or not row["exact"]:
         row["warnings"] = [*row["warnings"], "the run did not settle exactly"]
     return row, record
 
 
-def parse_counts(replicas: str) -> list[int]:
+def parse_counts(replicas: str, name: str = "replicas") -> list[int]:
     counts = [int(n) for n in replicas.split() if n.isdigit() and int(n) > 0]
     if not counts or len(counts) != len(replicas.split()):
-        raise ParamError(f'replicas="{replicas}": whole numbers above 0, e.g. "1 2 4 8"')
+        raise ParamError(f'{name}="{replicas}": whole numbers above 0, e.g. "1 2 4 8"')
     return counts
+
+
+def worker_nodes(lab: Lab, counts: list[int]) -> list[str]:
+    """The nodes a queue's workers may be spread over, in order: those labelled
+    `worker`, else `lab`; as many as the largest count."""
+    if not isinstance(lab, Swarm):
+        raise ParamError(
+            "nodes= spreads the workers over the nodes of a Swarm: make stack-up (or make cluster-up) first"
+        )
+    nodes = lab.nodes_with_role("worker") or lab.nodes_with_role("lab")
+    if len(nodes) < max(counts):
+        raise ParamError(
+            f"nodes={max(counts)}: only {len(nodes)} node(s) labelled worker (or lab): {nodes} (make cluster-up nodes=6)"
+        )
+    return nodes
 
 
 def write_outputs(summary: ScaleRecord, directory: Path) -> list[Path]:
@@ -155,10 +188,11 @@ def write_outputs(summary: ScaleRecord, directory: Path) -> list[Path]:
     ]
 
 
-def scale(options: LoadOptions, replicas: str, lab: Lab, ui: Console) -> int:
+def scale(options: LoadOptions, replicas: str, lab: Lab, ui: Console, nodes: str = "", per_node: int = 1) -> int:
     if options.worker not in BROKER_NAMES:
         raise ParamError(f"worker={options.worker or '?'}: one broker queue ({', '.join(BROKER_NAMES)})")
-    counts = parse_counts(replicas)
+    counts = parse_counts(nodes, "nodes") if nodes else parse_counts(replicas)
+    spread = worker_nodes(lab, counts) if nodes else []
     params = options.parse()  # fail before scaling anything
     base = options.run or f"scale-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{options.worker}"
     summary = ScaleRecord(
@@ -171,18 +205,26 @@ def scale(options: LoadOptions, replicas: str, lab: Lab, ui: Console) -> int:
             "users": params.users,
         },
         platform=lab.describe(),
+        axis="nodes" if spread else "replicas",
+        per_node=per_node if spread else None,
     )
     before = lab.replicas(options.worker)
     first: RunRecord | None = None
     try:
         for n in counts:
-            row, record = run_step(options, lab, n, f"{base}-{n}r", ui)
+            if spread:
+                row, record = run_step(options, lab, n * per_node, f"{base}-{n}n", ui, spread[:n])
+            else:
+                row, record = run_step(options, lab, n, f"{base}-{n}r", ui)
             summary.rows.append(row)
             first = first or record
     except LabError as exc:
         ui.say(f"\nmake scale: {exc}")
     finally:
-        if before:
+        if spread and isinstance(lab, Swarm):
+            ui.say(f"\n{options.worker} back to {before} replica(s), placed as the stack file says")
+            lab.unspread(options.worker, before)
+        elif before:
             ui.say(f"\nscaling {options.worker} back to {before} replica(s)")
             lab.scale(options.worker, before)
     if first is None:

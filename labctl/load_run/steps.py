@@ -417,6 +417,7 @@ def run_load(
     run = prepare(options, lab or orchestrator(), ui or Console())
     try:
         start_locust(run)
+        run.platform = run.lab.describe()  # with where Locust's containers run
         result = follow_load(run, on_start)
         wait = wait_for_tasks(run, result)
         window = run_window(result, wait)

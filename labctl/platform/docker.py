@@ -14,6 +14,8 @@ from labctl.config import ROOT
 from labctl.errors import DockerError
 from labctl.polling import wait_until
 
+NO_SUCH_OBJECT = "Error: No such object: "
+
 
 def run(
     cmd: Sequence[str],
@@ -70,6 +72,23 @@ def compose_command(env: Mapping[str, str] | None = None) -> list[str]:
 
 def inspect(*ids: str, timeout: float = 60) -> list[dict]:
     return json.loads(docker("inspect", *ids, timeout=timeout).stdout) if ids else []
+
+
+def inspect_present(*ids: str, timeout: float = 60) -> list[dict]:
+    """`docker inspect` of the objects still there: one that went between the call
+    that listed it and this one (a task Swarm pruned) is left out, not an error."""
+    if not ids:
+        return []
+    proc = docker("inspect", *ids, check=False, timeout=timeout)
+    return present(proc)
+
+
+def present(proc: subprocess.CompletedProcess) -> list[dict]:
+    """The objects a `docker inspect` printed; DockerError unless every error was "No such object"."""
+    errors = [line for line in proc.stderr.splitlines() if line.strip()]
+    if proc.returncode != 0 and (not errors or not all(e.startswith(NO_SUCH_OBJECT) for e in errors)):
+        raise DockerError(f"`docker inspect` exited {proc.returncode}:\n{(proc.stderr or proc.stdout).strip()[-3000:]}")
+    return json.loads(proc.stdout) if proc.stdout.strip() else []
 
 
 def state(container: str) -> dict | None:

@@ -13,9 +13,10 @@ deploy` accepts:
              resolve to the address of each replica; a virtual IP needs IPVS,
              which not every kernel has, and the lab never needs one
   ports      x-publish only, in mode: host (the routing mesh needs IPVS too)
-  placement  node.labels.lab.role == x-role when some node carries that role;
-             else, when a node is labelled `load`, anywhere but there (the load
-             generator stays apart from what it measures); else anywhere
+  placement  node.labels.lab.role == x-role when some node carries that role
+             (a worker's, `worker`, else `lab`'s); else anywhere but the nodes
+             labelled `load` or `worker` (the load generator stays apart from what
+             it measures, the workers' nodes run the workers alone)
   restart    compose's restart policy as deploy.restart_policy
   files      the bind mounts become Swarm configs (x-configs), named after
              their content, since a config cannot change once created
@@ -46,8 +47,12 @@ from labctl.platform import docker
 OVERRIDE = ROOT / "docker-stack.override.yml"
 BUILD_DIR = ROOT / ".stack"
 PROMETHEUS_CONFIG = ROOT / "prometheus" / "prometheus.yml"
-ROLES = ("load", "broker", "lab", "monitor", "here")
+ROLES = ("load", "broker", "lab", "worker", "monitor", "here")
 DEFAULT_ROLE = "lab"
+# A role no node carries falls back to this one: the queues' workers go where the
+# API goes unless some nodes are set apart for them.
+FALLBACK = {"worker": "lab"}
+APART = ("load", "worker")
 RESTART = {"no": "none", "always": "any", "unless-stopped": "any", "on-failure": "on-failure"}
 # Service keys `docker stack deploy` takes as compose config writes them.
 KEPT = ("image", "command", "entrypoint", "environment", "healthcheck", "init", "stop_grace_period")
@@ -87,11 +92,12 @@ def placement(role: str, node_roles: set[str], here: str | None) -> list[str]:
     """The placement constraints of a service of `role`, given the lab.role labels the nodes carry."""
     if role == "here":
         return [f"node.id == {here}"] if here else ["node.role == manager"]
-    if role in node_roles:
-        return [f"node.labels.lab.role == {role}"]
-    if "load" in node_roles and role != "load":
-        return ["node.labels.lab.role != load"]
-    return []
+    for carried in (role, FALLBACK.get(role)):
+        if carried in node_roles:
+            return [f"node.labels.lab.role == {carried}"]
+    # Nodes set apart for the load generator or the queues' workers run nothing else:
+    # what the load measures, and the workers' machines when they are counted.
+    return [f"node.labels.lab.role != {apart}" for apart in APART if apart in node_roles and apart != role]
 
 
 def stack_deploy(service: dict, role: str, node_roles: set[str], here: str | None) -> dict:

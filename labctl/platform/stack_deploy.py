@@ -27,7 +27,7 @@ from labctl.config import ROOT, setting
 from labctl.errors import SwarmError
 from labctl.platform import stack as stack_file
 from labctl.platform.compose import Compose
-from labctl.platform.swarm import Swarm, docker, swarm_state, wait_converged
+from labctl.platform.swarm import Swarm, by_node, docker, push, registry_of, swarm_state, wait_converged
 from labctl.polling import wait_until
 
 OFFLINE_START_ENGINE = ROOT.parent / "shared" / "offline-docker" / "start-engine"
@@ -35,12 +35,13 @@ DOCKERD_PIDFILE = Path("/var/run/docker.pid")
 UI_PORTS = (("api", 8000), ("grafana", 3000), ("prometheus", 9090), ("flower", 5555), ("saq-ui", 8082))
 
 
-def start_forwarder(swarm: Swarm, image: str, forwards: list[tuple[str, int, int]]) -> None:
-    """The port forwarder on 127.0.0.1 of this node: (service, host port, container port) each."""
+def start_forwarder(swarm: Swarm, image: str, forwards: list[tuple[str, int, int]], ip: str = "127.0.0.1") -> None:
+    """The port forwarder on `ip` of this node (127.0.0.1: reached from the node itself, or
+    through an SSH tunnel): (service, host port, container port) each."""
     docker("rm", "--force", swarm.forwarder, check=False)
     if not forwards:
         return
-    publish = [arg for _, host, _ in forwards for arg in ("-p", f"127.0.0.1:{host}:{host}")]
+    publish = [arg for _, host, _ in forwards for arg in ("-p", f"{ip}:{host}:{host}")]
     specs = [f"{host}={service}:{target}" for service, host, target in forwards]
     docker(
         "run", "--detach", "--init", "--restart", "unless-stopped", "--name", swarm.forwarder,
@@ -53,16 +54,24 @@ def deploy(services: list[str] | None, say: Callable[[str], None]) -> None:
     swarm = Swarm()
     if swarm_state() != "active":
         raise SwarmError("this Docker engine is in no swarm: `docker swarm init` (docs/swarm.md)")
+    image = swarm.env.get("LAB_IMAGE") or setting("LAB_IMAGE", "task-queue-lab:local")
     say("building the lab's images (docker compose build api locust-master) ...")
     Compose(swarm.env)("build", "api", "locust-master", timeout=1800)
+    if registry := registry_of(image):
+        say(f"pushing {image} and its -load twin to {registry}, where every node pulls them ...")
+        push(image, f"{image}-load")
     rendered = stack_file.render(services, node_roles=swarm.node_roles(), here=swarm.here())
     say(f"stack file: {rendered.path.relative_to(ROOT)}; deploying the stack {swarm.stack} ...")
     deploy_args = ("stack", "deploy", "--prune", "--resolve-image", "never", "--detach=true")
+    since = swarm.clock()
     docker(*deploy_args, "-c", str(rendered.path), swarm.stack, timeout=300)
     expected = {name: s["deploy"].get("replicas", 1) for name, s in rendered.stack["services"].items()}
-    wait_converged(swarm, expected, say=say)
-    start_forwarder(swarm, setting("LAB_IMAGE", "task-queue-lab:local"), rendered.forwards)
-    say(f"stack {swarm.stack}: {len(expected)} services running on {swarm.describe()['nodes']} node(s)")
+    wait_converged(swarm, expected, say=say, since=since)
+    start_forwarder(swarm, image, rendered.forwards, setting("STACK_PUBLISH_IP", "127.0.0.1"))
+    where = swarm.describe()
+    say(f"stack {swarm.stack}: {len(expected)} services running on {where['nodes']} node(s)")
+    for node, names in sorted(by_node(where["placement"]).items()):
+        say(f"  {node}: {' '.join(names)}")
     for service, target in UI_PORTS:
         if service in expected and (addr := swarm.port(service, target)):
             say(f"  {service:<11} http://{addr}/")

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from collections.abc import Callable
+from datetime import datetime
 
 from labctl.config import setting
 from labctl.errors import SwarmError
@@ -17,10 +19,31 @@ from labctl.polling import wait_until
 
 UP_TIMEOUT_S = 420  # healthchecks' start periods are 60 s; a cold node pulls nothing (the images are local)
 TASK_WAIT_S = 180
+# A service with this many tasks failed or rejected since the wait began, and none
+# running, keeps failing (an image no node has, a command that exits): waiting
+# out UP_TIMEOUT_S would only hide why. A task that fails its healthcheck at start
+# takes minutes to fail this often; a rejected one, seconds.
+GIVE_UP_AFTER = 3
+# spread() keeps a service off the nodes it must not use with constraints of this form.
+HOSTNAME_CONSTRAINT = "node.hostname != "
+ENDED = ("failed", "rejected")
 
 
 def docker(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
     return cli.docker(*args, check=check, timeout=timeout)
+
+
+def registry_of(image: str) -> str | None:
+    """The registry an image reference names (`registry.example:5000/lab:1` ->
+    `registry.example:5000`); None for Docker Hub's names and local tags."""
+    first, sep, _ = image.partition("/")
+    return first if sep and ("." in first or ":" in first or first == "localhost") else None
+
+
+def push(*images: str) -> None:
+    """`docker push`: the engine the CLI talks to sends each image to its registry."""
+    for image in images:
+        docker("push", "--quiet", image, timeout=1800)
 
 
 def swarm_state() -> str:
@@ -48,6 +71,20 @@ class Swarm:
     def node_roles(self) -> set[str]:
         return {n["Spec"].get("Labels", {}).get("lab.role") for n in self.nodes()} - {None}
 
+    def hostnames(self) -> dict[str, str]:
+        """node id -> its hostname (the name `docker node ls` shows)."""
+        return {n["ID"]: n["Description"]["Hostname"] for n in self.nodes()}
+
+    def node_states(self) -> dict[str, str]:
+        """hostname -> ready, down, ... as the manager sees each node."""
+        return {n["Description"]["Hostname"]: n["Status"]["State"] for n in self.nodes()}
+
+    def nodes_with_role(self, role: str) -> list[str]:
+        """The hostnames of the nodes labelled lab.role=<role>, sorted."""
+        return sorted(
+            n["Description"]["Hostname"] for n in self.nodes() if n["Spec"].get("Labels", {}).get("lab.role") == role
+        )
+
     def here(self) -> str:
         """The id of the node the Docker CLI talks to (a manager: it runs `docker stack deploy`)."""
         return docker("info", "--format", "{{.Swarm.NodeID}}").stdout.strip()
@@ -59,9 +96,10 @@ class Swarm:
         return sorted(n[len(prefix) :] for n in proc.stdout.split() if n.startswith(prefix))
 
     def tasks(self, service: str) -> list[dict]:
-        """Every task of a service Swarm still keeps (running, and the last failed ones)."""
+        """Every task of a service Swarm still keeps (running, and the last failed ones);
+        a task pruned between the listing and its inspection is left out."""
         ids = docker("service", "ps", "-q", "--no-trunc", self.name(service), check=False, timeout=60).stdout.split()
-        return json.loads(docker("inspect", *ids, timeout=60).stdout) if ids else []
+        return cli.inspect_present(*ids)
 
     def running(self, service: str) -> list[dict]:
         return [t for t in self.tasks(service) if t["Status"]["State"] == "running" and t["DesiredState"] == "running"]
@@ -84,16 +122,14 @@ class Swarm:
         return self.forwarded().get((service, port))
 
     def forwarded(self) -> dict[tuple[str, int], str]:
-        """(service, container port) -> 127.0.0.1:port, from the running port forwarder's command."""
-        proc = docker("inspect", "--format", "{{json .Config.Cmd}} {{.State.Running}}", self.forwarder, check=False)
+        """(service, container port) -> address:port, from the running port forwarder's
+        command and the address it publishes on (127.0.0.1 unless STACK_PUBLISH_IP)."""
+        fmt = "{{json .Config.Cmd}}\t{{json .HostConfig.PortBindings}}\t{{.State.Running}}"
+        proc = docker("inspect", "--format", fmt, self.forwarder, check=False)
         if proc.returncode != 0 or not proc.stdout.strip().endswith("true"):
             return {}
-        out = {}
-        for spec in json.loads(proc.stdout.rsplit(" ", 1)[0])[3:]:  # python -m services.port_forward SPEC...
-            listen, _, target = spec.partition("=")
-            host, _, port = target.rpartition(":")
-            out[(host, int(port))] = f"127.0.0.1:{listen}"
-        return out
+        cmd, bindings, _ = proc.stdout.strip().split("\t")
+        return forwards_of(json.loads(cmd), json.loads(bindings) or {})
 
     def ids(self, service: str, include_stopped: bool = False) -> list[str]:
         """This node's containers of the service, newest first (make load reads the
@@ -118,6 +154,9 @@ class Swarm:
         with the run's environment, and wait for their containers on this node."""
         if "locust-master" in services:  # as compose's `up --build` does: an edit of lab/ reaches Locust
             Compose(self.env)("build", "locust-master", timeout=900)
+            image = self.env.get("LAB_IMAGE") or setting("LAB_IMAGE", "task-queue-lab:local")
+            if registry_of(image):  # the Locust workers' nodes pull it there
+                push(f"{image}-load")
         path = stack_file.render(
             list(services),
             profiles=("load",),
@@ -149,6 +188,55 @@ class Swarm:
         docker("service", "scale", "--detach=true", f"{self.name(service)}={replicas}", timeout=120)
         wait_converged(self, {service: replicas}, timeout=UP_TIMEOUT_S)
 
+    def placement(self) -> dict[str, list[str]]:
+        """service -> the nodes (hostnames) its running tasks run on, one entry per task."""
+        proc = docker(
+            "stack", "ps", "--filter", "desired-state=running", "--format", "{{.Name}} {{.Node}} {{.CurrentState}}",
+            self.stack, check=False, timeout=60,
+        )  # fmt: skip
+        return placement_of(proc.stdout if proc.returncode == 0 else "", self.stack)
+
+    def clock(self) -> float:
+        """The manager's time now: what tasks' CreatedAt is compared with (its clock, not ours)."""
+        return unix_time(docker("info", "--format", "{{.SystemTime}}", timeout=60).stdout.strip()) or time.time()
+
+    def rebalance(self, service: str) -> None:
+        """Every task of the service replaced (`service update --force`): the scheduler
+        spreads the new ones over the nodes it may use, as at a deploy."""
+        want = len(self.running(service))
+        since = self.clock()
+        docker("service", "update", "--detach=true", "--force", self.name(service), timeout=120)
+        wait_converged(self, {service: want}, timeout=UP_TIMEOUT_S, since=since, replaced=True)
+
+    def spread(self, service: str, nodes: list[str], per_node: int) -> None:
+        """The service's tasks on exactly these nodes, `per_node` on each: every other
+        node excluded by a constraint on its hostname (the stack's own constraints
+        kept), at most `per_node` a node; waits until they all run, healthy."""
+        spec = json.loads(docker("service", "inspect", self.name(service)).stdout)[0]["Spec"]
+        current = ((spec["TaskTemplate"].get("Placement") or {}).get("Constraints")) or []
+        ours = [c for c in current if c.startswith(HOSTNAME_CONSTRAINT)]
+        excluded = [f"{HOSTNAME_CONSTRAINT}{n}" for n in sorted(set(self.node_states()) - set(nodes))]
+        changes = [arg for c in ours if c not in excluded for arg in ("--constraint-rm", c)]
+        changes += [arg for c in excluded if c not in ours for arg in ("--constraint-add", c)]
+        since = self.clock()
+        docker(
+            "service", "update", "--detach=true", "--force", "--replicas", str(per_node * len(nodes)),
+            "--replicas-max-per-node", str(per_node), *changes, self.name(service), timeout=120,
+        )  # fmt: skip
+        wait_converged(self, {service: per_node * len(nodes)}, timeout=UP_TIMEOUT_S, since=since, replaced=True)
+
+    def unspread(self, service: str, replicas: int) -> None:
+        """spread() undone: no constraint on a hostname, no cap per node, `replicas` tasks."""
+        spec = json.loads(docker("service", "inspect", self.name(service)).stdout)[0]["Spec"]
+        current = ((spec["TaskTemplate"].get("Placement") or {}).get("Constraints")) or []
+        changes = [arg for c in current if c.startswith(HOSTNAME_CONSTRAINT) for arg in ("--constraint-rm", c)]
+        since = self.clock()
+        docker(
+            "service", "update", "--detach=true", "--force", "--replicas", str(replicas),
+            "--replicas-max-per-node", "0", *changes, self.name(service), timeout=120,
+        )  # fmt: skip
+        wait_converged(self, {service: replicas}, timeout=UP_TIMEOUT_S, since=since, replaced=True)
+
     def describe(self) -> dict:
         nodes = [n for n in self.nodes() if n["Status"]["State"] == "ready"]
         return {
@@ -156,6 +244,7 @@ class Swarm:
             "stack": self.stack,
             "nodes": len(nodes),
             "node_roles": sorted({n["Spec"].get("Labels", {}).get("lab.role") or "-" for n in nodes}),
+            "placement": self.placement(),
         }
 
 
@@ -183,38 +272,117 @@ def task_containers(name: str, tasks: list[dict]) -> list[dict]:
     return sorted(out, key=lambda c: c["Name"])
 
 
-def _behind(swarm: Swarm, expected: dict[str, int]) -> dict[str, str]:
-    """The services not yet at their replicas, or with a task still shutting down: service -> `running/wanted`."""
-    behind = {}
-    for service, want in expected.items():
-        tasks = swarm.tasks(service)
-        running = [t for t in tasks if t["Status"]["State"] == "running" and t["DesiredState"] == "running"]
-        stopping = [t for t in tasks if t["Status"]["State"] == "running" and t["DesiredState"] != "running"]
-        if len(running) != want or stopping:
-            behind[service] = f"{len(running)}/{want}" + (f" ({len(stopping)} stopping)" if stopping else "")
-    return behind
+def forwards_of(cmd: list[str], bindings: dict) -> dict[tuple[str, int], str]:
+    """The port forwarder's `python -m services.port_forward LISTEN=SERVICE:PORT ...` and
+    its port bindings as (service, container port) -> address:port."""
+    out = {}
+    for spec in cmd[3:]:
+        listen, _, target = spec.partition("=")
+        host, _, port = target.rpartition(":")
+        ip = ((bindings.get(f"{listen}/tcp") or [{}])[0].get("HostIp")) or "127.0.0.1"
+        out[(host, int(port))] = f"{ip}:{listen}"
+    return out
+
+
+def by_node(placement: dict[str, list[str]]) -> dict[str, list[str]]:
+    """service -> nodes turned around: node -> the services with a task there."""
+    out: dict[str, list[str]] = {}
+    for service, nodes in placement.items():
+        for node in dict.fromkeys(nodes):
+            out.setdefault(node, []).append(service)
+    return out
+
+
+def placement_of(text: str, stack: str) -> dict[str, list[str]]:
+    """`docker stack ps --format '{{.Name}} {{.Node}} {{.CurrentState}}'` lines as
+    service -> the nodes of its running tasks (a task's name is <stack>_<service>.<slot>)."""
+    out: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) < 3 or parts[2] != "Running" or not parts[0].startswith(f"{stack}_"):
+            continue
+        service = parts[0][len(stack) + 1 :].rsplit(".", 1)[0]
+        out.setdefault(service, []).append(parts[1])
+    return {service: sorted(nodes) for service, nodes in sorted(out.items())}
+
+
+def unix_time(text: str | None) -> float:
+    """An engine's RFC 3339 time (nanoseconds and all) as a unix time; 0 if unreadable."""
+    try:
+        return datetime.fromisoformat(text or "").timestamp()
+    except ValueError:
+        return 0.0
+
+
+def stamp(task: dict) -> float:
+    """When the task's state last changed (its Status.Timestamp)."""
+    return unix_time((task.get("Status") or {}).get("Timestamp"))
+
+
+def created(task: dict) -> float:
+    """When the Swarm made the task (a replacement is a new task)."""
+    return unix_time(task.get("CreatedAt"))
+
+
+def service_state(tasks: list[dict], want: int, since: float, replaced: bool = False) -> tuple[str | None, list[str]]:
+    """(`running/wanted` while a service is not at its replicas or a task of it is still
+    shutting down, else None; the distinct errors of its tasks that failed or were
+    rejected since `since`, newest first). `replaced`: only tasks made since `since`
+    count as running (an update that replaces every task)."""
+    running = [
+        t
+        for t in tasks
+        if t["Status"]["State"] == "running"
+        and t["DesiredState"] == "running"
+        and (not replaced or created(t) >= since)
+    ]
+    stopping = [t for t in tasks if t["Status"]["State"] == "running" and t["DesiredState"] != "running"]
+    ended = sorted((t for t in tasks if t["Status"]["State"] in ENDED and stamp(t) >= since), key=stamp, reverse=True)
+    errors = list(dict.fromkeys(f"{t['Status']['State']}: {t['Status'].get('Err') or '?'}" for t in ended))
+    if len(running) == want and not stopping:
+        return None, errors
+    state = f"{len(running)}/{want}" + (f" ({len(stopping)} stopping)" if stopping else "")
+    if ended:
+        state += f", {len(ended)} task(s) ended: {errors[0]}"
+    if len(ended) >= GIVE_UP_AFTER and not running:
+        state += " (keeps failing)"
+    return state, errors
 
 
 def wait_converged(
-    swarm: Swarm, expected: dict[str, int], timeout: float = UP_TIMEOUT_S, say: Callable[[str], None] | None = None
+    swarm: Swarm,
+    expected: dict[str, int],
+    timeout: float = UP_TIMEOUT_S,
+    say: Callable[[str], None] | None = None,
+    since: float | None = None,
+    replaced: bool = False,
 ) -> None:
     """Until each service runs exactly its replicas (a task with a healthcheck runs once
-    healthy) and no task it is shutting down still runs."""
+    healthy) and no task it is shutting down still runs. A service whose tasks fail or
+    are rejected is named with its error as soon as it is seen; one that keeps failing
+    (GIVE_UP_AFTER tasks ended since `since`, default now, none running) ends the wait."""
+    since = time.time() - 1 if since is None else since
     shown: dict[str, str] = {}
     behind: dict[str, str] = {}
 
     def converged() -> bool:
         nonlocal shown, behind
-        behind = _behind(swarm, expected)
+        behind = {}
+        for service, want in expected.items():
+            state, _ = service_state(swarm.tasks(service), want, since, replaced)
+            if state is not None:
+                behind[service] = state
         if behind and say and behind != shown:  # a line when something changed
             say(f"waiting for {len(behind)} service(s): " + ", ".join(f"{s} {n}" for s, n in sorted(behind.items())))
             shown = behind
+        failing = {s: state for s, state in behind.items() if state.endswith("(keeps failing)")}
+        if failing:
+            raise SwarmError(
+                "service(s) that keep failing: " + "; ".join(f"{s} {n}" for s, n in sorted(failing.items()))
+            )
         return not behind
 
     if not wait_until(converged, timeout_s=timeout, every_s=3):
-        errors = {s: _task_errors(swarm, s) for s in behind}
-        raise SwarmError(f"not converged after {timeout:.0f} s: {behind}; task errors: {errors}")
-
-
-def _task_errors(swarm: Swarm, service: str) -> list[str]:
-    return sorted({t["Status"].get("Err") for t in swarm.tasks(service) if t["Status"].get("Err")})[-3:]
+        raise SwarmError(
+            f"not converged after {timeout:.0f} s: " + "; ".join(f"{s} {n}" for s, n in sorted(behind.items()))
+        )

@@ -30,6 +30,13 @@ class ChaosSection(Record):
     oom_killed: bool | None = None
     running: bool | None = None
     oom_events: int | None = None
+    # kill-node: the node, what ran there, and seconds from the fault until the Swarm
+    # saw it down, ran the queue's replicas again without it, and had it back
+    node: str | None = None
+    node_services: list[str] = []
+    node_down_s: float | None = None
+    rescheduled_s: float | None = None
+    node_ready_s: float | None = None
     errors: list[str] = []
 
 

@@ -17,7 +17,9 @@ class ScaleRecord(Record):
     base: str  # the runs' common name: each count's run is <base>-<n>r
     worker: str
     params: dict[str, Any] = {}  # requests, endpoint, users
-    rows: list[dict[str, Any]] = []  # one per replica count
+    rows: list[dict[str, Any]] = []  # one per replica count (or node count)
+    axis: str = "replicas"  # what the counts are: replicas, or nodes the workers are spread over
+    per_node: int | None = None  # over nodes: the workers' replicas on each
     platform: dict[str, Any] = {}
     api_limits: str | None = None
     worker_limits: str | None = None

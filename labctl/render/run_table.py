@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from labctl.platform.containers import limit_text, workers_limit_text
+from labctl.queues import BROKER_NAMES
 from labctl.records.run import RunRecord
 from labctl.render.table import markdown_table
 
@@ -113,13 +114,26 @@ def arq_note(record: Mapping) -> str:
     return rate + arq_knobs(record.get("knobs") or {}).removeprefix("arq")
 
 
+def where_it_ran(record: Mapping) -> str:
+    """`: api node-2, celery node-4+node-5` on a Swarm of several nodes: the nodes
+    of the API and the run's workers (the record's platform.placement)."""
+    platform = record.get("platform") or {}
+    placement = platform.get("placement") or {}
+    if (platform.get("nodes") or 0) < 2 or not placement:
+        return ""
+    worker = record.get("worker")
+    services = ["api", *(BROKER_NAMES if worker == "all" else [w for w in str(worker or "").split(",") if w])]
+    parts = [f"{s} {'+'.join(dict.fromkeys(placement[s]))}" for s in services if placement.get(s)]
+    return ": " + ", ".join(parts) if parts else ""
+
+
 def notes_of(record: RunRecord | Mapping) -> str:
     """Short notes for the table: the knobs that change a queue's numbers, and problems."""
     record = _data(record)
     notes = []
     platform = record.get("platform") or {}
     if platform.get("orchestrator") == "swarm":
-        notes.append(f"swarm, {platform.get('nodes')} node(s)")
+        notes.append(f"swarm, {platform.get('nodes')} node(s)" + where_it_ran(record))
     knobs = record.get("knobs") or {}
     if "ARQ_POLL_DELAY" in knobs.get("arq", {}) and record.get("worker") in ("arq", "all"):
         notes.append(arq_note(record))

@@ -41,17 +41,26 @@ def cell(value: Any) -> str:
     return str(value)
 
 
+def columns(summary: dict) -> tuple[tuple[str, str], ...]:
+    """The table's columns: over nodes, the node count first."""
+    return (("nodes", "nodes"), *COLUMNS) if summary.get("axis") == "nodes" else COLUMNS
+
+
 def markdown(summary: ScaleRecord | dict) -> str:
     summary = _data(summary)
-    rows = [[cell(row.get(key)) for key, _ in COLUMNS] for row in summary["rows"]]
+    cols = columns(summary)
+    rows = [[cell(row.get(key)) for key, _ in cols] for row in summary["rows"]]
     lines = [
         f"# make scale worker={summary['worker']}: {summary['base']}",
         "",
         f"{summary_line(summary)}",
         "",
-        markdown_table([title for _, title in COLUMNS], rows, {"run"}),
+        markdown_table([title for _, title in cols], rows, {"run"}),
     ]
-    notes = [f"- {row['replicas']} replica(s): {w}" for row in summary["rows"] for w in row.get("warnings", [])]
+    axis = summary.get("axis") or "replicas"
+    notes = [f"- {row[axis]} {axis[:-1]}(s): {w}" for row in summary["rows"] for w in row.get("warnings", [])]
+    if axis == "nodes":
+        notes += [f"- {row['nodes']} node(s): {', '.join(row.get('node_names') or [])}" for row in summary["rows"]]
     return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
 
 
@@ -63,8 +72,13 @@ def summary_line(summary: dict) -> str:
         else f"compose project {platform.get('project')}"
     )
     length = f"{p['requests']} requests" if p.get("requests") else f"{p.get('duration_s'):g} s of load"
+    spread = (
+        f"; the workers spread over 1 node or more, {summary.get('per_node')} replica(s) a node"
+        if summary.get("axis") == "nodes"
+        else ""
+    )
     return (
-        f"{length} of {p['endpoint']} from {p['users']} users per count, on the {where}; "
+        f"{length} of {p['endpoint']} from {p['users']} users per count, on the {where}{spread}; "
         f"worker limits {summary.get('worker_limits') or '-'}, API {summary.get('api_limits') or '-'}."
     )
 
@@ -83,7 +97,8 @@ PANELS = (
 def svg_plot(summary: dict) -> str:
     """The four panels against the replica count, as an SVG document (text kept as text)."""
     rows = summary["rows"]
-    xs = [r["replicas"] for r in rows]
+    axis = summary.get("axis") or "replicas"
+    xs = [r[axis] for r in rows]
     fig, axes = charts.figure(1100, 700, 2, 2)
     for ax, (title, series) in zip(axes.flat, PANELS):
         for key, label in series:
@@ -91,12 +106,12 @@ def svg_plot(summary: dict) -> str:
             if points:
                 ax.plot(*zip(*points), marker="o", label=label)
         if title.startswith("drain") and rows and rows[0].get("drain_rate"):
-            base = rows[0]["drain_rate"] / rows[0]["replicas"]
+            base = rows[0]["drain_rate"] / rows[0][axis]
             ax.plot(xs, [base * x for x in xs], ls="--", color="grey", label="linear from the first count")
         if title.startswith("CPU"):
             ax.axhline(1.0, ls=":", color="red", label="one core (Redis's ceiling)")
         ax.set_title(title)
-        ax.set_xlabel("replicas")
+        ax.set_xlabel(f"{axis} (the workers')" if axis == "nodes" else axis)
         ax.set_xticks(xs)
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
@@ -108,9 +123,10 @@ def svg_plot(summary: dict) -> str:
 
 def html_page(summary: ScaleRecord | dict) -> str:
     summary = _data(summary)
-    head = "".join(f"<th>{html.escape(title)}</th>" for _, title in COLUMNS)
+    cols = columns(summary)
+    head = "".join(f"<th>{html.escape(title)}</th>" for _, title in cols)
     body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(cell(row.get(key)))}</td>" for key, _ in COLUMNS) + "</tr>"
+        "<tr>" + "".join(f"<td>{html.escape(cell(row.get(key)))}</td>" for key, _ in cols) + "</tr>"
         for row in summary["rows"]
     )
     return (

@@ -44,6 +44,20 @@ QUEUE_RUN_WATCH_S = 5
 TEST_STACK_SETTINGS = {"TASK_TIMEOUT_S": "15"}
 
 
+def make(env: dict, *args: str, timeout: float = 900, check: bool = True) -> subprocess.CompletedProcess:
+    """`make <args>` in the project root with exactly `env`; asserts it exited 0 unless check=False."""
+    proc = subprocess.run(
+        ["make", "--no-print-directory", "-C", str(Path(__file__).resolve().parents[2]), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if check:
+        assert proc.returncode == 0, f"make {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
 def by_label(result: list[dict], label: str) -> dict[str, float]:
     """A Prometheus vector as {label value: sample value}."""
     return {r["metric"].get(label, ""): float(r["value"][1]) for r in result}

@@ -29,22 +29,10 @@ from labctl.platform.compose import Compose
 from labctl.platform.stack_deploy import leave
 from labctl.platform.swarm import Swarm, docker, swarm_state
 from tests.compose.conftest import compose_variables, free_port, require_engine
-from tests.compose.helpers import WORKERS, by_label, parse_time, post_tasks, wait_settled, wait_until
+from tests.compose.helpers import WORKERS, by_label, make, parse_time, post_tasks, wait_settled, wait_until
 
 PORTS = ("API_PORT", "GRAFANA_PORT", "PROMETHEUS_PORT", "FLOWER_PORT", "SAQ_WEB_PORT")
 SCRAPED_JOBS = ("api", *WORKERS, "queue-monitor", "flower", "redis-exporter", "prometheus")
-
-
-def make(env: dict, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        ["make", "--no-print-directory", "-C", str(ROOT), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    assert proc.returncode == 0, f"make {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    return proc
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +136,12 @@ def test_a_load_on_the_stack_keeps_an_exact_ledger_and_says_where_it_ran(stack, 
                f"results_dir={tmp_path}").stdout  # fmt: skip
     record = json.loads((tmp_path / f"{run}.json").read_text())
     assert "on the Swarm stack" in out and "swarm, 1 node(s)" in out, out
-    assert record["platform"] == {"orchestrator": "swarm", "stack": swarm.stack, "nodes": 1, "node_roles": ["-"]}
+    platform = record["platform"]
+    assert {k: platform[k] for k in ("orchestrator", "stack", "nodes", "node_roles")} == {
+        "orchestrator": "swarm", "stack": swarm.stack, "nodes": 1, "node_roles": ["-"],
+    }  # fmt: skip
+    (node,) = {n for nodes in platform["placement"].values() for n in nodes}
+    assert len(platform["placement"]["celery"]) == 1 and "api" in platform["placement"], platform
     assert (record["requests"], record["status_codes"]) == (n, {"202": n}), record["warnings"]
     tasks = record["tasks"]
     assert (tasks["enqueued"], tasks["completed"], tasks["failed"], tasks["duplicates"], tasks["lost"]) == (

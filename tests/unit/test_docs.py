@@ -33,7 +33,19 @@ DOCS = ROOT / "docs"
 MAX_README_LINES = 320
 PARTIAL = "<!-- partial-queue-list -->"
 # Top-level folders whose paths the docs name in backticks (`lab/ledger.py`).
-REPO_DIRS = ("lab", "workers", "services", "labctl", "locust", "tests", "grafana", "prometheus", "docs", ".ci")
+REPO_DIRS = (
+    "lab",
+    "workers",
+    "services",
+    "labctl",
+    "locust",
+    "tests",
+    "grafana",
+    "prometheus",
+    "docs",
+    ".ci",
+    "cluster",
+)
 
 
 def queue_names() -> tuple[str, tuple[str, ...]]:

@@ -32,9 +32,13 @@ MAKE_LINES = [
     ("bench", "worker=saq", "requests=300", "users=20", "warmup=50", "rounds=2", "drain_s=4", "drain_window_s=1"),
     ("bench", "backlog_wait_s=0"),
     ("chaos", "worker=arq", "fault=kill-worker", "at=3", "hold=5", "drain_watch=60"),
+    ("chaos", "worker=celery", "fault=kill-node", "node=node-5", "hold=60"),
     ("stack-up", "services=api redis"),
     ("stack-down",),
+    ("cluster-down",),
+    ("cluster-env",),
     ("scale", "worker=celery", "replicas=1 2", "requests=300", "users=20", "endpoint=io/simple"),
+    ("scale", "worker=celery", "nodes=1 2 3", "per_node=2", "requests=300"),
     ("limits",),
     ("claims", "quick=1", "only=saq_simple,rq_doc", "setups=unlimited"),
     ("claims", "scale=0.5", "reps=3"),
@@ -139,3 +143,23 @@ def test_chaos_waits_three_task_timeouts_for_its_tasks_unless_told(monkeypatch, 
     (first, plan, given), (second, plan2, given2) = seen
     assert not given and first.worker == "arq" and first.results_dir == tmp_path and plan.at == 3
     assert given2 and second.drain_stall == 7 and plan2.at == 4 and plan2.fault == "oom"
+    assert plan.hold == plan2.hold == 5
+
+
+def test_a_node_fault_lasts_a_minute_unless_told_and_each_fault_acts_where_it_can(monkeypatch):
+    from labctl.errors import ParamError
+    from labctl.experiments.chaos import run as chaos_run
+    from labctl.platform.compose import Compose
+    from labctl.platform.swarm import Swarm
+
+    seen = []
+    monkeypatch.setattr("labctl.experiments.chaos.chaos", lambda options, plan, given, ui: seen.append(plan) or 0)
+    assert main(["chaos", "--worker", "celery", "--fault", "kill-node", "--node", "node-5"]) == 0
+    assert main(["chaos", "--worker", "celery", "--fault", "kill-node", "--hold", "90"]) == 0
+    assert [(p.hold, p.node) for p in seen] == [(60, "node-5"), (90, "")]
+    node = chaos_run.ChaosOptions(fault="kill-node", hold=60)
+    with pytest.raises(ParamError, match="kills a node of a Swarm"):
+        chaos_run.make_fault(Compose({}), node, "celery", print)
+    with pytest.raises(ParamError, match="on a Swarm: fault=kill-node"):
+        chaos_run.make_fault(Swarm({}), chaos_run.ChaosOptions(fault="kill-worker"), "celery", print)
+    assert chaos_run.make_fault(Swarm({}), node, "celery", print).service == "celery"

@@ -88,6 +88,34 @@ def test_the_html_page_plots_inline_and_loads_nothing(tmp_path):
     assert not re.search(r"""(src|href)=["']https?:""", page)
 
 
+def test_over_nodes_the_table_and_plots_count_nodes_and_name_them(tmp_path):
+    by_nodes = summary()
+    by_nodes.axis, by_nodes.per_node = "nodes", 2
+    by_nodes.platform = {"orchestrator": "swarm", "stack": "lab", "nodes": 6}
+    names = ["node-4", "node-5", "node-6"]
+    by_nodes.rows = [{"nodes": n, **row, "node_names": names[:n]} for n, row in zip((1, 2, 3), by_nodes.rows)]
+    text = scale_page.markdown(by_nodes)
+    lines = [line for line in text.splitlines() if line.startswith("| ")]
+    assert lines[0].startswith("| nodes | replicas | API req/s")
+    assert "2 replica(s) a node" in text and "- 3 node(s): node-4, node-5, node-6" in text
+    assert "- 3 node(s): the run did not settle exactly" in text
+    S.write_outputs(by_nodes, tmp_path)
+    assert "nodes (the workers" in (tmp_path / "scale-x.html").read_text()  # the x axis
+
+
+def test_scaling_over_nodes_needs_a_swarm():
+    import pytest
+
+    from labctl.errors import ParamError
+    from labctl.platform.compose import Compose
+
+    with pytest.raises(ParamError, match="nodes of a Swarm"):
+        S.worker_nodes(Compose({}), [1, 2])
+    assert S.parse_counts("1 2 3", "nodes") == [1, 2, 3]
+    with pytest.raises(ParamError, match='nodes="1 x"'):
+        S.parse_counts("1 x", "nodes")
+
+
 def task(slot: int, state: str, desired: str = "running", exit_code: int | None = None) -> dict:
     return {
         "Slot": slot,

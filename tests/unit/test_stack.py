@@ -66,6 +66,10 @@ def cpus_memory(deploy: dict | None) -> tuple[float | None, int | None]:
     return (float(cpus) if cpus is not None else None, memory_bytes(memory) if memory is not None else None)
 
 
+def without_retries(healthcheck: dict | None) -> dict | None:
+    return None if healthcheck is None else {k: v for k, v in healthcheck.items() if k != "retries"}
+
+
 def disagreements(config: dict, stack: dict) -> list[str]:
     """Where the stack and the compose file disagree on a service, image, command,
     healthcheck, init, stop grace period, limit, replica count or environment variable."""
@@ -78,7 +82,10 @@ def disagreements(config: dict, stack: dict) -> list[str]:
             problems.append(f"{name}: in the stack, not in docker-compose.yml")
             continue
         for key in DEFINED:
-            if ours.get(key) != theirs.get(key):
+            if key == "healthcheck":  # its retries differ on purpose: see the test of the patient probe below
+                if without_retries(ours.get(key)) != without_retries(theirs.get(key)):
+                    problems.append(f"{name}: {key} {ours.get(key)!r} != compose's {theirs.get(key)!r}")
+            elif ours.get(key) != theirs.get(key):
                 problems.append(f"{name}: {key} {ours.get(key)!r} != compose's {theirs.get(key)!r}")
         if cpus_memory(ours["deploy"]) != cpus_memory(theirs.get("deploy")):
             problems.append(
@@ -194,6 +201,17 @@ def test_placement_follows_the_roles_the_nodes_carry():
     assert S.placement("lab", {"load"}, None) == ["node.labels.lab.role != load"]  # never beside the generator
     assert S.placement("load", {"broker"}, None) == []
     assert S.placement("here", {"load"}, "n0d3") == ["node.id == n0d3"]
+    # The queues' workers: on nodes of their own when some carry `worker`, else where the API goes.
+    assert S.placement("worker", {"lab", "worker"}, None) == ["node.labels.lab.role == worker"]
+    assert S.placement("worker", {"lab", "load"}, None) == ["node.labels.lab.role == lab"]
+    assert S.placement("worker", {"load"}, None) == ["node.labels.lab.role != load"]
+    # ... and nothing else runs on the workers' nodes (or the load generator's).
+    assert S.placement("lab", {"worker"}, None) == ["node.labels.lab.role != worker"]
+    assert S.placement("monitor", {"broker", "load", "worker"}, None) == [
+        "node.labels.lab.role != load",
+        "node.labels.lab.role != worker",
+    ]
+    assert S.placement("load", {"lab", "worker"}, None) == ["node.labels.lab.role != worker"]
 
 
 def test_the_override_names_compose_services_and_known_roles(config):
@@ -209,6 +227,10 @@ def test_the_override_names_compose_services_and_known_roles(config):
     assert constraints["prometheus"] == ["node.labels.lab.role == monitor"]
     for worker in ("api", *BROKER_NAMES):
         assert constraints[worker] == ["node.labels.lab.role != load"], worker
+    apart = build(rendered, node_roles={"load", "broker", "lab", "worker"}, here="n0d3")["services"]
+    assert apart["api"]["deploy"]["placement"]["constraints"] == ["node.labels.lab.role == lab"]
+    for worker in BROKER_NAMES:
+        assert apart[worker]["deploy"]["placement"]["constraints"] == ["node.labels.lab.role == worker"], worker
 
 
 def test_prometheus_on_the_stack_looks_up_every_replica_and_keeps_the_job_names():
@@ -243,3 +265,17 @@ def test_the_stack_file_is_private_and_never_committed(tmp_path):
     assert path.stat().st_mode & 0o777 == 0o600
     ignored = subprocess.run(["git", "check-ignore", "-q", ".stack/lab.yml"], cwd=S.ROOT, capture_output=True)
     assert ignored.returncode == 0, ".stack/ must be in .gitignore"
+
+
+def test_the_api_and_workers_outlast_a_saturating_load_before_swarm_replaces_them(config):
+    """Swarm replaces a task whose healthcheck fails; compose only reports it. An API
+    saturated by a load at its CPU limit answers its probe late, and a replacement would
+    cut the run: the stack gives the API and the workers 30 probes, the rest compose's."""
+    rendered = config()
+    stack = build(rendered)
+    for name, service in stack["services"].items():
+        theirs = rendered["services"][name].get("healthcheck")
+        if name in ("api", *BROKER_NAMES):
+            assert service["healthcheck"] == {**theirs, "retries": 30}, name
+        else:
+            assert service.get("healthcheck") == theirs, name
