@@ -62,7 +62,15 @@ def test_published_services_answer_on_their_ports(stack):
     wait_until(flower_workers, timeout=60, interval=3, what="Flower listing the celery worker")
     queues = httpx.get(f"{stack.saq_ui_url}/api/queues", timeout=10).json()
     assert [q["name"] for q in queues["queues"]] == ["lab"], queues
-    assert len(queues["queues"][0]["workers"]) >= 1, queues  # the saq worker, seen from the UI's container
+
+    # The saq worker, seen from the UI's container. SAQ's worker writes its info on a
+    # timer with a TTL (saq's Worker stats), so a worker restarted or busy a moment ago
+    # shows once its next write lands: wait for it, as a user reloading the UI would.
+    def saq_workers():
+        queues = httpx.get(f"{stack.saq_ui_url}/api/queues", timeout=10).json()
+        return queues if queues["queues"][0]["workers"] else None
+
+    wait_until(saq_workers, timeout=60, interval=3, what="the SAQ UI listing the saq worker")
     r = httpx.post(f"{stack.api_url}/api/v1/upstream/async-native", timeout=15)
     assert (r.status_code, r.json().get("upstream")) == (200, "ok"), r.text
     assert httpx.get(f"{stack.api_url}/docs", timeout=10).status_code == 200
