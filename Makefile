@@ -9,7 +9,7 @@ RUN_ARG = $(if $(run),--run $(run),)
 # The experiments' one command line (labctl/, `$(LABCTL) --help`): each target below passes its parameters on.
 LABCTL = COMPOSE="$(COMPOSE)" $(UV) run python -m labctl
 
-.PHONY: help install lint dashboards test test-unit test-integration test-compose test-swarm mutants up down ps logs limits reset clean \
+.PHONY: help install lint dashboards test test-unit test-integration test-compose test-claims test-swarm mutants up down ps logs limits reset clean \
         run-api run-worker run-monitor flower
 
 help: ## list the targets
@@ -49,6 +49,9 @@ test-integration: ## the integration tests only (a real redis-server, the API an
 
 test-compose: ## start the real compose project and test it (needs a Docker engine)
 	$(UV) run pytest -v tests/compose $(args)
+
+test-claims: ## make claims for real, quick and small: two authors' benchmarks and the lab's path, every job counted (needs a Docker engine)
+	$(UV) run pytest -v tests/claims $(args)
 
 test-swarm: ## the stack on a single-node Swarm of this engine, then the engine as it was (needs a Docker engine in no swarm)
 	LAB_SWARM_TEST=1 $(UV) run pytest -v -s tests/swarm $(args)

@@ -7,7 +7,7 @@ list), by this module's own arithmetic, never from the record's summaries
 cell's mean, min, max and count over the configuration's runs that ended ok,
 the published figure from the published tables, and each claim's ratios
 repetition by repetition. Used by tests/unit/test_claims.py (a committed
-record of a real quick run) and tests/compose/test_claims.py (a fresh run)."""
+record of a real quick run) and tests/claims/test_claims_run.py (a fresh run)."""
 
 from __future__ import annotations
 

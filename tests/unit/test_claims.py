@@ -4,7 +4,7 @@ claims' rules decide as documented, a claim's ratios pair the repetitions
 and leave out a run that failed, and the report's every figure is the runs'
 (a committed record of a real quick run, tests/unit/records/claims-1.json,
 checked by tests/claims_report.py, whose check is shown to catch a wrong
-figure). The real run: tests/compose/test_claims.py."""
+figure). The real run: tests/claims/test_claims_run.py."""
 
 import copy
 import json

@@ -1,4 +1,4 @@
-"""make claims for real, quick and small (needs the Docker engine and the lab's
+"""`make test-claims`: make claims for real, quick and small (needs the Docker engine and the lab's
 image; no compose project: it runs on a Redis and containers of its own):
 SAQ's simple.py and RQ's doc benchmark unlimited and at the lab's limits, and
 the same jobs through the lab's API and ledger. Every run ends ok with every
