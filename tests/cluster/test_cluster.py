@@ -93,7 +93,11 @@ def cluster_env():
         print(f"make cluster-up nodes=3: {time.monotonic() - started:.0f} s")
         cluster = make(host, "-s", "cluster-env", timeout=60).stdout.strip().removeprefix("export ").split()
         env = {**host, **dict(pair.split("=", 1) for pair in cluster)}
-        yield env, Swarm(env), out
+        # labctl's docker calls read the Docker CLI's own environment (DOCKER_HOST), as
+        # they do under `eval "$(make -s cluster-env)"`: point this process at node-1 too.
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("DOCKER_HOST", env["DOCKER_HOST"])
+            yield env, Swarm(env), out
     finally:
         down = make(host, "cluster-down", timeout=600, check=False)
         os.unlink(empty.name)
@@ -209,7 +213,7 @@ def test_make_chaos_kill_node_records_the_death_and_return_of_the_node(cluster_e
     env, swarm, _ = cluster_env
     run = f"cluster-chaos-{secrets.token_hex(4)}"
     out = make(env, "chaos", "worker=saq", "fault=kill-node", "node=node-3", "hold=25", "duration=30s",
-               "users=10", "locust_workers=1", f"run={run}", f"results_dir={tmp_path}").stdout  # fmt: skip
+               "users=10", "locust_workers=1", "wait=1", f"run={run}", f"results_dir={tmp_path}").stdout  # fmt: skip
     record = json.loads((tmp_path / f"{run}.json").read_text())
     chaos = record["chaos"]
     assert "chaos: node-3 killed" in out and "chaos: node-3 started again" in out, out
