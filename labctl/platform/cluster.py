@@ -78,15 +78,16 @@ def layout(n: int, roles: str = "") -> dict[str, str | None]:
     return {f"node-{i}": FIRST_ROLES[i - 1] if i <= len(FIRST_ROLES) else "worker" for i in range(1, n + 1)}
 
 
-def manager_url() -> str:
-    return f"tcp://127.0.0.1:{setting('CLUSTER_DOCKER_PORT', KNOBS['CLUSTER_DOCKER_PORT'])}"
+def manager_url(env: dict[str, str] | None = None) -> str:
+    port = (env or {}).get("CLUSTER_DOCKER_PORT") or setting("CLUSTER_DOCKER_PORT", KNOBS["CLUSTER_DOCKER_PORT"])
+    return f"tcp://127.0.0.1:{port}"
 
 
 def host_env(env: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of a docker command for this machine's engine: a DOCKER_HOST
     that points at the cluster's manager set aside, the cluster's knobs filled in."""
     out = dict(os.environ if env is None else env)
-    if out.get("DOCKER_HOST") == manager_url():
+    if out.get("DOCKER_HOST") == manager_url(out):
         del out["DOCKER_HOST"]
     return {**out, **{k: setting(k, v) for k, v in KNOBS.items() if not out.get(k)}}
 
@@ -136,7 +137,7 @@ class Cluster:
 
     def manager(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
         """A docker command on the manager, node-1 (the Swarm's side of the cluster)."""
-        env = {**self.env, "DOCKER_HOST": manager_url()}
+        env = {**self.env, "DOCKER_HOST": manager_url(self.env)}
         return docker.run(["docker", *args], env=env, check=check, timeout=timeout)
 
     # -- what runs -------------------------------------------------------------------------
@@ -170,7 +171,7 @@ class Cluster:
         registry, the port forwarder published on the manager's address here."""
         image = setting("LAB_IMAGE", "task-queue-lab:local")
         image = image if image.startswith(f"{REGISTRY}/") else f"{REGISTRY}/{image.rsplit('/', 1)[-1]}"
-        return {"DOCKER_HOST": manager_url(), "LAB_IMAGE": image, "STACK_PUBLISH_IP": self.ip("node-1")}
+        return {"DOCKER_HOST": manager_url(self.env), "LAB_IMAGE": image, "STACK_PUBLISH_IP": self.ip("node-1")}
 
     # -- up ----------------------------------------------------------------------------------
     def up(self, n: int, say: Callable[[str], None]) -> None:
