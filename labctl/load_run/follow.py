@@ -52,7 +52,9 @@ def load_progress(params: Any, p: dict, elapsed: float, ledger_totals: dict | No
         f"{head}  {elapsed:5.1f}s  {rps:6.1f} req/s  users {p.get('users', 0)}  "
         f"failures {failures} ({100 * failures / requests if requests else 0:.1f}%)"
     )
-    if ledger_totals is not None:
+    if ledger_totals == {}:  # a queue run whose ledger has not answered yet: no count, not zeros
+        line += "  | ledger: no answer yet"
+    elif ledger_totals is not None:
         # Enqueue counts reach Redis within 50 ms of the broker taking a task (the
         # API adds them up first), and a fast task can settle before: live, the
         # pending count may dip below 0 for a moment. The wait for the tasks waits for it.

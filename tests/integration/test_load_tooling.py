@@ -528,6 +528,11 @@ def test_the_progress_rate_follows_the_last_seconds():
     )
     assert fraction == 0.25
     assert "1000/4000" in line and " 25%" in line and "failures 10 (1.0%)" in line and "enqueued 990" in line
+    # Before the ledger first answers, the line says so rather than show zeros.
+    _, unread = follow.load_progress(
+        P.parse_params({"worker": "arq", "iterations": "4000"}), {"requests": 10, "users": 100}, 1.0, {}, 10.0
+    )
+    assert "ledger: no answer yet" in unread and "enqueued 0" not in unread
 
 
 # -- The locustfile, run by real Locust processes ---------------------------------------
