@@ -353,6 +353,22 @@ def queue_depth(redis_url: str, queue: str) -> float:
     return asyncio.run(read())
 
 
+def flower_lists_celery(flower_url: str) -> dict | None:
+    """Flower's workers, once it lists a celery@ worker (it learns them from task
+    events through Redis), else None."""
+    r = HTTP.get(f"{flower_url}/api/workers", params={"refresh": "1"}, timeout=15)
+    return r.json() if r.status_code == 200 and any(w.startswith("celery@") for w in r.json()) else None
+
+
+def saq_ui_lists_a_worker(saq_ui_url: str) -> dict | None:
+    """The SAQ UI's queues, once its one queue `lab` lists a worker, else None. SAQ's
+    worker writes its info on a timer with a TTL (saq's Worker stats), so a worker
+    started or busy a moment ago shows once its next write lands."""
+    queues = HTTP.get(f"{saq_ui_url}/api/queues", timeout=10).json()
+    assert [q["name"] for q in queues["queues"]] == ["lab"], queues
+    return queues if queues["queues"][0]["workers"] else None
+
+
 def wait_settled(api_url: str, run: str, total: int, timeout: float = 120, interval: float = 0.25) -> dict:
     """The run's ledger once all `total` tasks are enqueued and every one is
     completed or failed."""

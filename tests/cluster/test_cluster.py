@@ -1,7 +1,9 @@
 """The lab on a Swarm of three Docker engines in containers on this machine
 (`make test-cluster`): `make cluster-up nodes=3` with node-1 (the manager) for Redis
 and what watches, node-2 for the API and node-3 for the queues' workers alone;
-Prometheus scrapes every target by tasks.<service> across the nodes; a `make load`
+Prometheus scrapes every target by tasks.<service> across the nodes; Flower and the
+SAQ UI answer at the addresses `make stack-up` prints, with the workers of another
+node listed; a `make load`
 of several queues keeps an exact ledger and names the nodes each ran on; a mixed
 batch meets the death of the workers' node and loses nothing beyond what each
 queue's delivery allows (lab/queues.py: Huey delivers at most once); `make chaos
@@ -32,10 +34,10 @@ from labctl.platform.cluster import Cluster
 from labctl.platform.swarm import Swarm
 from tests.compose.conftest import compose_variables, free_port, require_engine
 from tests.compose.helpers import make
-from tests.lab import ledger, post_to_queues, wait_until
+from tests.lab import flower_lists_celery, ledger, post_to_queues, saq_ui_lists_a_worker, wait_until
 
 QUEUES = ("celery", "saq", "dramatiq", "rq", "huey")
-SERVICES = ("redis", "api", "prometheus", "redis-exporter", "queue-monitor", *QUEUES)
+SERVICES = ("redis", "api", "prometheus", "redis-exporter", "queue-monitor", "flower", "saq-ui", *QUEUES)
 TASK_TIMEOUT_S = 20
 # RQ gives an abandoned job TASK_TIMEOUT_S + 60 s after it started, then its maintenance pass.
 SETTLE_S = 4 * TASK_TIMEOUT_S + 120
@@ -151,6 +153,19 @@ def test_prometheus_scrapes_every_target_on_every_node(cluster_env):
 
     for target in wait_until(all_up, timeout=120, interval=2, what="one target up per job"):
         assert target["discoveredLabels"]["__meta_dns_name"] == f"tasks.{target['labels']['job']}", target
+
+
+def test_flower_and_the_saq_ui_answer_with_the_workers_of_another_node(cluster_env):
+    # What watches runs on the broker's node, the workers on theirs: Flower hears the
+    # celery worker's events and the SAQ UI reads the saq worker's info through Redis,
+    # at the addresses `make stack-up` prints.
+    env, swarm, out = cluster_env
+    placement = swarm.placement()
+    assert placement["flower"] != placement["celery"] and placement["saq-ui"] != placement["saq"], placement
+    flower, saq_ui = swarm.port("flower", 5555), swarm.port("saq-ui", 8082)
+    assert f"http://{flower}/" in out and f"http://{saq_ui}/" in out, out
+    wait_until(lambda: flower_lists_celery(f"http://{flower}"), timeout=90, interval=3, what="Flower listing celery")
+    wait_until(lambda: saq_ui_lists_a_worker(f"http://{saq_ui}"), timeout=90, interval=3, what="the SAQ UI's worker")
 
 
 def test_a_load_of_several_queues_keeps_an_exact_ledger_and_names_its_nodes(cluster_env, tmp_path):

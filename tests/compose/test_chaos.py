@@ -144,6 +144,9 @@ def test_make_chaos_kill_of_the_api_loses_background_tasks_but_never_a_count(sta
         "hold=2",
         "duration=24s",
         "wait=1",
+        # What the dead API held never comes back; what the restarted one took settles
+        # within a second of the load's end: 8 s of nothing settling ends the wait.
+        "drain_stall=8",
         f"run={run}",
         f"results_dir={results_dir}",
         timeout=600,

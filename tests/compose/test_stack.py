@@ -22,6 +22,7 @@ from tests.compose.helpers import (
     wait_settled,
     wait_until,
 )
+from tests.lab import flower_lists_celery, saq_ui_lists_a_worker
 
 pytestmark = pytest.mark.compose
 
@@ -54,23 +55,10 @@ def test_every_prometheus_target_is_up(stack):
 
 def test_published_services_answer_on_their_ports(stack):
     # Flower sees the Celery worker (task events through Redis), the SAQ UI reads
-    # the lab's SAQ queue, the API reaches the upstream stand-in by its name.
-    def flower_workers():
-        r = httpx.get(f"{stack.flower_url}/api/workers", params={"refresh": "1"}, timeout=15)
-        return r.json() if r.status_code == 200 and any(w.startswith("celery@") for w in r.json()) else None
-
-    wait_until(flower_workers, timeout=60, interval=3, what="Flower listing the celery worker")
-    queues = httpx.get(f"{stack.saq_ui_url}/api/queues", timeout=10).json()
-    assert [q["name"] for q in queues["queues"]] == ["lab"], queues
-
-    # The saq worker, seen from the UI's container. SAQ's worker writes its info on a
-    # timer with a TTL (saq's Worker stats), so a worker restarted or busy a moment ago
-    # shows once its next write lands: wait for it, as a user reloading the UI would.
-    def saq_workers():
-        queues = httpx.get(f"{stack.saq_ui_url}/api/queues", timeout=10).json()
-        return queues if queues["queues"][0]["workers"] else None
-
-    wait_until(saq_workers, timeout=60, interval=3, what="the SAQ UI listing the saq worker")
+    # the lab's SAQ queue and its worker, as a user reloading either would.
+    wait_until(lambda: flower_lists_celery(stack.flower_url), timeout=60, interval=3, what="Flower listing celery")
+    wait_until(lambda: saq_ui_lists_a_worker(stack.saq_ui_url), timeout=60, interval=3, what="the SAQ UI's worker")
+    # The API reaches the upstream stand-in by its name.
     r = httpx.post(f"{stack.api_url}/api/v1/upstream/async-native", timeout=15)
     assert (r.status_code, r.json().get("upstream")) == (200, "ok"), r.text
     assert httpx.get(f"{stack.api_url}/docs", timeout=10).status_code == 200
