@@ -156,9 +156,9 @@ def test_prometheus_scrapes_every_target_on_every_node(cluster_env):
 
 
 def test_flower_and_the_saq_ui_answer_with_the_workers_of_another_node(cluster_env):
-    # What watches runs on the broker's node, the workers on theirs: Flower hears the
-    # celery worker's events and the SAQ UI reads the saq worker's info through Redis,
-    # at the addresses `make stack-up` prints.
+    # What watches runs off the workers' node: Flower hears the celery worker's events
+    # and the SAQ UI reads the saq worker's info through Redis, at the addresses
+    # `make stack-up` prints.
     env, swarm, out = cluster_env
     placement = swarm.placement()
     assert placement["flower"] != placement["celery"] and placement["saq-ui"] != placement["saq"], placement
