@@ -29,8 +29,9 @@ from tests.compose.report_page import ReportPage, only_lines_of
 pytestmark = pytest.mark.compose
 
 QUEUES = ("background", "arq")  # the API as the worker, which keeps up; a queue that drains slower
-# Long enough that the charts' 10 s rates lie past the warm-up for a few samples before the load ends.
-DURATION_S, WARMUP_S, DRAIN_WATCH_S, REPS = 16, 2, 4, 2
+# Long enough that the charts' 10 s rates lie past the warm-up for two samples (2 s apart)
+# before the load ends; a watch of 2 s sees arq drain a poll's jobs several times over.
+DURATION_S, WARMUP_S, DRAIN_WATCH_S, REPS = 14, 2, 2, 2
 # The charts over the middle of a run read the table's RPS within this share.
 CHART_TOLERANCE = 0.15
 

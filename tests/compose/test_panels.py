@@ -22,7 +22,7 @@ QUEUES = "|".join(ALL_QUEUES)
 STEP_S = 2  # the rules' evaluation interval: no short burst falls between two steps
 
 
-def requests_over_time(api_url: str, seconds: float = 12) -> None:
+def requests_over_time(api_url: str, seconds: float = 8) -> None:
     """Spread over several scrapes: bad bodies (422), for the 4xx query, and Celery tasks,
     so that Flower's event counter, scraped every 5 s, rises between two of its scrapes (a
     counter born with all of a short burst in it never shows an increase to a rate)."""
