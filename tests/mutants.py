@@ -432,7 +432,13 @@ def run_tests(tree: Path, tests: Iterable[str], env: dict[str, str], timeout_s: 
     started = time.monotonic()
     with tempfile.TemporaryFile("w+") as log:
         proc = subprocess.Popen(
-            argv, cwd=tree, env=run_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            argv,
+            cwd=tree,
+            env=run_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=hears_sigint,
         )
         timed_out = None
         try:
@@ -446,6 +452,13 @@ def run_tests(tree: Path, tests: Iterable[str], env: dict[str, str], timeout_s: 
     outcome = read_junit(report.read_text()) if report.exists() and timed_out is None else Outcome()
     outcome.timed_out_s, outcome.exit_code, outcome.output = timed_out, proc.returncode, output
     return outcome
+
+
+def hears_sigint() -> None:
+    """In the child before pytest starts: SIGINT back to its default. A shell's background
+    job (`make mutants &`, nohup) starts with SIGINT ignored, and a Python started so
+    installs no KeyboardInterrupt handler: the stop's SIGINT would go unheard."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def stop(proc: subprocess.Popen) -> None:
