@@ -8,7 +8,8 @@ a record of it in results/<run>.json. A run is these steps (run_load):
                  runs: it would take the API's CPU); the compose profile `load`, one
                  Locust master and LOCUST_WORKERS workers, headless (`up --no-deps`:
                  it never touches the lab's own containers)
-  follow_load    the master's log (LAB-* lines) and the run's ledger, as a progress line
+  follow_load    the master's log (LAB-* lines) and the run's ledger, as a progress line;
+                 beside it, the machine's speed (platform/machine_speed.py)
   wait_for_tasks watched for at most --drain-watch seconds (LOAD_DRAIN_WATCH_S),
                  then the backlog, the rate tasks settled at and the projected time to
                  empty; --wait waits until every task settled (at most --drain-timeout)
@@ -37,6 +38,7 @@ from labctl.load_run.options import LoadOptions
 from labctl.load_run.task_wait import TIMELINE_FIELDS, TaskWait, outcome_lines, watch_tasks
 from labctl.platform import containers as C
 from labctl.platform.lab import Lab, answers
+from labctl.platform.machine_speed import UNIT, SpeedProbe
 from labctl.platform.select import orchestrator
 from labctl.polling import wait_until
 from labctl.queues import service_of
@@ -71,6 +73,8 @@ class LoadRun:
     # The run's ledger once a second, through the load and the wait for its tasks
     # (task_wait.timeline_row): what the dashboards' task panels are checked against.
     timeline: list[list[float]] = field(default_factory=list)
+    # The machine's speed through the load: a limited container's rate follows it.
+    speed: SpeedProbe | None = None
 
     @property
     def queue_run(self) -> bool:
@@ -379,6 +383,7 @@ def write_record(
                 "window_end": window[1],
                 "locust_report": report_files,
                 **({"timeline": {"fields": list(TIMELINE_FIELDS), "rows": run.timeline}} if run.queue_run else {}),
+                **({"machine_speed": {"unit": UNIT, "rows": run.speed.rows}} if run.speed else {}),
             },
         )
     )
@@ -418,7 +423,9 @@ def run_load(
     try:
         start_locust(run)
         run.platform = run.lab.describe()  # with where Locust's containers run
+        run.speed = SpeedProbe().start()
         result = follow_load(run, on_start)
+        run.speed.stop()
         wait = wait_for_tasks(run, result)
         window = run_window(result, wait)
         resources, probe, notes = measure(run, result, window)
@@ -427,6 +434,8 @@ def run_load(
         return record
     finally:
         run.ui.end_progress()
+        if run.speed:
+            run.speed.stop()
         if run.log:
             run.log.close()
         run.lab.remove(*LOAD_SERVICES)

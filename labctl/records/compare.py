@@ -11,6 +11,7 @@ from pydantic import Field
 
 from labctl.queues import service_of
 from labctl.records.base import Record
+from labctl.records.run import MachineSpeed
 
 SCHEMA = "compare/1"
 
@@ -31,6 +32,7 @@ LAB_FIELDS = (
     ("throttled periods %", "throttled_periods_pct"),
     ("lost", "lost"),
     ("dup", "duplicates"),
+    ("machine speed", "machine_speed"),
 )
 FIELDS = ARTICLE_FIELDS + LAB_FIELDS
 
@@ -116,6 +118,17 @@ def steady_rps(record: Mapping, warmup_s: float) -> float | None:
     return round((last["enqueued"] - first["enqueued"]) / (last["at"] - first["at"]), 1)
 
 
+def machine_speed(record: Mapping, warmup_s: float | None) -> float | None:
+    """The machine's speed (units of the probe's work a second) over the window the run's
+    RPS is read over: the steady part with `warmup_s`, else the whole load."""
+    start, end = record.get("load_started_at"), record.get("load_ended_at")
+    speed = record.get("machine_speed")
+    if not speed or start is None or end is None:
+        return None
+    window = (start + warmup_s, end - 1) if warmup_s is not None else (start, end)
+    return MachineSpeed.model_validate(speed).units_per_s(*window)
+
+
 def completed_by(record: Mapping, at: float) -> int | None:
     """Tasks the run had completed by `at`, from its ledger timeline (its last row before)."""
     before = [r for r in _timeline(record) if r["at"] <= at]
@@ -181,6 +194,7 @@ def run_row(
         "worker_peak_mb": _mb((resources.get(service) or {}).get("peak_memory_bytes")),
         "api_peak_mb": _mb((resources.get("api") or {}).get("peak_memory_bytes")),
         "throttled_periods_pct": (resources.get(service) or {}).get("cpu_throttled_periods_pct"),
+        "machine_speed": machine_speed(record, warmup_s),
         "warnings": list(record.get("warnings") or []),
     }
 

@@ -55,6 +55,25 @@ class Timeline(Record):
     rows: list[list[float]] = []
 
 
+class MachineSpeed(Record):
+    """The machine's speed through the load (platform/machine_speed.py): `rows` of
+    [unix time, milliseconds] for one fixed unit of work (`unit`)."""
+
+    unit: str = ""
+    rows: list[list[float]] = []
+
+    def units_per_s(self, start: float, end: float) -> float | None:
+        """Units a second from the median timing between `start` and `end`: the median
+        leaves out the moments the probe's thread waited for a core. None without
+        three timings there."""
+        inside = sorted(ms for at, ms in self.rows if start <= at <= end and ms > 0)
+        if len(inside) < 3:
+            return None
+        mid = len(inside) // 2
+        median = inside[mid] if len(inside) % 2 else (inside[mid - 1] + inside[mid]) / 2
+        return round(1000 / median, 1)
+
+
 class RunRecord(Record):
     """Everything a load run leaves (results/<run>.json)."""
 
@@ -102,6 +121,7 @@ class RunRecord(Record):
     settled_later_at: float | None = None  # a draining run found settled by `make results`
     chaos: ChaosSection | None = None  # make chaos: the fault and what it cost
     timeline: Timeline | None = None  # queue runs: the ledger once a second
+    machine_speed: MachineSpeed | None = None  # the machine's speed through the load
 
     def is_draining(self) -> bool:
         """The run's watch ended before its tasks did, and no later look found it settled."""

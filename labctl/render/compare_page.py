@@ -72,6 +72,11 @@ def spread(st: Mapping | None) -> str:
     return f"~{text} projected" if st and st.get("projected") else text
 
 
+# The spreads the table ends with: the RPS's, and the machine's speed beside it, which
+# says whether reps that differ ran on a machine that differed (docs/compare.md).
+SPREADS = (("RPS spread %", "rps"), ("machine speed spread %", "machine_speed"))
+
+
 def spread_pct(st: Mapping | None) -> str:
     """The reps' spread: (max - min) / median, in %."""
     return "-" if not st or st.get("spread_pct") is None else f"{st['spread_pct']:g}"
@@ -99,15 +104,16 @@ def markdown(record: CompareRecord | Mapping) -> str:
     """The comparison's table for an issue or a README: mean (min–max) over the reps."""
     record = _data(record)
     rows = [
-        [queue, *(spread(summary.get(key)) for _, key in FIELDS), spread_pct(summary.get("rps"))]
+        [queue, *(spread(summary.get(key)) for _, key in FIELDS), *(spread_pct(summary.get(k)) for _, k in SPREADS)]
         for queue, summary in record["summary"].items()
     ]
     lines = [
         f"make compare {record['run']}: {heading(record)}. Mean (min–max) over the reps; "
         "RPS spread: (max - min) / median over the reps; ~ projected: the queue drained slower than its API "
-        "enqueued, so its time to run every task is projected from the rate it held while watched.",
+        "enqueued, so its time to run every task is projected from the rate it held while watched; machine "
+        "speed: units of a fixed piece of Python the machine ran a second over the same part of each run.",
         "",
-        markdown_table(["queue", *(name for name, _ in FIELDS), "RPS spread %"], rows, {"queue"}),
+        markdown_table(["queue", *(name for name, _ in FIELDS), *(name for name, _ in SPREADS)], rows, {"queue"}),
     ]
     if published := record.get("published"):
         src = published["source"]
@@ -179,7 +185,7 @@ def summary_table(record: Mapping) -> str:
             _th("queue"),
             *(_th(name, "article") for name, _ in ARTICLE_FIELDS),
             *(_th(name) for name, _ in LAB_FIELDS),
-            _th("RPS spread %"),
+            *(_th(name) for name, _ in SPREADS),
         ]
     )
     body = [
@@ -187,7 +193,10 @@ def summary_table(record: Mapping) -> str:
             [
                 _td(queue, attrs=f' data-queue="{esc(queue)}"'),
                 *(_stat_cell(queue, k, s.get(k)) for _, k in FIELDS),
-                _td(spread_pct(s.get("rps")), True, f' data-queue="{esc(queue)}" data-field="rps_spread_pct"'),
+                *(
+                    _td(spread_pct(s.get(k)), True, f' data-queue="{esc(queue)}" data-field="{k}_spread_pct"')
+                    for _, k in SPREADS
+                ),
             ]
         )
         for queue, s in record["summary"].items()
@@ -287,6 +296,7 @@ def runs_section(record: Mapping) -> str:
             _td(r["queue"]),
             _td(num(r.get("rps")), True),
             _td(num(r.get("rps_whole_load")), True),
+            _td(num(r.get("machine_speed")), True),
             _td(_middle(r.get("chart_rps_middle"), r.get("rps")), True),
             _td(_middle(r.get("chart_throughput_middle"), r.get("rps")), True),
             _td(num(r.get("median_ms")), True),
@@ -308,6 +318,7 @@ def runs_section(record: Mapping) -> str:
         "queue",
         "RPS",
         "RPS, whole load",
+        "machine speed",
         "requests chart, middle (÷ RPS)",
         "throughput chart, middle (÷ RPS)",
         "median ms",
@@ -324,7 +335,8 @@ def runs_section(record: Mapping) -> str:
     )
     note = (
         "<p class='muted'>RPS: over the steady part of the load (after its warm-up), from the run's ledger; "
-        "RPS, whole load: Locust's, first request to last. The charts' means over the middle of the load (from "
+        "RPS, whole load: Locust's, first request to last. Machine speed: units of the probe's fixed work the "
+        "machine ran a second over the same part of the load as the RPS. The charts' means over the middle of the load (from "
         "when their 10 s window lies past the warm-up to the load's end) beside the table's RPS: the requests "
         "chart should read it; the throughput chart reads it only for a queue that keeps up. ~: projected from "
         "the rate its tasks settled at while watched; the rest of such a backlog was run by a one-off worker, and "
@@ -440,7 +452,9 @@ the rest run by a one-off worker of its own. Figures: mean (min–max) over the 
 <p class="muted">RPS: requests per second over the steady part of each run's load (the run's ledger, which counts
 every request's task); median and p95 from Locust over the whole load ({esc(p["users"])} users); all tasks done:
 first enqueue to last completion (the ledger), or ~projected where the queue drained slower than its API
-enqueued: from the rate its tasks settled at while watched; RPS spread: (max - min) / median over the reps; CPU per task: the worker's CPU seconds from the load's start to the last settled task,
+enqueued: from the rate its tasks settled at while watched; RPS spread: (max - min) / median over the reps;
+machine speed: units of a fixed piece of Python the machine ran a second over the same part of each run as its
+RPS, and its spread beside the RPS's: a limited container's rate follows the speed of the cores under it; CPU per task: the worker's CPU seconds from the load's start to the last settled task,
 over the tasks completed (for <code>background</code> the API's, which serves the requests too); peaks and
 throttling over the same window (Prometheus). Throttled periods: of the CPU scheduler's 100 ms periods in which
 the worker ran, the share in which it used up its CPU limit and was held back until the next one (0-100 %).</p>

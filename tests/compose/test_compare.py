@@ -99,7 +99,8 @@ def test_each_runs_figures_are_its_own_evidences(stack, compared):
         ledger = run_report(stack.api_url, row["run"])
         totals = ledger["totals"]
         # The load lasted its time, and Locust's CSV counts what the record does.
-        assert DURATION_S - 2 <= run["load_ended_at"] - run["load_started_at"] <= DURATION_S + 10, run
+        start, end = run["load_started_at"], run["load_ended_at"]
+        assert DURATION_S - 2 <= end - start <= DURATION_S + 10, run
         assert int(stats["Request Count"]) == run["requests"] == totals["enqueued"], (stats, totals)
         # RPS over the steady part, as this test reads the run's timeline; the whole load's is Locust's count.
         assert row["rps"] == pytest.approx(steady_rps(run), abs=0.1), row
@@ -125,6 +126,9 @@ def test_each_runs_figures_are_its_own_evidences(stack, compared):
             assert row["all_done_s"] == pytest.approx(projected, abs=0.1) and watch["rate_per_s"] > 0
             assert row["drain_rate_per_s"] == watch["rate_per_s"]
         assert row["cpu_ms_per_task"] > 0 and row["worker_peak_mb"] > 0 and row["api_peak_mb"] > 0, row
+        # The machine's speed over the steady part, as this test reads the probe's timings in the record.
+        speed = statistics.median(ms for at, ms in run["machine_speed"]["rows"] if start + WARMUP_S <= at <= end - 1)
+        assert row["machine_speed"] == pytest.approx(1000 / speed, abs=0.1) and row["machine_speed"] > 0, row
         # Steady state: the requests chart over the middle of the load reads the table's RPS.
         assert row["chart_rps_middle"] == pytest.approx(row["rps"], rel=CHART_TOLERANCE), row
     for queue in QUEUES:

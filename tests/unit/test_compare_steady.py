@@ -94,6 +94,34 @@ def test_a_slow_drain_is_projected_and_its_backlog_counted_whole_once_emptied():
     )
 
 
+def test_the_machines_speed_is_read_over_the_same_part_of_the_load_as_the_rps():
+    record = run_record("saq", rate=300.0, done_rate=300.0, draining=False)
+    # A unit timed at 2 (milliseconds) in the warm-up and after the load, at 1 in the steady part
+    # (t=1005 to 1029), where two timings also waited for a core (40): the median leaves them out.
+    rows = [[1000.0 + t / 5, 2.0 if t < 25 or t > 145 else 1.0] for t in range(0, 175)]
+    rows += [[1010.1, 40.0], [1020.1, 40.0]]
+    record["machine_speed"] = {"unit": "test", "rows": rows}
+    assert RunRecord.model_validate(record).machine_speed.units_per_s(1005.0, 1029.0) == 1000.0
+    row = compare_record.run_row(record, "saq", 1, {}, warmup_s=5, window_end=1032.0)
+    assert row["machine_speed"] == 1000.0
+    # Over the whole load for a run of a request count, 1000 to 1030, where most timings are 1.
+    assert compare_record.run_row(record, "saq", 1, {})["machine_speed"] == 1000.0
+    # With none in the steady part, none; the whole load then holds only the timings of 2.
+    record["machine_speed"]["rows"] = [r for r in rows if r[0] < 1005 or r[0] > 1029]
+    assert compare_record.run_row(record, "saq", 1, {}, warmup_s=5)["machine_speed"] is None
+    assert compare_record.run_row(record, "saq", 1, {})["machine_speed"] == 500.0
+    # The spread over reps, beside the RPS's, in the table.
+    other = compare_record.run_row(run_record("saq", 330.0, 330.0, False), "saq", 2, {}, warmup_s=5)
+    assert other["machine_speed"] is None  # a record without the probe (written before it)
+    summary = compare_record.summarise([row, {**other, "machine_speed": 900.0}], ["saq"])
+    assert summary["saq"]["machine_speed"]["spread_pct"] == round(100 * 100 / 950, 1)
+    table = compare_page.markdown({"run": "c", "params": {"endpoint": "io/simple", "users": 100, "duration_s": 30,
+                                   "warmup_s": 5, "reps": 2}, "setting": {"limits": {}}, "summary": summary})  # fmt: skip
+    header, _, saq = table.splitlines()[2:5]
+    assert header.endswith("| RPS spread % | machine speed spread % |")
+    assert saq.endswith(f"| {summary['saq']['rps']['spread_pct']:g} | 10.5 |")
+
+
 def test_the_charts_are_read_over_the_middle_of_the_load():
     run = RunRecord.model_validate(run_record("saq", 300.0, 300.0, draining=False))
     samples = [[float(t), 0.0 if t < 15 else 300.0] for t in range(-4, 40, 2)]
