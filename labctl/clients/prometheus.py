@@ -39,6 +39,19 @@ class Prometheus:
             raise LabError(f"Prometheus rejected {expr!r}: {body.get('error')}")
         return body["data"]["result"]
 
+    def counter_samples(self, selector: str, start: float, end: float) -> list[list[float]]:
+        """A counter's raw samples from `start` to `end` as Prometheus scraped them:
+        [scrape time, sum over the selected series], at the scrape times every series
+        has (one target's series share them). None of one target's: [] (several
+        targets are scraped at different times, so their sums would mix)."""
+        at = min(end, time.time())
+        rows = self.query(f"{selector}[{max(2, math.ceil(at - start))}s]", at)
+        if len({row["metric"].get("instance") for row in rows}) != 1:
+            return []
+        series = [{float(t): float(v) for t, v in row["values"]} for row in rows]
+        times = sorted(set.intersection(*(set(s) for s in series)))
+        return [[t, sum(s[t] for s in series)] for t in times if t >= start]
+
     def queue_depths(self) -> dict[str, float]:
         """Tasks waiting in each queue (lab_queue_depth, the queue monitor's), queues holding none left out."""
         return {q: d for q, d in self.by("queue", "max by (queue) (lab_queue_depth)").items() if d > 0}

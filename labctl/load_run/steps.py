@@ -13,7 +13,8 @@ a record of it in results/<run>.json. A run is these steps (run_load):
   wait_for_tasks watched for at most --drain-watch seconds (LOAD_DRAIN_WATCH_S),
                  then the backlog, the rate tasks settled at and the projected time to
                  empty; --wait waits until every task settled (at most --drain-timeout)
-  measure        the probe's report; peak memory, CPU and throttling from Prometheus
+  measure        the probe's report; peak memory, CPU and throttling from Prometheus, and
+                 the API's enqueue counter as it scraped it through the load
   write_record   Grafana annotations, results/<run>.json, its table row, the Grafana link
 The Locust containers (and the probe) are removed at the end, on Ctrl-C or an error too.
 """
@@ -75,6 +76,7 @@ class LoadRun:
     timeline: list[list[float]] = field(default_factory=list)
     # The machine's speed through the load: a limited container's rate follows it.
     speed: SpeedProbe | None = None
+    enqueued_scrapes: dict | None = None  # the API's enqueue counter through the load (measure)
 
     @property
     def queue_run(self) -> bool:
@@ -313,9 +315,22 @@ def measure(run: LoadRun, result: dict, window: tuple[float, float]) -> tuple[di
     if not prom.wait_for_scrape(services, window_end):
         notes.append("Prometheus had not scraped past the end of the run: resource figures may miss its end")
     try:
+        if run.queue_run:
+            run.enqueued_scrapes = enqueued_scrapes(run, prom, result)
         return prom.resources(services, start, window_end), probe, notes
     except (httpx.HTTPError, LabError) as exc:
         return None, probe, [*notes, f"Prometheus query failed: {exc}"]
+
+
+def enqueued_scrapes(run: LoadRun, prom: Prometheus, result: dict) -> dict:
+    """The API's enqueue counter for the run's queues as Prometheus scraped it through the
+    load: what a run's steady RPS is read from (records/compare.py). The ledger, read
+    through the loaded API, can answer seconds late; the counter is scraped from the
+    API's metrics thread every 2 s whatever its event loop is doing."""
+    source = f'lab_enqueued_total{{job="api",queue=~"{"|".join(run.params.workers)}"}}'
+    start = result["first_request_at"] or result["test_started_at"]
+    end = (result["last_response_at"] or time.time()) + 3
+    return {"source": source, "rows": prom.counter_samples(source, start - 3, end)}
 
 
 def wait_notes(run: LoadRun, wait: TaskWait | None) -> list[str]:
@@ -384,6 +399,7 @@ def write_record(
                 "locust_report": report_files,
                 **({"timeline": {"fields": list(TIMELINE_FIELDS), "rows": run.timeline}} if run.queue_run else {}),
                 **({"machine_speed": {"unit": UNIT, "rows": run.speed.rows}} if run.speed else {}),
+                **({"enqueued_scrapes": run.enqueued_scrapes} if run.enqueued_scrapes else {}),
             },
         )
     )

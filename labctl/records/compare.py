@@ -11,7 +11,7 @@ from pydantic import Field
 
 from labctl.queues import service_of
 from labctl.records.base import Record
-from labctl.records.run import MachineSpeed
+from labctl.records.run import MachineSpeed, Scrapes
 
 SCHEMA = "compare/1"
 
@@ -105,12 +105,17 @@ def _timeline(record: Mapping) -> list[dict]:
 
 def steady_rps(record: Mapping, warmup_s: float) -> float | None:
     """Requests per second over the steady part of the load: from `warmup_s` after its
-    first request to a second before its last, read from the run's ledger timeline
-    (every request of a queue run enqueues one task); None without a timeline covering it."""
+    first request to a second before its last. Read from the API's enqueue counter as
+    Prometheus scraped it every 2 s (`enqueued_scrapes`; every request of a queue run
+    enqueues one task), else from the run's ledger timeline (records before the
+    scrapes were kept), whose reads through the loaded API can come seconds apart;
+    None with neither covering it."""
     start, end = record.get("load_started_at"), record.get("load_ended_at")
-    rows = _timeline(record)
-    if not rows or start is None or end is None:
+    if start is None or end is None:
         return None
+    if scrapes := record.get("enqueued_scrapes"):
+        return Scrapes.model_validate(scrapes).rate(start + warmup_s, end - 1)
+    rows = _timeline(record)
     inside = [r for r in rows if start + warmup_s <= r["at"] <= end - 1]
     if len(inside) < 2 or inside[-1]["at"] - inside[0]["at"] < 1:
         return None

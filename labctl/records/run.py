@@ -74,6 +74,24 @@ class MachineSpeed(Record):
         return round(1000 / median, 1)
 
 
+class Scrapes(Record):
+    """A counter as Prometheus scraped it through the run (`source`): `rows` of
+    [scrape time, value]. Scraped from a thread of the process every 2 s, whatever
+    its event loop is doing: regular where a request to the loaded API is not."""
+
+    source: str = ""
+    rows: list[list[float]] = []
+
+    def rate(self, start: float, end: float) -> float | None:
+        """Its increase a second between the first scrape from `start` and the last to
+        `end`; None without two scrapes a second or more apart there."""
+        inside = [row for row in self.rows if start <= row[0] <= end]
+        if len(inside) < 2 or inside[-1][0] - inside[0][0] < 1:
+            return None
+        (t0, v0), (t1, v1) = inside[0], inside[-1]
+        return round((v1 - v0) / (t1 - t0), 1)
+
+
 class RunRecord(Record):
     """Everything a load run leaves (results/<run>.json)."""
 
@@ -122,6 +140,7 @@ class RunRecord(Record):
     chaos: ChaosSection | None = None  # make chaos: the fault and what it cost
     timeline: Timeline | None = None  # queue runs: the ledger once a second
     machine_speed: MachineSpeed | None = None  # the machine's speed through the load
+    enqueued_scrapes: Scrapes | None = None  # queue runs: the API's enqueue counter, as Prometheus scraped it
 
     def is_draining(self) -> bool:
         """The run's watch ended before its tasks did, and no later look found it settled."""

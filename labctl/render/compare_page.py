@@ -334,7 +334,7 @@ def runs_section(record: Mapping) -> str:
         "run",
     )
     note = (
-        "<p class='muted'>RPS: over the steady part of the load (after its warm-up), from the run's ledger; "
+        "<p class='muted'>RPS: over the steady part of the load (after its warm-up), from the API's enqueue counter; "
         "RPS, whole load: Locust's, first request to last. Machine speed: units of the probe's fixed work the "
         "machine ran a second over the same part of the load as the RPS. The charts' means over the middle of the load (from "
         "when their 10 s window lies past the warm-up to the load's end) beside the table's RPS: the requests "
@@ -449,8 +449,8 @@ queues and watched its tasks for at most {esc(num(p.get("drain_watch_s")))} s, a
 the rest run by a one-off worker of its own. Figures: mean (min–max) over the reps.</p>
 <h2>The published experiment's table, and what the lab adds</h2>
 {summary_table(record)}
-<p class="muted">RPS: requests per second over the steady part of each run's load (the run's ledger, which counts
-every request's task); median and p95 from Locust over the whole load ({esc(p["users"])} users); all tasks done:
+<p class="muted">RPS: requests per second over the steady part of each run's load (the API's enqueue counter as
+Prometheus scraped it, one task a request); median and p95 from Locust over the whole load ({esc(p["users"])} users); all tasks done:
 first enqueue to last completion (the ledger), or ~projected where the queue drained slower than its API
 enqueued: from the rate its tasks settled at while watched; RPS spread: (max - min) / median over the reps;
 machine speed: units of a fixed piece of Python the machine ran a second over the same part of each run as its

@@ -64,6 +64,24 @@ def test_the_rps_is_the_steady_parts_not_the_warm_ups():
     assert compare_record.run_row(record, "saq", 1, {}, warmup_s=5)["rps"] == record["rps"]
 
 
+def test_the_rps_is_read_from_the_scraped_counter_where_the_record_has_it():
+    record = run_record("saq", rate=300.0, done_rate=300.0, draining=False)
+    # The API's counter scraped every 2 s: 20 a second while warming (to t=5), then 330 a second;
+    # the ledger's timeline says 300, as if read through a loaded API that answered late.
+    scrapes = [[999.0 + t, 0.0] for t in (0,)] + [
+        [1000.0 + t, 20.0 * min(t, 5) + 330.0 * max(0, t - 5)] for t in range(1, 34, 2)
+    ]
+    record["enqueued_scrapes"] = {"source": 'lab_enqueued_total{job="api",queue=~"saq"}', "rows": scrapes}
+    # From the first scrape at or after 1005 (t=7) to the last at or before 1029 (t=29).
+    assert compare_record.steady_rps(record, warmup_s=5) == 330.0
+    assert compare_record.run_row(record, "saq", 1, {}, warmup_s=5)["rps"] == 330.0
+    # Fewer than two scrapes in the steady part: no figure, not the timeline's.
+    record["enqueued_scrapes"]["rows"] = [r for r in scrapes if not 1005 <= r[0] <= 1028]
+    assert compare_record.steady_rps(record, warmup_s=5) is None
+    del record["enqueued_scrapes"]
+    assert compare_record.steady_rps(record, warmup_s=5) == 300.0  # an older record: its timeline
+
+
 def test_a_slow_drain_is_projected_and_its_backlog_counted_whole_once_emptied():
     record = RunRecord.model_validate(run_record("arq", rate=300.0, done_rate=10.0, draining=True))
     assert record.is_draining()
