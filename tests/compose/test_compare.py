@@ -118,9 +118,9 @@ def test_each_runs_figures_are_its_own_evidences(stack, compared):
         assert scrapes[0][0] < start and scrapes[-1][0] > end, scrapes
         assert scrapes[-1][1] - scrapes[0][1] == totals["enqueued"], (scrapes, totals)
         # RPS over the steady part, as this test reads those scrapes; Locust's own history of the same
-        # part agrees (its lines carry whole seconds, hence the margin); the whole load's is Locust's count.
+        # part agrees, roughly: its lines carry whole seconds and its workers' counts as last reported.
         assert row["rps"] == pytest.approx(steady_rps(run), abs=0.1), row
-        assert row["rps"] == pytest.approx(locust_steady_rps(results, run), rel=0.1), row
+        assert row["rps"] == pytest.approx(locust_steady_rps(results, run), rel=0.15), row
         assert row["rps_whole_load"] == pytest.approx(
             int(stats["Request Count"]) / (run["load_ended_at"] - run["load_started_at"]), rel=0.01
         )
