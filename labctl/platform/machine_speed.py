@@ -7,8 +7,9 @@ in it follow the speed of the core under it. A virtual machine's cores change sp
 with what its host runs besides, over tens of seconds to minutes, so two reps
 of one queue minutes apart can differ though nothing in the lab did. The
 probe lets a record say so: a thread of the command times one fixed unit of
-work (UNIT_ADDITIONS additions) every EVERY_S, a small fraction of a core, and keeps each timing (records.run.MachineSpeed reads
-them; docs/compare.md, "The machine's speed").
+work (UNIT_ADDITIONS additions) every EVERY_S, a small fraction of a core, and
+keeps each timing (records.run.MachineSpeed reads them; docs/compare.md, "The
+machine's speed").
 """
 
 from __future__ import annotations
@@ -55,9 +56,3 @@ class SpeedProbe:
         if self._thread.is_alive():
             self._thread.join(timeout=5)
         return self.rows
-
-    def __enter__(self) -> SpeedProbe:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()

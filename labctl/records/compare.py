@@ -11,7 +11,7 @@ from pydantic import Field
 
 from labctl.queues import service_of
 from labctl.records.base import Record
-from labctl.records.run import MachineSpeed, Scrapes
+from labctl.records.run import MachineSpeed, Scrapes, counter_rate
 
 SCHEMA = "compare/1"
 
@@ -103,35 +103,35 @@ def _timeline(record: Mapping) -> list[dict]:
     return [dict(zip(timeline.get("fields") or [], row)) for row in timeline.get("rows") or []]
 
 
-def steady_rps(record: Mapping, warmup_s: float) -> float | None:
-    """Requests per second over the steady part of the load: from `warmup_s` after its
-    first request to a second before its last. Read from the API's enqueue counter as
-    Prometheus scraped it every 2 s (`enqueued_scrapes`; every request of a queue run
-    enqueues one task), else from the run's ledger timeline (records before the
-    scrapes were kept), whose reads through the loaded API can come seconds apart;
-    None with neither covering it."""
+def steady_window(record: Mapping, warmup_s: float | None) -> tuple[float, float] | None:
+    """The part of the load a run's RPS is read over: from `warmup_s` after its first
+    request to a second before its last; the whole load without `warmup_s`."""
     start, end = record.get("load_started_at"), record.get("load_ended_at")
     if start is None or end is None:
         return None
-    if scrapes := record.get("enqueued_scrapes"):
-        return Scrapes.model_validate(scrapes).rate(start + warmup_s, end - 1)
-    rows = _timeline(record)
-    inside = [r for r in rows if start + warmup_s <= r["at"] <= end - 1]
-    if len(inside) < 2 or inside[-1]["at"] - inside[0]["at"] < 1:
+    return (start + warmup_s, end - 1) if warmup_s is not None else (start, end)
+
+
+def steady_rps(record: Mapping, warmup_s: float) -> float | None:
+    """Requests per second over the steady part of the load (steady_window). Read from the
+    API's enqueue counter as Prometheus scraped it every 2 s (`enqueued_scrapes`; every
+    request of a queue run enqueues one task), else from the run's ledger timeline
+    (records before the scrapes were kept), whose reads through the loaded API can come
+    seconds apart; None with neither covering it."""
+    window = steady_window(record, warmup_s)
+    if window is None:
         return None
-    first, last = inside[0], inside[-1]
-    return round((last["enqueued"] - first["enqueued"]) / (last["at"] - first["at"]), 1)
+    if scrapes := record.get("enqueued_scrapes"):
+        return Scrapes.model_validate(scrapes).rate(*window)
+    return counter_rate([[r["at"], r["enqueued"]] for r in _timeline(record)], *window)
 
 
 def machine_speed(record: Mapping, warmup_s: float | None) -> float | None:
-    """The machine's speed (units of the probe's work a second) over the window the run's
-    RPS is read over: the steady part with `warmup_s`, else the whole load."""
-    start, end = record.get("load_started_at"), record.get("load_ended_at")
+    """The machine's speed (units of the probe's work a second) over the part of the load
+    the run's RPS is read over (steady_window)."""
+    window = steady_window(record, warmup_s)
     speed = record.get("machine_speed")
-    if not speed or start is None or end is None:
-        return None
-    window = (start + warmup_s, end - 1) if warmup_s is not None else (start, end)
-    return MachineSpeed.model_validate(speed).units_per_s(*window)
+    return MachineSpeed.model_validate(speed).units_per_s(*window) if speed and window else None
 
 
 def completed_by(record: Mapping, at: float) -> int | None:

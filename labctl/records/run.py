@@ -9,8 +9,9 @@ load run (labctl/load_run) gathers its inputs, the store writes it.
 from __future__ import annotations
 
 import math
+import statistics
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,12 +67,19 @@ class MachineSpeed(Record):
         """Units a second from the median timing between `start` and `end`: the median
         leaves out the moments the probe's thread waited for a core. None without
         three timings there."""
-        inside = sorted(ms for at, ms in self.rows if start <= at <= end and ms > 0)
-        if len(inside) < 3:
-            return None
-        mid = len(inside) // 2
-        median = inside[mid] if len(inside) % 2 else (inside[mid - 1] + inside[mid]) / 2
-        return round(1000 / median, 1)
+        inside = [ms for at, ms in self.rows if start <= at <= end and ms > 0]
+        return round(1000 / statistics.median(inside), 1) if len(inside) >= 3 else None
+
+
+def counter_rate(rows: Iterable[Sequence[float]], start: float, end: float) -> float | None:
+    """A counter's increase a second from its [time, value] rows, between the first row
+    at or after `start` and the last at or before `end`; None without two rows a second
+    or more apart there."""
+    inside = [row for row in rows if start <= row[0] <= end]
+    if len(inside) < 2 or inside[-1][0] - inside[0][0] < 1:
+        return None
+    (t0, v0), (t1, v1) = inside[0][:2], inside[-1][:2]
+    return round((v1 - v0) / (t1 - t0), 1)
 
 
 class Scrapes(Record):
@@ -83,13 +91,8 @@ class Scrapes(Record):
     rows: list[list[float]] = []
 
     def rate(self, start: float, end: float) -> float | None:
-        """Its increase a second between the first scrape from `start` and the last to
-        `end`; None without two scrapes a second or more apart there."""
-        inside = [row for row in self.rows if start <= row[0] <= end]
-        if len(inside) < 2 or inside[-1][0] - inside[0][0] < 1:
-            return None
-        (t0, v0), (t1, v1) = inside[0], inside[-1]
-        return round((v1 - v0) / (t1 - t0), 1)
+        """Its increase a second between the first scrape from `start` and the last to `end` (counter_rate)."""
+        return counter_rate(self.rows, start, end)
 
 
 class RunRecord(Record):

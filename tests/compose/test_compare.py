@@ -78,23 +78,25 @@ def locust_stats(results: Path, run: str) -> dict:
         return next(r for r in csv.DictReader(f) if r["Name"] == "Aggregated")
 
 
-def steady_rps(run: dict) -> float:
-    """Requests per second over the run's load after its warm-up, read here from the API's
-    enqueue counter as the run's record keeps Prometheus' scrapes of it (a request of a
-    queue run enqueues one task)."""
+def steady_rate(points: list, run: dict) -> float:
+    """A count's increase a second over the run's load after its warm-up, from its first
+    [time, count] point in that part to its last."""
     start, end = run["load_started_at"], run["load_ended_at"]
-    inside = [r for r in run["enqueued_scrapes"]["rows"] if start + WARMUP_S <= r[0] <= end - 1]
+    inside = [p for p in points if start + WARMUP_S <= p[0] <= end - 1]
     return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
+
+
+def steady_rps(run: dict) -> float:
+    """Requests per second over the steady part, read here from the API's enqueue counter as
+    the run's record keeps Prometheus' scrapes of it (a request of a queue run enqueues one task)."""
+    return steady_rate(run["enqueued_scrapes"]["rows"], run)
 
 
 def locust_steady_rps(results: Path, run: dict) -> float:
     """The same part of the load from Locust's own history (a line a second, its total count)."""
-    start, end = run["load_started_at"], run["load_ended_at"]
     with (results / f"{run['run']}_stats_history.csv").open() as f:
         rows = [r for r in csv.DictReader(f) if r["Name"] == "Aggregated"]
-    inside = [(float(r["Timestamp"]), int(r["Total Request Count"])) for r in rows]
-    inside = [r for r in inside if start + WARMUP_S <= r[0] <= end - 1]
-    return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
+    return steady_rate([(float(r["Timestamp"]), int(r["Total Request Count"])) for r in rows], run)
 
 
 def test_each_runs_figures_are_its_own_evidences(stack, compared):
