@@ -35,6 +35,7 @@ import glob
 import hashlib
 import json
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -248,10 +249,19 @@ class _Dumper(yaml.SafeDumper):
 
 
 def write_yaml(path: Path, data: dict, header: str) -> None:
+    """Written whole, then renamed into place: another process writing or reading the
+    same file at once (two test workers, a test beside `make stack-up`) never sees it
+    empty or half written, which would also name its Swarm config after the wrong hash."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    # The stack file holds the environment, Grafana's admin password included.
-    path.touch(mode=0o600, exist_ok=True)
-    path.write_text(header + yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=120))
+    # The stack file holds the environment, Grafana's admin password included: mkstemp's 0600.
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(header + yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=120))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def write_prometheus_config() -> Path:
