@@ -29,6 +29,7 @@ LABCTL_FLOORS = {
     "polling": 0,
     "params": 0,
     "queues": 0,
+    "stats": 0,
     "platform": 1,
     "records": 1,
     "clients": 2,
