@@ -178,18 +178,21 @@ sweep: grafana-password ## load runs over a matrix of worker limits: make sweep 
 	  --services '$(services)' $(load-args) --results-dir '$(results_dir)'
 
 # ---- Every queue under the same limits ----------------------------------------------------
-# make compare [workers="arq saq"] [duration=30 | requests=N] [reps=2 warmup_s=5 drain_watch=30 users=100
-#              endpoint=io/simple spawn= locust_workers= setting=article]
+# make compare [workers="arq saq"] [duration=20 | requests=N] [rounds=3 max_rounds=8 target_pct=5 budget_min=40 seed=N
+#              warmup_run=1 quick=1 warmup_s=5 drain_watch=10 users=100 endpoint=io/simple spawn= locust_workers=
+#              setting=article]
 # Under the running stack's limits (make up WORKER_CPUS=.. first to change them); setting=article
 # restarts the compose lab under each of the published experiment's two settings, then its own.
-.PHONY: compare
-compare: ## every queue in turn under the same limits and load, twice; one report: make compare [workers="arq saq" duration=30 reps=2 users=100 endpoint=io/simple setting=article]
-	@$(LABCTL) compare --workers '$(workers)' \
-	  $(if $(duration),--duration '$(duration)') $(if $(requests),--requests '$(requests)') $(if $(reps),--reps '$(reps)') \
-	  $(if $(warmup_s),--warmup-s '$(warmup_s)') $(if $(drain_watch),--drain-watch '$(drain_watch)') $(if $(users),--users '$(users)') \
-	  $(if $(endpoint),--endpoint '$(endpoint)') $(if $(spawn),--spawn '$(spawn)') $(if $(setting),--setting '$(setting)') \
-	  $(if $(locust_workers),--locust-workers '$(locust_workers)') $(if $(backlog_wait_s),--backlog-wait-s '$(backlog_wait_s)') \
-	  --results-dir '$(results_dir)'
+COMPARE_PARAMS = duration requests rounds reps max_rounds target_pct budget_min seed warmup_s drain_watch users \
+                 endpoint spawn setting locust_workers backlog_wait_s
+compare-args = $(foreach p,$(COMPARE_PARAMS),$(if $(strip $($(p))),--$(subst _,-,$(p)) '$(strip $($(p)))')) \
+               $(if $(filter-out 0,$(strip $(quick))),--quick) $(if $(filter 0,$(strip $(warmup_run))),--no-warmup-run)
+.PHONY: compare compare-agree
+compare: ## every queue under the same limits and load, in rounds of random order until each RPS interval is narrow; one report: make compare [workers="arq saq" quick=1 rounds=3 max_rounds=8 budget_min=40 seed=N setting=article]
+	@$(LABCTL) compare --workers '$(workers)' $(compare-args) --results-dir '$(results_dir)'
+
+compare-agree: ## two comparisons of the same queues side by side: medians apart, pairs called both ways: make compare-agree a=compare-<time> b=compare-<time>
+	@$(LABCTL) compare-agree --a '$(a)' --b '$(b)' $(if $(within_pct),--within-pct '$(within_pct)') --results-dir '$(results_dir)'
 
 # ---- What the lab costs ----------------------------------------------------------------
 .PHONY: bench

@@ -124,6 +124,8 @@ def estimate(values: Iterable[float | int | None], level: float = LEVEL) -> Esti
     if interval is None:
         return Estimate(median, None, None, len(xs), log)
     low, high = (math.exp(interval.low), math.exp(interval.high)) if log else (interval.low, interval.high)
+    if not log and min(xs) >= 0:
+        low = max(low, 0.0)  # counts and shares: never below 0
     # The centre of the interval is the geometric mean; the median the runs gave can
     # lie just outside it only when the runs are very skewed: the interval then reaches it.
     return Estimate(median, min(low, median), max(high, median), len(xs), log)
@@ -247,10 +249,13 @@ def num(x: float | None) -> str:
 
 
 def text(est: Estimate, show_n: bool = True) -> str:
-    """`412 [398–430] (n=5)`; `412 (n=1)` without an interval; `-` for no figure."""
+    """`412 [398–430] (n=5)`; `412 (n=1)` without an interval, or where every run gave the
+    same figure; `-` for no figure."""
     if est.median is None:
         return "-"
-    interval = f" [{num(est.low)}–{num(est.high)}]" if est.low is not None and est.high is not None else ""
+    interval = ""
+    if est.low is not None and est.high is not None and not num(est.low) == num(est.high) == num(est.median):
+        interval = f" [{num(est.low)}–{num(est.high)}]"
     return f"{num(est.median)}{interval}" + (f" (n={est.n})" if show_n else "")
 
 

@@ -9,12 +9,24 @@ import typer
 from labctl.commands.common import ResultsDir, console, handled, help_of
 from labctl.config import RESULTS_DIR
 from labctl.experiments import compare as experiment
+from labctl.experiments.compare import agree as agree_experiment
 from labctl.platform.select import orchestrator
 from labctl.queues import QUEUES
 
 
 def register(app: typer.Typer) -> None:
     app.command("compare", help=help_of(experiment.__doc__))(compare)
+    app.command("compare-agree", help=help_of(agree_experiment.__doc__))(compare_agree)
+
+
+@handled("compare-agree")
+def compare_agree(
+    a: Annotated[str, typer.Option(help="a comparison (compare-<time>)")],
+    b: Annotated[str, typer.Option(help="another, of the same queues")],
+    within_pct: Annotated[float, typer.Option(help="how far apart two medians may be")] = agree_experiment.WITHIN_PCT,
+    results_dir: ResultsDir = RESULTS_DIR,
+) -> int:
+    return agree_experiment.agree(results_dir, a, b, console(), within_pct)
 
 
 @handled("compare", "interrupted: no comparison written (the runs done so far have their records)")
@@ -31,7 +43,25 @@ def compare(
         float,
         typer.Option(help="seconds a run watches its tasks before a one-off worker runs the rest of a slow backlog"),
     ] = experiment.DEFAULT_DRAIN_WATCH_S,
-    reps: Annotated[int, typer.Option(help="runs per queue")] = experiment.DEFAULT_REPS,
+    rounds: Annotated[
+        int, typer.Option("--rounds", "--reps", help="rounds every queue runs in (each round in a new random order)")
+    ] = experiment.DEFAULT_ROUNDS,
+    max_rounds: Annotated[
+        int, typer.Option(help="at most this many rounds for a queue whose RPS interval is still wide")
+    ] = experiment.DEFAULT_MAX_ROUNDS,
+    target_pct: Annotated[
+        float, typer.Option(help="a queue's RPS interval within +- this % of its median needs no more rounds")
+    ] = experiment.DEFAULT_TARGET_PCT,
+    budget_min: Annotated[
+        float, typer.Option(help="minutes: no round beyond --rounds starts that would end past this")
+    ] = experiment.DEFAULT_BUDGET_MIN,
+    seed: Annotated[int | None, typer.Option(help="the rounds' order (default: drawn, and recorded)")] = None,
+    warmup_run: Annotated[
+        bool, typer.Option("--warmup-run/--no-warmup-run", help="a short, uncounted run of every queue first")
+    ] = True,
+    quick: Annotated[
+        bool, typer.Option(help="a first look: shorter runs, two rounds, intervals as wide as they are")
+    ] = False,
     users: Annotated[int, typer.Option(help="Locust users (the article's 100)")] = 100,
     spawn: Annotated[str, typer.Option(help="users started per second (default: make load's)")] = "",
     endpoint: Annotated[str, typer.Option(help="the task shape, one for every queue")] = "io/simple",
@@ -54,7 +84,13 @@ def compare(
         requests=requests,
         warmup_s=warmup_s,
         drain_watch_s=drain_watch,
-        reps=reps,
+        rounds=rounds,
+        max_rounds=max_rounds,
+        target_pct=target_pct,
+        budget_min=budget_min,
+        seed=seed,
+        warmup_run=warmup_run,
+        quick=quick,
         users=users,
         spawn=spawn,
         endpoint=endpoint,

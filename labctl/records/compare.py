@@ -3,19 +3,29 @@
 
 from __future__ import annotations
 
-import math
+import statistics
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
+from labctl import stats
 from labctl.queues import service_of
 from labctl.records.base import Record
 from labctl.records.run import MachineSpeed, Scrapes, counter_rate
 
-SCHEMA = "compare/1"
+SCHEMA = "compare/2"
+# compare/1: the summary held the mean, min and max over two fixed reps; such a record's
+# summary is derived again from its runs when it is read.
+OLD_SCHEMAS = ("compare/1",)
 
 MiB = 1 << 20
+# A run whose machine speed is further than this from the comparison's median is marked.
+SPEED_OFF_PCT = 5.0
+# The two figures the queues are ranked by: requests per second the API took, and tasks
+# per second run, first enqueue to last completion (every task of the run over its
+# whole time: the article's "all tasks done" for a count of tasks).
+RANKED = (("RPS", "rps"), ("tasks/s", "tasks_per_s"))
 # The published article's table, then what the lab adds.
 ARTICLE_FIELDS = (
     ("RPS", "rps"),
@@ -34,7 +44,7 @@ LAB_FIELDS = (
     ("dup", "duplicates"),
     ("machine speed", "machine_speed"),
 )
-FIELDS = ARTICLE_FIELDS + LAB_FIELDS
+FIELDS = ARTICLE_FIELDS + (("tasks/s", "tasks_per_s"),) + LAB_FIELDS
 
 
 class CompareRecord(Record):
@@ -48,7 +58,13 @@ class CompareRecord(Record):
     wall_s: float | None = None
     # workers, duration_s or requests, warmup_s, drain_watch_s, reps, users, spawn, endpoint, locust_workers
     params: dict[str, Any] = {}
-    summary: dict[str, dict[str, Any]] = {}  # queue -> field -> {mean, min, max, n} over the reps
+    # Derived from `runs` (_derived): queue -> field -> {median, low, high, n} over its runs
+    # (stats.Estimate); RPS and tasks/s with the queues ranked, ties shared (ranking()); the
+    # runs whose machine speed was over SPEED_OFF_PCT % off the median (off_speed()).
+    summary: dict[str, dict[str, Any]] = {}
+    ranking: dict[str, list[dict[str, Any]]] = {}
+    off_speed: list[str] = []
+    rounds: dict[str, Any] = {}  # the seed, every round's order, why a queue stopped (experiments/compare/rounds.py)
     runs: list[dict[str, Any]] = []  # one row per load run, in the order they ran
     series: list[dict[str, Any]] = []  # per run: throughput, backlog, done_pct over time
     series_step_s: float | None = None
@@ -59,6 +75,27 @@ class CompareRecord(Record):
     published_note: str = ""
     notes: list[str] = []
     report: str | None = None  # the .html report's path
+
+    @model_validator(mode="after")
+    def _derived(self) -> CompareRecord:
+        """The summary, the ranking and the runs off the machine's speed, derived from the
+        runs whenever a record is made or read (an older record's too, by today's rules):
+        the runs are the figures' one owner, the rest is kept in the JSON for its readers."""
+        for row in self.runs:
+            row.setdefault("tasks_per_s", tasks_per_s(row.get("enqueued"), row.get("all_done_s")))
+        queues = list(dict.fromkeys(r["queue"] for r in self.runs))
+        self.summary = summarise(self.runs, queues)
+        self.ranking = ranking(self.runs, queues)
+        self.off_speed = off_speed(self.runs)
+        self.schema_version = SCHEMA
+        return self
+
+    @property
+    def queues(self) -> list[str]:
+        return list(self.summary)
+
+    def figure(self, queue: str, key: str) -> stats.Estimate:
+        return stats.from_json(self.summary.get(queue, {}).get(key))
 
 
 ARTICLE_SCHEMA = "compare-article/1"
@@ -73,20 +110,28 @@ class ArticleRecord(Record):
     time: str = ""
     command: str = ""
     wall_s: float | None = None
-    parts: list[dict[str, Any]] = []  # a compare/1 record per setting
+    parts: list[CompareRecord] = []  # a comparison per setting
     report: str | None = None
 
 
 def ratios_to(summary: Mapping[str, Mapping], reference: str, key: str = "rps") -> dict[str, float | None]:
-    """Each queue's figure over the reference queue's (the mean over the reps): the ratios
+    """Each queue's figure over the reference queue's (a published row's figures): the ratios
     between queues, which should carry from one machine to another where the figures do not."""
 
     def value(fields: Mapping | None) -> float | None:
         figure = (fields or {}).get(key)
-        return figure.get("mean") if isinstance(figure, Mapping) else figure  # a summary's, or a published row's
+        return figure.get("median") if isinstance(figure, Mapping) else figure
 
     ref = value(summary.get(reference))
     return {q: round(v / ref, 2) if (v := value(f)) is not None and ref else None for q, f in summary.items()}
+
+
+def run_ratios_to(runs: Iterable[Mapping], reference: str, key: str = "rps") -> dict[str, stats.Ratio]:
+    """Each queue's figure over the reference queue's, from their runs: the ratio of the
+    medians with its interval (stats.ratio)."""
+    by_queue = values_by_queue(runs, key)
+    ref = by_queue.get(reference, [])
+    return {q: stats.ratio(xs, ref) for q, xs in by_queue.items()}
 
 
 # -- A run's row, and the spread over the repetitions ----------------------------------
@@ -140,6 +185,11 @@ def completed_by(record: Mapping, at: float) -> int | None:
     return int(before[-1]["completed"]) if before else None
 
 
+def tasks_per_s(enqueued: int | None, all_done_s: float | None) -> float | None:
+    """The run's tasks over the time from its first enqueue to its last completion."""
+    return round(enqueued / all_done_s, 2) if enqueued and all_done_s else None
+
+
 def projected_all_done(record: Mapping) -> float | None:
     """For a run whose wait for its tasks ended with a backlog: from its first enqueue, the
     time its queue would have taken to run every task at the rate seen while watched."""
@@ -171,6 +221,7 @@ def run_row(
     projected = projected_all_done(record) if (tasks.get("draining") and tasks.get("emptied_by")) else None
     steady = steady_rps(record, warmup_s) if warmup_s is not None else None
     done_in_window = completed_by(record, window_end) if window_end is not None and projected else None
+    all_done = projected if projected is not None else tasks.get("time_to_execute_all_s")
     return {
         "queue": queue,
         "rep": rep,
@@ -179,8 +230,9 @@ def run_row(
         "rps_whole_load": record.get("rps"),
         "median_ms": record.get("median_ms"),
         "p95_ms": record.get("p95_ms"),
-        "all_done_s": projected if projected is not None else tasks.get("time_to_execute_all_s"),
+        "all_done_s": all_done,
         "all_done_projected": projected is not None,
+        "tasks_per_s": tasks_per_s(tasks.get("enqueued"), all_done),
         "drain_rate_per_s": (tasks.get("draining") or {}).get("rate_per_s"),
         "errors_pct": record.get("failures_pct"),
         "requests": record.get("requests"),
@@ -204,28 +256,67 @@ def run_row(
     }
 
 
-def stats(values: Iterable) -> dict | None:
-    """Mean, min and max of the figures there are (None where a rep has none), and their
-    spread: (max - min) / median, in % (None for one figure or a median of 0)."""
-    xs = sorted(float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v)))
-    if not xs:
-        return None
-    mid = len(xs) // 2
-    median = xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
-    spread = round(100 * (xs[-1] - xs[0]) / median, 1) if len(xs) > 1 and median else None
-    return {"mean": round(sum(xs) / len(xs), 3), "min": xs[0], "max": xs[-1], "n": len(xs), "spread_pct": spread}
+def values_by_queue(rows: Iterable[Mapping], key: str, queues: Iterable[str] | None = None) -> dict[str, list]:
+    """Each queue's figures for `key`, one per run, in the order they ran."""
+    rows = list(rows)
+    names = list(queues) if queues is not None else list(dict.fromkeys(r["queue"] for r in rows))
+    return {q: [r.get(key) for r in rows if r["queue"] == q] for q in names}
 
 
 def summarise(rows: Iterable[Mapping], queues: Iterable[str]) -> dict[str, dict[str, dict | None]]:
-    """Per queue and field, the spread over that queue's runs."""
+    """Per queue and field, the median of that queue's runs with its interval and n (stats.estimate)."""
     rows = list(rows)
-    out = {
-        q: {key: stats(r[key] for r in rows if r["queue"] == q) for _, key in FIELDS}
-        for q in queues
-        if any(r["queue"] == q for r in rows)
-    }
-    for q, fields in out.items():
-        done = fields.get("all_done_s")
-        if done is not None and any(r.get("all_done_projected") for r in rows if r["queue"] == q):
+    out: dict[str, dict[str, dict | None]] = {}
+    for q in queues:
+        own = [r for r in rows if r["queue"] == q]
+        if not own:
+            continue
+        out[q] = {key: stats.estimate(r.get(key) for r in own).as_json() for _, key in FIELDS}
+        done = out[q].get("all_done_s")
+        if done is not None and any(r.get("all_done_projected") for r in own):
             done["projected"] = True  # a projection at the rate its queue drained while watched
     return out
+
+
+def ranking(rows: Iterable[Mapping], queues: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+    """The queues ranked by each of RANKED: 1 + the number of queues shown higher (the
+    interval of their ratio above 1, stats.ranking); queues no run tells apart share a rank."""
+    rows = list(rows)
+    queues = list(queues)
+    return {
+        key: [
+            {"queue": r.name, "rank": r.rank, "above": list(r.above), **r.estimate.as_json()}
+            for r in stats.ranking(values_by_queue(rows, key, queues))
+        ]
+        for _, key in RANKED
+    }
+
+
+def off_speed(rows: Iterable[Mapping], pct: float = SPEED_OFF_PCT) -> list[str]:
+    """The runs whose machine speed was further than `pct` % from the median of every run's:
+    they ran on a machine slower or faster than the comparison's others."""
+    rows = [r for r in rows if r.get("machine_speed")]
+    if len(rows) < 3:
+        return []
+    median = statistics.median(r["machine_speed"] for r in rows)
+    return [r["run"] for r in rows if abs(r["machine_speed"] / median - 1) * 100 > pct]
+
+
+def agreement(a: CompareRecord, b: CompareRecord, key: str = "rps") -> dict[str, Any]:
+    """Two comparisons of the same queues set side by side: each queue's median in both and
+    their ratio, the largest difference, and the ordered pairs one calls different
+    (stats.pairs_called) that the other calls the other way round."""
+    medians = {q: (a.figure(q, key).median, b.figure(q, key).median) for q in a.queues if q in b.queues}
+    diffs = {q: abs(x / y - 1) * 100 for q, (x, y) in medians.items() if x and y}
+    called_a = stats.pairs_called(values_by_queue(a.runs, key))
+    called_b = stats.pairs_called(values_by_queue(b.runs, key))
+    flipped = sorted(
+        f"{x} {verdict} than {y}" for (x, y), verdict in called_a.items() if called_b.get((x, y)) not in (None, verdict)
+    )
+    return {
+        "medians": medians,
+        "diff_pct": diffs,
+        "largest_diff_pct": max(diffs.values(), default=None),
+        "called": (len(called_a) // 2, len(called_b) // 2),
+        "flipped": flipped,
+    }

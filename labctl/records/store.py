@@ -2,7 +2,7 @@
 beside them (a comparison's .md and .html, a scale's, a run's report .png).
 
 Each JSON file is read by its `schema`: 1 (a load run, chaos included), "bench/1",
-"compare/1", "compare-article/1", "scale/1", "claims/1". A file of another schema, or not a record, is skipped
+"compare/2" (and compare/1), "compare-article/1", "scale/1", "claims/1". A file of another schema, or not a record, is skipped
 with a line that says so; fields a record of the same schema lacks (an older
 run) take their defaults, and fields this version does not know are kept."""
 
@@ -22,7 +22,7 @@ from labctl.records.bench import SCHEMA as BENCH_SCHEMA
 from labctl.records.bench import BenchRecord
 from labctl.records.claims import SCHEMA as CLAIMS_SCHEMA
 from labctl.records.claims import ClaimsRecord
-from labctl.records.compare import ARTICLE_SCHEMA, ArticleRecord, CompareRecord
+from labctl.records.compare import ARTICLE_SCHEMA, OLD_SCHEMAS, ArticleRecord, CompareRecord
 from labctl.records.compare import SCHEMA as COMPARE_SCHEMA
 from labctl.records.run import SCHEMA as RUN_SCHEMA
 from labctl.records.run import RunRecord
@@ -33,6 +33,7 @@ MODELS: dict[object, type[Record]] = {
     RUN_SCHEMA: RunRecord,
     BENCH_SCHEMA: BenchRecord,
     COMPARE_SCHEMA: CompareRecord,
+    **{old: CompareRecord for old in OLD_SCHEMAS},  # read, its summary derived again from its runs
     ARTICLE_SCHEMA: ArticleRecord,
     SCALE_SCHEMA: ScaleRecord,
     CLAIMS_SCHEMA: ClaimsRecord,

@@ -1,17 +1,28 @@
-"""A comparison's markdown table and its report page (`make compare`): the
+"""A comparison's markdown tables and its report page (`make compare`): the
 self-contained HTML page (inline CSS, charts as inline SVG from matplotlib, no
-script, nothing fetched). Pure functions, no I/O; the figures themselves are
-records/compare.py's.
+script, nothing fetched). Every figure is a median with its 95 % interval and n
+(labctl/stats.py); the queues are ranked with their ties. Pure functions, no
+I/O; the figures themselves are records/compare.py's.
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable, Mapping
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
 
+from labctl import stats
 from labctl.platform.containers import limit_text, workers_limit_text
 from labctl.queues import QUEUES
-from labctl.records.compare import ARTICLE_FIELDS, FIELDS, LAB_FIELDS, ArticleRecord, CompareRecord, ratios_to
+from labctl.records.compare import (
+    ARTICLE_FIELDS,
+    LAB_FIELDS,
+    RANKED,
+    ArticleRecord,
+    CompareRecord,
+    ratios_to,
+    run_ratios_to,
+)
 from labctl.records.published import SOURCE as PUBLISHED_SOURCE
 from labctl.render import charts
 from labctl.render.table import markdown_table
@@ -35,56 +46,41 @@ CHARTS = (
     ("backlog", "Backlog: tasks waiting in the queue", "tasks"),
     ("done_pct", "The drain: the run's tasks completed so far", "% of the run's tasks"),
 )
-
-
-def _data(record: CompareRecord | Mapping) -> Mapping:
-    return record.as_json() if isinstance(record, CompareRecord) else record
+num = stats.num
+MARK_WIDE = "†"  # a queue whose RPS interval did not get within the comparison's target
 
 
 # -- Figures as the tables print them --------------------------------------------------------
-def num(x) -> str:
-    """A figure as the tables print it: three significant digits or so, `-` for none."""
-    if x is None:
-        return "-"
-    x = float(x)
-    if x == int(x) and abs(x) >= 10:
-        return f"{x:.0f}"
-    if abs(x) >= 100:
-        return f"{x:.0f}"
-    if abs(x) >= 10:
-        return f"{x:.1f}"
-    return f"{x:.2f}".rstrip("0").rstrip(".") if x else "0"
-
-
-def spread_parts(st: Mapping | None) -> tuple[str, str]:
-    """The mean and, when the reps differ, their range: `("140", "(130–150)")`."""
-    if not st:
-        return "-", ""
-    if st["n"] > 1 and num(st["min"]) != num(st["max"]):
-        return num(st["mean"]), f"({num(st['min'])}–{num(st['max'])})"
-    return num(st["mean"]), ""
-
-
 def spread(st: Mapping | None) -> str:
-    """`mean (min–max)` over the reps; the mean alone when they agree or there is one;
-    `~mean (min–max) projected` for a time projected from a drain rate (records/compare.py)."""
-    text = " ".join(part for part in spread_parts(st) if part)
-    return f"~{text} projected" if st and st.get("projected") else text
+    """`mean (min–max)` of a figure given as {mean, min, max, n}: the mean alone when they agree."""
+    if not st:
+        return "-"
+    if st["n"] > 1 and num(st["min"]) != num(st["max"]):
+        return f"{num(st['mean'])} ({num(st['min'])}–{num(st['max'])})"
+    return num(st["mean"])
 
 
-# The spreads the table ends with: the RPS's, and the machine's speed beside it, which
-# says whether reps that differ ran on a machine that differed (docs/compare.md).
-SPREADS = (("RPS spread %", "rps"), ("machine speed spread %", "machine_speed"))
+def figure(record: CompareRecord, queue: str, key: str, show_n: bool = False) -> str:
+    """`412 [398–430]`, `~` before a projected time; `-` for none."""
+    est = record.figure(queue, key)
+    text = stats.text(est, show_n)
+    projected = (record.summary.get(queue, {}).get(key) or {}).get("projected")
+    return f"~{text} projected" if projected and est.median is not None else text
 
 
-def spread_pct(st: Mapping | None) -> str:
-    """The reps' spread: (max - min) / median, in %."""
-    return "-" if not st or st.get("spread_pct") is None else f"{st['spread_pct']:g}"
+def wide(record: CompareRecord) -> dict[str, str]:
+    """The queues whose RPS interval is wider than the target, and why they stopped."""
+    stopped = (record.rounds or {}).get("stopped") or {}
+    return {q: why for q, why in stopped.items() if why != "within"}
+
+
+def runs_of(record: CompareRecord, queue: str) -> int:
+    return sum(1 for r in record.runs if r["queue"] == queue)
 
 
 # -- The setting, as one line --------------------------------------------------------------
-def limits_line(record: Mapping) -> str:
-    limits = record["setting"]["limits"]
+def limits_line(record: CompareRecord) -> str:
+    limits = record.setting["limits"]
     return f"API {limit_text(limits.get('api'))}, workers {workers_limit_text(limits.get('workers') or {})}"
 
 
@@ -94,52 +90,111 @@ def run_length(p: Mapping) -> str:
     return f"{p['requests']} requests per run"
 
 
-def heading(record: Mapping) -> str:
-    p = record["params"]
-    return f"{p['endpoint']}, {p['users']} users, {run_length(p)}, {p['reps']} rep(s) per queue; {limits_line(record)}"
+def rounds_line(record: CompareRecord) -> str:
+    r = record.rounds or {}
+    if not r:
+        return f"{record.params.get('reps', '?')} rep(s) per queue, in a fixed order"
+    counts = sorted({runs_of(record, q) for q in record.queues})
+    n = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+    return (
+        f"{len(r.get('orders') or [])} round(s) in a random order (seed {r.get('seed')}), {n} runs per queue: "
+        f"at least {r.get('rounds')}, then more for a queue whose RPS interval was wider than "
+        f"+-{r.get('target_pct', 5):g} % (at most {r.get('max_rounds')})"
+    )
+
+
+def heading(record: CompareRecord) -> str:
+    p = record.params
+    quick = "; quick: a first look, its intervals as wide as its few runs make them" if p.get("quick") else ""
+    return f"{p['endpoint']}, {p['users']} users, {run_length(p)}; {rounds_line(record)}; {limits_line(record)}{quick}"
 
 
 # -- Markdown ---------------------------------------------------------------------------------
-def markdown(record: CompareRecord | Mapping) -> str:
-    """The comparison's table for an issue or a README: mean (min–max) over the reps."""
-    record = _data(record)
-    rows = [
-        [queue, *(spread(summary.get(key)) for _, key in FIELDS), *(spread_pct(summary.get(k)) for _, k in SPREADS)]
-        for queue, summary in record["summary"].items()
-    ]
+def ranking_rows(record: CompareRecord) -> list[list[str]]:
+    """A row per place: the RPS ranking beside the tasks/s ranking."""
+    by = {key: record.ranking.get(key) or [] for _, key in RANKED}
+    marks = wide(record)
+    rows = []
+    for i in range(max((len(v) for v in by.values()), default=0)):
+        row: list[str] = []
+        for _, key in RANKED:
+            entries = by[key]
+            if i < len(entries):
+                e = entries[i]
+                mark = MARK_WIDE if key == "rps" and e["queue"] in marks else ""
+                row += [str(e["rank"]), f"{e['queue']}{mark}", stats.text(stats.from_json(e))]
+            else:
+                row += ["", "", ""]
+        rows.append(row)
+    return rows
+
+
+RANKING_HEADER = ("rank", "queue", "RPS [95 % CI] (n)", "rank", "queue", "tasks/s [95 % CI] (n)")
+LEGEND = (
+    "Each figure: the median of the queue's runs [its 95 % confidence interval] (n runs). "
+    "Rank: 1 + the number of queues shown faster, where shown means the 95 % interval of the ratio of "
+    "the two queues' figures lies wholly above 1; queues that share a rank were not told apart. "
+    "tasks/s: the run's tasks over the time from its first enqueue to its last completion."
+)
+
+
+def markdown(record: CompareRecord) -> str:
+    """The comparison's tables for an issue or a README: the ranking, the article's figures, the lab's."""
     lines = [
-        f"make compare {record['run']}: {heading(record)}. Mean (min–max) over the reps; "
-        "RPS spread: (max - min) / median over the reps; ~ projected: the queue drained slower than its API "
-        "enqueued, so its time to run every task is projected from the rate it held while watched; machine "
-        "speed: units of a fixed piece of Python the machine ran a second over the same part of each run.",
+        f"make compare {record.run}: {heading(record)}.",
         "",
-        markdown_table(["queue", *(name for name, _ in FIELDS), *(name for name, _ in SPREADS)], rows, {"queue"}),
+        LEGEND,
+        "",
+        markdown_table(RANKING_HEADER, ranking_rows(record), {"queue"}),
     ]
-    if published := record.get("published"):
-        src = published["source"]
-        article = [
-            [queue, *(num(row.get(key)) for _, key in ARTICLE_FIELDS)] for queue, row in published["rows"].items()
+    if marks := wide(record):
+        lines += ["", f"{MARK_WIDE} RPS interval wider than the target: " + ", ".join(sorted(marks))]
+    article = [
+        [q, str(runs_of(record, q)), *(figure(record, q, key) for _, key in ARTICLE_FIELDS)] for q in record.queues
+    ]
+    lab = [[q, *(figure(record, q, key) for _, key in LAB_FIELDS)] for q in record.queues]
+    lines += [
+        "",
+        "The published experiment's figures (median [95 % CI] over the runs; ~ projected: the queue drained slower "
+        "than its API enqueued, its time to run every task projected from the rate it held while watched):",
+        "",
+        markdown_table(["queue", "n", *(name for name, _ in ARTICLE_FIELDS)], article, {"queue"}),
+        "",
+        "What the lab adds:",
+        "",
+        markdown_table(["queue", *(name for name, _ in LAB_FIELDS)], lab, {"queue"}),
+    ]
+    if record.off_speed:
+        lines += [
+            "",
+            "Runs on a machine more than 5 % off the comparison's median speed: " + ", ".join(record.off_speed),
         ]
+    if published := record.published:
+        src = published["source"]
+        rows = [[queue, *(num(row.get(key)) for _, key in ARTICLE_FIELDS)] for queue, row in published["rows"].items()]
         lines += [
             "",
             f"The published experiment at {published['setting']} ({src['publisher']}, {src['url']}; "
             "another machine, its own versions):",
             "",
-            markdown_table(["queue", *(name for name, _ in ARTICLE_FIELDS)], article, {"queue"}),
+            markdown_table(["queue", *(name for name, _ in ARTICLE_FIELDS)], rows, {"queue"}),
         ]
     return "\n".join(lines)
 
 
 # -- HTML ---------------------------------------------------------------------------------------
 CSS = """
-body { font: 14px/1.45 system-ui, sans-serif; margin: 24px auto; max-width: 1100px; color: #222; padding: 0 16px; }
+body { font: 14px/1.45 system-ui, sans-serif; margin: 24px auto; max-width: 1000px; color: #222; padding: 0 16px; }
 h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 28px; border-bottom: 1px solid #ddd; }
 table { border-collapse: collapse; margin: 8px 0; font-variant-numeric: tabular-nums; }
-th, td { border: 1px solid #ccc; padding: 3px 7px; } td.n { text-align: right; } .range { white-space: nowrap; color: #555; } th { background: #f3f3f3; }
+th, td { border: 1px solid #ccc; padding: 3px 7px; } td.n { text-align: right; } th { background: #f3f3f3; }
+.ci { display: block; white-space: nowrap; color: #666; font-size: 12px; }
 th.article { background: #e8f0fb; } .muted { color: #666; } .warn { color: #a40; }
+td.rank { text-align: center; font-weight: 600; } tr.tie td.rank { color: #888; }
 .legend span { display: inline-block; margin-right: 14px; } .sw { display: inline-block; width: 18px; height: 3px;
   vertical-align: middle; margin-right: 4px; }
-svg { display: block; margin: 6px 0 2px; } svg text { font: 11px system-ui, sans-serif; fill: #333; }
+.scroll { overflow-x: auto; }
+svg { display: block; margin: 6px 0 2px; max-width: 100%; height: auto; } svg text { font: 11px system-ui, sans-serif; fill: #333; }
 code { background: #f5f5f5; padding: 0 3px; }
 """
 
@@ -153,8 +208,8 @@ def colour(queue: str) -> str:
     return PALETTE[order.index(queue) % len(PALETTE)] if queue in order else "#000"
 
 
-def _row(cells: Iterable[str]) -> str:
-    return "<tr>" + "".join(cells) + "</tr>"
+def _row(cells: Iterable[str], cls: str = "") -> str:
+    return (f"<tr class='{cls}'>" if cls else "<tr>") + "".join(cells) + "</tr>"
 
 
 def _th(text: str, cls: str = "") -> str:
@@ -165,52 +220,80 @@ def _td(text, numeric: bool = False, attrs: str = "") -> str:
     return f"<td{' class=n' if numeric else ''}{attrs}>{esc(text)}</td>"
 
 
-def _stat_cell(queue: str, key: str, st: Mapping | None) -> str:
-    """A figure's cell: its text, and the numbers it stands for as data attributes."""
+def _stat_cell(record: CompareRecord, queue: str, key: str) -> str:
+    """A figure's cell: the median, its interval below it, and the numbers as data attributes."""
+    est = record.figure(queue, key)
     attrs = f' data-queue="{esc(queue)}" data-field="{key}"'
-    if st:
-        attrs += "".join(f' data-{k}="{st[k]}"' for k in ("mean", "min", "max", "n"))
-    mean, span = spread_parts(st)
-    # The range wraps below the mean as a whole, never inside itself.
-    text = esc(mean) + (f" <span class=range>{esc(span)}</span>" if span else "")
-    if st and st.get("projected"):
+    attrs += "".join(f' data-{k}="{v}"' for k, v in est.as_json().items() if v is not None)
+    text = esc(num(est.median))
+    if est.low is not None and est.high is not None:
+        text += f"<span class=ci>[{esc(num(est.low))}–{esc(num(est.high))}]</span>"
+    if (record.summary.get(queue, {}).get(key) or {}).get("projected") and est.median is not None:
         attrs += ' data-projected="1"'
-        text = f"~{text} <span class=range>projected</span>"
+        text = f"~{text}<span class=ci>projected</span>"
     return f"<td class=n{attrs}>{text}</td>"
 
 
-def summary_table(record: Mapping) -> str:
-    head = _row(
-        [
-            _th("queue"),
-            *(_th(name, "article") for name, _ in ARTICLE_FIELDS),
-            *(_th(name) for name, _ in LAB_FIELDS),
-            *(_th(name) for name, _ in SPREADS),
+def ranking_table(record: CompareRecord, key: str, title: str) -> str:
+    marks = wide(record)
+    body = []
+    previous = None
+    for e in record.ranking.get(key) or []:
+        est = stats.from_json(e)
+        mark = MARK_WIDE if key == "rps" and e["queue"] in marks else ""
+        cells = [
+            f"<td class=rank data-rank-of='{esc(e['queue'])}' data-ranking='{key}'>{e['rank']}</td>",
+            _td(e["queue"] + mark, attrs=f' data-queue="{esc(e["queue"])}"'),
+            _stat_cell(record, e["queue"], key),
+            _td(est.n, True),
+            _td(", ".join(e.get("above") or []) or "-"),
         ]
+        body.append(_row(cells, "tie" if e["rank"] == previous else ""))
+        previous = e["rank"]
+    head = _row([_th("rank"), _th("queue"), _th(f"{title} [95 % CI]"), _th("n"), _th("shown faster")])
+    return f"<table id='ranking-{key}'><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def ranking_section(record: CompareRecord) -> str:
+    marks = wide(record)
+    note = ""
+    if marks:
+        note = (
+            f"<p class='warn' id='wide'>{MARK_WIDE} RPS interval still wider than +-"
+            f"{(record.rounds or {}).get('target_pct', 5):g} % of the median when the comparison stopped: "
+            + esc(", ".join(f"{q} ({why})" for q, why in sorted(marks.items())))
+            + ". Its rank is as sure as its interval; more rounds (<code>max_rounds=</code>, "
+            "<code>budget_min=</code>) narrow it.</p>"
+        )
+    return (
+        f"<p class='muted'>{esc(LEGEND)}</p>{note}"
+        + "".join(f"<h3>By {esc(title)}</h3>{ranking_table(record, key, title)}" for title, key in RANKED)
+        + errorbar_chart(record)
     )
+
+
+def figures_table(record: CompareRecord, fields: Sequence[tuple[str, str]], table_id: str, cls: str = "") -> str:
+    head = _row([_th("queue"), _th("n"), *(_th(name, cls) for name, _ in fields)])
     body = [
         _row(
             [
-                _td(queue, attrs=f' data-queue="{esc(queue)}"'),
-                *(_stat_cell(queue, k, s.get(k)) for _, k in FIELDS),
-                *(
-                    _td(spread_pct(s.get(k)), True, f' data-queue="{esc(queue)}" data-field="{k}_spread_pct"')
-                    for _, k in SPREADS
-                ),
+                _td(q, attrs=f' data-queue="{esc(q)}"'),
+                _td(runs_of(record, q), True),
+                *(_stat_cell(record, q, k) for _, k in fields),
             ]
         )
-        for queue, s in record["summary"].items()
+        for q in record.queues
     ]
-    return f'<table id="summary"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>'
+    return f'<div class=scroll><table id="{table_id}"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table></div>'
 
 
-def published_section(record: Mapping) -> str:
-    published = record.get("published")
+def published_section(record: CompareRecord) -> str:
+    published = record.published
     if not published:
         return (
             '<p class="muted" id="published-none">The published experiment (KTS, habr.com) measured 0.2 CPU / 200M '
             "and 0.5 CPU / 500M with 100 users on <code>io/simple</code>; its figures appear here beside the lab's "
-            f"when a comparison runs that setting. Not here: {esc(record.get('published_note') or '')}.</p>"
+            f"when a comparison runs that setting. Not here: {esc(record.published_note or '')}.</p>"
         )
     src = published["source"]
     head = _row([_th("queue"), *(_th(name, "article") for name, _ in ARTICLE_FIELDS)])
@@ -225,60 +308,124 @@ def published_section(record: Mapping) -> str:
     )
 
 
-# -- Charts: matplotlib, inline SVG, every queue on the same axes --------------------------------
-W, H = 760, 280
+# -- Charts: matplotlib, inline SVG ----------------------------------------------------------------
+PANEL_W, PANEL_H, PANELS_PER_ROW = 190, 150, 5
 
 
 def line_id(key: str, queue: str, rep: int) -> str:
-    """The gid of a queue's line for one rep on one chart: the SVG group a test finds it by."""
+    """The gid of one run's line on one chart: the SVG group a test finds it by."""
     return f"line-{key}-{queue}-r{rep}"
 
 
-def chart(series: list[Mapping], key: str, title: str, ylabel: str) -> str:
-    """One chart: a line per queue and rep (rep 1 solid, later reps dashed), a vertex per
-    sample; each line's group carries its queue, rep, run and samples as data-* attributes."""
-    fig, ax = charts.figure(W, H)
+def median_line(samples: list[list[list[float]]], step: float) -> list[list[float]]:
+    """The median over runs at each instant (t rounded to the sampling step), where at
+    least half the runs have a sample."""
+    at: dict[float, list[float]] = {}
+    for run in samples:
+        for t, v in run:
+            at.setdefault(round(t / step) * step, []).append(v)
+    need = max(1, (len(samples) + 1) // 2)
+    return [[t, round(statistics.median(vs), 3)] for t, vs in sorted(at.items()) if len(vs) >= need]
+
+
+def chart(record: CompareRecord, key: str, title: str, ylabel: str) -> str:
+    """Small multiples: a panel per queue on shared axes, each run of the queue a thin line
+    (its group carries its queue, rep, run and samples as data-* attributes), the median over
+    its runs a thick one."""
+    queues = [q for q in record.queues if any(s["queue"] == q for s in record.series)]
+    cols = min(PANELS_PER_ROW, max(1, len(queues)))
+    rows = -(-len(queues) // cols)
+    fig, axes = charts.figure(PANEL_W * cols, PANEL_H * rows + 40, rows, cols, sharex=True, sharey=True, squeeze=False)
     data: dict[str, dict[str, object]] = {}
-    for s in series:
-        samples = s.get(key) or []
-        gid = line_id(key, s["queue"], s["rep"])
-        drawn = [[t, max(v, 0)] for t, v in samples]  # the y axis starts at 0, as every series does
-        line = charts.plot_xy(ax, drawn, color=colour(s["queue"]), lw=1.6, ls="-" if s["rep"] == 1 else (0, (6, 4)))
-        line.set_gid(gid)
-        data[gid] = {"queue": s["queue"], "rep": s["rep"], "run": s["run"], "samples": len(samples), "values": samples}
-    ax.set_xlabel("seconds since the run's first request")
-    ax.set_ylabel(ylabel)
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
+    step = float(record.series_step_s or 2)
+    top = 0.0
+    for i, ax in enumerate(axes.flat):
+        if i >= len(queues):
+            ax.set_visible(False)
+            continue
+        queue = queues[i]
+        runs = [s for s in record.series if s["queue"] == queue]
+        for s in runs:
+            samples = s.get(key) or []
+            gid = line_id(key, queue, s["rep"])
+            drawn = [[t, max(v, 0)] for t, v in samples]  # the y axis starts at 0, as every series does
+            top = max([top, *(v for _, v in drawn)])
+            line = charts.plot_xy(ax, drawn, color=colour(queue), lw=0.7, alpha=0.35)
+            line.set_gid(gid)
+            data[gid] = {"queue": queue, "rep": s["rep"], "run": s["run"], "samples": len(samples), "values": samples}
+        middle = median_line([s.get(key) or [] for s in runs], step)
+        if middle:
+            gid = f"median-{key}-{queue}"
+            charts.plot_xy(ax, [[t, max(v, 0)] for t, v in middle], color=colour(queue), lw=2.0).set_gid(gid)
+            data[gid] = {"queue": queue, "runs": len(runs), "values": middle}
+        ax.set_title(f"{queue} (n={len(runs)})", fontsize=10)
+        ax.grid(alpha=0.3)
+    axes.flat[0].set_ylim(0, top * 1.05 or 1)  # shared by every panel
+    fig.supxlabel("seconds since the run's first request", fontsize=10)
+    fig.supylabel(ylabel, fontsize=10)
     fig.tight_layout()
     svg = charts.svg_with_line_data(charts.svg(fig), data)
     svg = svg.replace("<svg ", f"<svg id='chart-{key}' role='img' aria-label='{esc(title)}' ", 1)
     return f"<h3>{esc(title)}</h3>{svg}"
 
 
-def legend(queues: Iterable[str], reps: int) -> str:
-    items = "".join(f"<span><i class='sw' style='background:{colour(q)}'></i>{esc(q)}</span>" for q in queues)
-    dashed = "rep 1 solid, later reps dashed" if reps > 1 else ""
-    return f"<p class='legend'>{items}<span class='muted'>{dashed}</span></p>"
+def errorbar_chart(record: CompareRecord) -> str:
+    """Each queue's median with its 95 % interval, for each ranked figure: a dot and its bar,
+    the queues in their ranking's order; each bar's group carries its figures."""
+    fig, axes = charts.figure(920, 70 + 26 * max(1, len(record.queues)), 1, len(RANKED), squeeze=False)
+    data: dict[str, dict[str, object]] = {}
+    for ax, (title, key) in zip(axes.flat, RANKED):
+        entries = list(reversed(record.ranking.get(key) or []))  # the first rank on top
+        medians = [e["median"] for e in entries if e.get("median") is not None]
+        for y, e in enumerate(entries):
+            est = stats.from_json(e)
+            if est.median is None:
+                continue
+            low = est.low if est.low is not None else est.median
+            high = est.high if est.high is not None else est.median
+            bar = ax.errorbar(
+                [est.median],
+                [y],
+                xerr=[[est.median - low], [high - est.median]],
+                fmt="o",
+                color=colour(e["queue"]),
+                capsize=3,
+                ms=5,
+            )
+            gid = f"bar-{key}-{e['queue']}"
+            bar.lines[0].set_gid(gid)
+            data[gid] = {"queue": e["queue"], "median": est.median, "low": low, "high": high, "n": est.n}
+        ax.set_yticks(range(len(entries)), [f"{e['rank']}. {e['queue']}" for e in entries])
+        # An interval of two runs can reach far: the axis keeps the medians readable, and such a
+        # bar runs off its edge.
+        ax.set_xlim(0, 1.5 * max(medians, default=1.0))
+        ax.set_ylim(-0.6, len(entries) - 0.4)
+        ax.set_xlabel(f"{title}: median and 95 % interval")
+        ax.grid(alpha=0.3, axis="x")
+    fig.tight_layout()
+    svg = charts.svg_with_line_data(charts.svg(fig), data)
+    return svg.replace("<svg ", "<svg id='chart-ranking' role='img' aria-label='each queue with its interval' ", 1)
 
 
-def charts_section(record: Mapping) -> str:
-    series = record.get("series") or []
-    if not series:
+def charts_section(record: CompareRecord) -> str:
+    if not record.series:
         return "<p class='warn'>No series: Prometheus had none for these runs.</p>"
-    step = record.get("series_step_s")
     head = (
         "<p class='muted'>From Prometheus (query_range over each run, a sample every "
-        f"{esc(step)} s; the rates over 10 s windows). The x axis starts at each run's first request.</p>"
+        f"{esc(record.series_step_s)} s; the rates over 10 s windows). A panel per queue on shared axes: each of "
+        "its runs a thin line, the median over its runs at each instant the thick one. The x axis starts at "
+        "each run's first request.</p>"
     )
-    body = "".join(chart(series, key, title, ylabel) for key, title, ylabel in CHARTS)
-    return head + legend(record["summary"], record["params"]["reps"]) + body
+    return head + "".join(chart(record, key, title, ylabel) for key, title, ylabel in CHARTS)
 
 
 # -- The other sections -------------------------------------------------------------------------
 def _table(table_id: str, header: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
     head = _row(_th(h) for h in header)
-    return f"<table id='{table_id}'><thead>{head}</thead><tbody>{''.join(_row(r) for r in rows)}</tbody></table>"
+    return (
+        f"<div class=scroll><table id='{table_id}'><thead>{head}</thead>"
+        f"<tbody>{''.join(_row(r) for r in rows)}</tbody></table></div>"
+    )
 
 
 def _middle(value, table) -> str:
@@ -288,45 +435,40 @@ def _middle(value, table) -> str:
     return f"{num(value)} ({value / table:.2f})" if table else num(value)
 
 
-def runs_section(record: Mapping) -> str:
+def runs_section(record: CompareRecord) -> str:
     """Every run of the comparison, in the order it ran, with its charts over the middle of its load."""
+    off = set(record.off_speed)
     rows = [
         [
-            _td(r["rep"], True),
+            _td(r.get("round", r["rep"]), True),
             _td(r["queue"]),
+            _td(r["rep"], True),
             _td(num(r.get("rps")), True),
-            _td(num(r.get("rps_whole_load")), True),
-            _td(num(r.get("machine_speed")), True),
+            _td(num(r.get("tasks_per_s")), True),
+            _td(num(r.get("machine_speed")) + (" off" if r["run"] in off else ""), True),
             _td(_middle(r.get("chart_rps_middle"), r.get("rps")), True),
-            _td(_middle(r.get("chart_throughput_middle"), r.get("rps")), True),
             _td(num(r.get("median_ms")), True),
             _td(num(r.get("p95_ms")), True),
             _td(("~" if r.get("all_done_projected") else "") + num(r.get("all_done_s")), True),
-            _td(num(r.get("drain_rate_per_s")), True),
-            _td(num(r.get("errors_pct")), True),
-            _td(num(r.get("cpu_ms_per_task")), True),
             _td(num(r.get("completed")), True),
             _td(num(r.get("lost")), True),
             _td(num(r.get("duplicates")), True),
             _td("; ".join(r.get("warnings") or [])),
             _td(r["run"]),
         ]
-        for r in record["runs"]
+        for r in record.runs
     ]
     header = (
-        "rep",
+        "round",
         "queue",
+        "its run",
         "RPS",
-        "RPS, whole load",
+        "tasks/s",
         "machine speed",
         "requests chart, middle (÷ RPS)",
-        "throughput chart, middle (÷ RPS)",
         "median ms",
         "p95 ms",
         "all tasks done s",
-        "drain while watched, tasks/s",
-        "errors %",
-        "CPU ms/task",
         "completed",
         "lost",
         "dup",
@@ -334,15 +476,28 @@ def runs_section(record: Mapping) -> str:
         "run",
     )
     note = (
-        "<p class='muted'>RPS: over the steady part of the load (after its warm-up), from the API's enqueue counter; "
-        "RPS, whole load: Locust's, first request to last. Machine speed: units of the probe's fixed work the "
-        "machine ran a second over the same part of the load as the RPS. The charts' means over the middle of the load (from "
-        "when their 10 s window lies past the warm-up to the load's end) beside the table's RPS: the requests "
-        "chart should read it; the throughput chart reads it only for a queue that keeps up. ~: projected from "
-        "the rate its tasks settled at while watched; the rest of such a backlog was run by a one-off worker, and "
-        "the counts are the ledger's whole.</p>"
+        "<p class='muted'>RPS: over the steady part of the load (after its warm-up), from the API's enqueue counter "
+        "as Prometheus scraped it. Machine speed: units of the probe's fixed work the machine ran a second over the "
+        "same part of the load; <b>off</b>: more than 5 % from the median of every run's, a run on a slower or "
+        "faster machine than the others. The requests chart's mean over the middle of the load beside the RPS. "
+        "~: projected from the rate its tasks settled at while watched; the rest of such a backlog was run by a "
+        "one-off worker, and the counts are the ledger's whole.</p>"
     )
     return note + _table("runs", header, rows)
+
+
+def rounds_section(record: CompareRecord) -> str:
+    r = record.rounds or {}
+    if not r:
+        return "<p class='muted'>This comparison ran before its rounds were recorded: a fixed order.</p>"
+    rows = [[_td(i, True), _td(" ".join(order))] for i, order in enumerate(r.get("orders") or [], 1)]
+    stopped = ", ".join(f"{q}: {why}" for q, why in sorted((r.get("stopped") or {}).items()))
+    return (
+        f"<p>Seed <code>{esc(r.get('seed'))}</code> (<code>seed={esc(r.get('seed'))}</code> repeats the order). "
+        f"Why each queue stopped: {esc(stopped or '-')} (within: its RPS interval within +-"
+        f"{esc(num(r.get('target_pct')))} %; max_rounds; budget: the next round would have ended past "
+        f"{esc(num((r.get('budget_s') or 0) / 60))} min).</p>" + _table("rounds", ("round", "order"), rows)
+    )
 
 
 def _pair(values) -> str:
@@ -350,9 +505,9 @@ def _pair(values) -> str:
     return f"{num(bare)} / {num(lab)}"
 
 
-def cost_section(record: Mapping) -> str:
+def cost_section(record: CompareRecord) -> str:
     """The lab's own cost beside the comparison: each queue's latest `make bench`, lab ÷ bare."""
-    bench = record.get("bench") or {}
+    bench = record.bench or {}
     if not bench:
         return "<p class='muted'>No <code>make bench</code> record in the results directory: run one to see what the lab costs.</p>"
     rows = [
@@ -386,9 +541,8 @@ def cost_section(record: Mapping) -> str:
     return note + _table("bench", header, rows)
 
 
-def chaos_section(record: Mapping) -> str:
-    chaos = record.get("chaos") or []
-    if not chaos:
+def chaos_section(record: CompareRecord) -> str:
+    if not record.chaos:
         return "<p class='muted'>No <code>make chaos</code> record for these queues in the results directory.</p>"
     rows = [
         [
@@ -400,14 +554,14 @@ def chaos_section(record: Mapping) -> str:
             _td(c.get("limits")),
             _td(c["run"]),
         ]
-        for c in chaos
+        for c in record.chaos
     ]
     return _table("chaos", ("queue", "fault", "lost", "duplicates", "work resumed after s", "limits", "run"), rows)
 
 
-def setting_section(record: Mapping) -> str:
+def setting_section(record: CompareRecord) -> str:
     """The limits the engine applied, the knobs, the versions and the machine."""
-    setting = record["setting"]
+    setting = record.setting
     limits = setting["limits"]
     rows = [[_td("api"), *(_td(x) for x in _limit_cells(limits.get("api")))]]
     rows += [[_td(q), *(_td(x) for x in _limit_cells(lim))] for q, lim in (limits.get("workers") or {}).items()]
@@ -434,37 +588,41 @@ def _limit_cells(lim: Mapping | None) -> tuple:
     return (lim.get("cpus"), lim.get("memory"), lim.get("replicas"), lim.get("concurrency", "-"))
 
 
-def page(record: CompareRecord | Mapping) -> str:
+def page(record: CompareRecord) -> str:
     """The whole report as one HTML document that needs nothing but itself."""
-    record = _data(record)
-    notes = "".join(f"<li>{esc(n)}</li>" for n in record.get("notes") or [])
-    p = record["params"]
+    notes = "".join(f"<li>{esc(n)}</li>" for n in record.notes)
+    p = record.params
     return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>make compare {esc(record["run"])}</title>
+<html lang="en"><head><meta charset="utf-8"><title>make compare {esc(record.run)}</title>
 <style>{CSS}</style></head><body>
-<h1>The queues side by side: {esc(record["run"])}</h1>
-<p>{esc(heading(record))}. Ran {esc(record["time"])} for {esc(num(record.get("wall_s")))} s, the queues in turn,
-each rep of every queue before the next rep (<code>{esc(record.get("command"))}</code>); every run began on empty
-queues and watched its tasks for at most {esc(num(p.get("drain_watch_s")))} s, a queue that drained slower having
-the rest run by a one-off worker of its own. Figures: mean (min–max) over the reps.</p>
-<h2>The published experiment's table, and what the lab adds</h2>
-{summary_table(record)}
-<p class="muted">RPS: requests per second over the steady part of each run's load (the API's enqueue counter as
-Prometheus scraped it, one task a request); median and p95 from Locust over the whole load ({esc(p["users"])} users); all tasks done:
-first enqueue to last completion (the ledger), or ~projected where the queue drained slower than its API
-enqueued: from the rate its tasks settled at while watched; RPS spread: (max - min) / median over the reps;
-machine speed: units of a fixed piece of Python the machine ran a second over the same part of each run as its
-RPS, and its spread beside the RPS's: a limited container's rate follows the speed of the cores under it; CPU per task: the worker's CPU seconds from the load's start to the last settled task,
-over the tasks completed (for <code>background</code> the API's, which serves the requests too); peaks and
-throttling over the same window (Prometheus). Throttled periods: of the CPU scheduler's 100 ms periods in which
-the worker ran, the share in which it used up its CPU limit and was held back until the next one (0-100 %).</p>
+<h1>The queues side by side: {esc(record.run)}</h1>
+<p>{esc(heading(record))}. Ran {esc(record.time)} for {esc(num(record.wall_s))} s
+(<code>{esc(record.command)}</code>); every run began on empty queues and watched its tasks for at most
+{esc(num(p.get("drain_watch_s")))} s, a queue that drained slower having the rest run by a one-off worker of its own.</p>
+<h2>Which queue is faster</h2>
+{ranking_section(record)}
+<h2>The published experiment's figures</h2>
+{figures_table(record, ARTICLE_FIELDS, "summary", "article")}
+<p class="muted">Median [95 % CI] over each queue's runs. RPS: requests per second over the steady part of each
+run's load (the API's enqueue counter as Prometheus scraped it, one task a request); median and p95 from Locust over
+the whole load ({esc(p["users"])} users); all tasks done: first enqueue to last completion (the ledger), or
+~projected where the queue drained slower than its API enqueued, from the rate its tasks settled at while watched.</p>
 {published_section(record)}
+<h2>What the lab adds</h2>
+{figures_table(record, LAB_FIELDS, "lab-figures")}
+<p class="muted">CPU per task: the worker's CPU seconds from the load's start to the last settled task, over the
+tasks completed (for <code>background</code> the API's, which serves the requests too); peaks and throttling over
+the same window (Prometheus). Throttled periods: of the CPU scheduler's 100 ms periods in which the worker ran, the
+share in which it used up its CPU limit. Machine speed: units of a fixed piece of Python the machine ran a second
+over the same part of each run as its RPS: a limited container's rate follows the speed of the cores under it.</p>
 <h2>Over time</h2>
 {charts_section(record)}
 <h2>What the lab costs</h2>
 {cost_section(record)}
 <h2>Faults (make chaos)</h2>
 {chaos_section(record)}
+<h2>The rounds</h2>
+{rounds_section(record)}
 <h2>Every run</h2>
 {runs_section(record)}
 <h2>The setting</h2>
@@ -474,60 +632,102 @@ the worker ran, the share in which it used up its CPU limit and was held back un
 """
 
 
+# -- Two comparisons side by side (make compare-agree) ------------------------------------------
+def agreement_markdown(a: CompareRecord, b: CompareRecord, result: Mapping, within_pct: float) -> str:
+    """Each queue's median RPS in both, their difference, its rank in each, and the pairs called both ways."""
+    rank_a = {e["queue"]: e["rank"] for e in a.ranking.get("rps") or []}
+    rank_b = {e["queue"]: e["rank"] for e in b.ranking.get("rps") or []}
+    rows = [
+        [
+            q,
+            stats.text(a.figure(q, "rps")),
+            stats.text(b.figure(q, "rps")),
+            f"{result['diff_pct'][q]:.1f}" if q in result["diff_pct"] else "-",
+            f"{rank_a.get(q, '-')} / {rank_b.get(q, '-')}",
+        ]
+        for q in result["medians"]
+    ]
+    largest = result["largest_diff_pct"]
+    called_a, called_b = result["called"]
+    lines = [
+        f"{a.run} beside {b.run}: median RPS [95 % CI] (n) in each, how far apart the medians are, and each "
+        "queue's rank in each.",
+        "",
+        markdown_table(["queue", a.run, b.run, "apart %", "rank"], rows, {"queue"}),
+        "",
+        f"Largest difference between the medians: {num(largest)} % (within {within_pct:g} %: "
+        f"{'yes' if largest is not None and largest <= within_pct else 'no'}).",
+        f"Pairs of queues called different: {called_a} in {a.run}, {called_b} in {b.run}; called the other way "
+        f"round by the other: {', '.join(result['flipped']) or 'none'}.",
+    ]
+    return "\n".join(lines)
+
+
 # -- The published experiment's two settings (make compare setting=article) ---------------------
 REFERENCE = "faststream"  # the article's queue without a concurrency setting: the ratios' denominator
 
 
-def _article_rows(part: Mapping) -> list[tuple[str, dict, dict | None]]:
-    """(queue, the lab's summary, the article's row) for each queue of a setting."""
-    rows = (part.get("published") or {}).get("rows") or {}
-    return [(q, s, rows.get(q)) for q, s in part["summary"].items()]
+def _setting_of(part: CompareRecord) -> str:
+    return (part.published or {}).get("setting") or limits_line(part)
 
 
-def _setting_of(part: Mapping) -> str:
-    return (part.get("published") or {}).get("setting") or limits_line(part)
+def article_rows(part: CompareRecord) -> list[dict]:
+    """Per queue: the lab's figures, the article's, and each RPS over FastStream's (the
+    lab's with its interval), and whether the article's ratio lies inside the lab's interval."""
+    published_rows = (part.published or {}).get("rows") or {}
+    lab_ratio = run_ratios_to(part.runs, REFERENCE)
+    pub_ratio = ratios_to(published_rows, REFERENCE)
+    out = []
+    for q in part.queues:
+        r, pub = lab_ratio.get(q), pub_ratio.get(q)
+        inside = None
+        if r is not None and pub is not None and r.low is not None and r.high is not None and q != REFERENCE:
+            inside = r.low <= pub <= r.high
+        out.append(
+            {"queue": q, "published": published_rows.get(q) or {}, "ratio": r, "pub_ratio": pub, "inside": inside}
+        )
+    return out
 
 
-def article_markdown(record: ArticleRecord | Mapping) -> str:
+def _inside_text(inside: bool | None) -> str:
+    return {True: "yes", False: "no"}.get(inside, "-") if inside is not None else "-"
+
+
+def article_markdown(record: ArticleRecord) -> str:
     """Both settings' tables, the lab's beside the article's, and the ratios between queues."""
-    record = record.as_json() if isinstance(record, ArticleRecord) else record
     lines = [
-        f"make compare setting=article {record['run']}: the published experiment's settings, the lab's figures "
-        "(mean over the reps) beside the article's (another machine, its own versions); ratios: each queue's "
-        f"RPS over {REFERENCE}'s, the article's and the lab's.",
+        f"make compare setting=article {record.run}: the published experiment's settings, the lab's figures "
+        "(median [95 % CI] over the runs) beside the article's (another machine, its own versions); ratios: each "
+        f"queue's RPS over {REFERENCE}'s, the lab's with its interval beside the article's, and whether the "
+        "article's lies inside the lab's interval.",
     ]
-    for part in record["parts"]:
-        lab_ratio = ratios_to(part["summary"], REFERENCE)
-        pub_ratio = ratios_to((part.get("published") or {}).get("rows") or {}, REFERENCE)
+    for part in record.parts:
         rows = [
             [
-                q,
-                num((s.get("rps") or {}).get("mean")),
-                num((pub or {}).get("rps")),
-                num((s.get("median_ms") or {}).get("mean")),
-                num((pub or {}).get("median_ms")),
-                num((s.get("p95_ms") or {}).get("mean")),
-                num((pub or {}).get("p95_ms")),
-                spread(s.get("all_done_s")),
-                num(lab_ratio.get(q)),
-                num(pub_ratio.get(q)),
+                a["queue"],
+                figure(part, a["queue"], "rps", show_n=True),
+                num(a["published"].get("rps")),
+                figure(part, a["queue"], "median_ms"),
+                num(a["published"].get("median_ms")),
+                figure(part, a["queue"], "p95_ms"),
+                num(a["published"].get("p95_ms")),
+                stats.ratio_text(a["ratio"]) if a["ratio"] else "-",
+                num(a["pub_ratio"]),
+                _inside_text(a["inside"]),
             ]
-            for q, s, pub in _article_rows(part)
+            for a in article_rows(part)
         ]
         header = ["queue", "RPS lab", "RPS article", "median ms lab", "median ms article", "p95 ms lab"]
-        header += ["p95 ms article", "all tasks done s lab", f"RPS ÷ {REFERENCE} lab", f"RPS ÷ {REFERENCE} article"]
-        lines += ["", f"{_setting_of(part)} ({part['run']}):", "", markdown_table(header, rows, {"queue"})]
+        header += ["p95 ms article", f"RPS ÷ {REFERENCE} lab", f"RPS ÷ {REFERENCE} article", "article's inside"]
+        lines += ["", f"{_setting_of(part)} ({part.run}):", "", markdown_table(header, rows, {"queue"})]
     return "\n".join(lines)
 
 
-def article_page(record: ArticleRecord | Mapping) -> str:
+def article_page(record: ArticleRecord) -> str:
     """One page for both settings: each setting's table beside the article's, with the ratios, and a
     link to each setting's own report (its charts and every run)."""
-    record = record.as_json() if isinstance(record, ArticleRecord) else record
     sections = []
-    for part in record["parts"]:
-        lab_ratio = ratios_to(part["summary"], REFERENCE)
-        pub_ratio = ratios_to((part.get("published") or {}).get("rows") or {}, REFERENCE)
+    for part in record.parts:
         head = _row(
             [
                 _th("queue"),
@@ -536,37 +736,43 @@ def article_page(record: ArticleRecord | Mapping) -> str:
                     for name in ("RPS", "median ms", "p95 ms")
                     for who in ("lab", "article")
                 ),
-                _th("all tasks done s lab"),
-                _th(f"RPS ÷ {REFERENCE} lab"),
+                _th(f"RPS ÷ {REFERENCE} lab [95 % CI]"),
                 _th(f"RPS ÷ {REFERENCE} article", "article"),
+                _th("article's inside the lab's interval"),
             ]
         )
         body = []
-        for q, s, pub in _article_rows(part):
+        for a in article_rows(part):
+            q = a["queue"]
             cells = [_td(q, attrs=f' data-queue="{esc(q)}"')]
             for key in ("rps", "median_ms", "p95_ms"):
-                cells.append(_stat_cell(q, key, s.get(key)))
-                cells.append(_td(num((pub or {}).get(key)), True, f' data-queue="{esc(q)}" data-article="{key}"'))
-            cells.append(_stat_cell(q, "all_done_s", s.get("all_done_s")))
-            cells.append(_td(num(lab_ratio.get(q)), True, f' data-queue="{esc(q)}" data-ratio="lab"'))
-            cells.append(_td(num(pub_ratio.get(q)), True, f' data-queue="{esc(q)}" data-ratio="article"'))
+                cells.append(_stat_cell(part, q, key))
+                cells.append(_td(num(a["published"].get(key)), True, f' data-queue="{esc(q)}" data-article="{key}"'))
+            ratio = a["ratio"]
+            ratio_attrs = f' data-queue="{esc(q)}" data-ratio="lab"'
+            if ratio is not None:
+                ratio_attrs += "".join(f' data-{k}="{v}"' for k, v in ratio.as_json().items() if v is not None)
+            cells.append(_td(stats.ratio_text(ratio) if ratio else "-", True, ratio_attrs))
+            cells.append(_td(num(a["pub_ratio"]), True, f' data-queue="{esc(q)}" data-ratio="article"'))
+            cells.append(_td(_inside_text(a["inside"]), attrs=f' data-queue="{esc(q)}" data-inside="1"'))
             body.append(_row(cells))
-        link = esc(f"{part['run']}.html")
+        link = esc(f"{part.run}.html")
         sections.append(
-            f"<h2>{esc(_setting_of(part))}</h2><p>{esc(heading(part))}. Its own report, with its charts and every "
-            f"run: <a href='{link}'>{link}</a>.</p><table class='article-setting' data-setting='{esc(_setting_of(part))}'>"
-            f"<thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
+            f"<h2>{esc(_setting_of(part))}</h2><p>{esc(heading(part))}. Its own report, with its ranking, charts and "
+            f"every run: <a href='{link}'>{link}</a>.</p><div class=scroll><table class='article-setting' "
+            f"data-setting='{esc(_setting_of(part))}'><thead>{head}</thead><tbody>{''.join(body)}</tbody></table></div>"
         )
     src = PUBLISHED_SOURCE
     return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>make compare setting=article {esc(record["run"])}</title>
+<html lang="en"><head><meta charset="utf-8"><title>make compare setting=article {esc(record.run)}</title>
 <style>{CSS}</style></head><body>
-<h1>The published experiment's settings, the lab beside the article: {esc(record["run"])}</h1>
-<p>Ran {esc(record["time"])} for {esc(num(record.get("wall_s")))} s (<code>{esc(record.get("command"))}</code>). The
+<h1>The published experiment's settings, the lab beside the article: {esc(record.run)}</h1>
+<p>Ran {esc(record.time)} for {esc(num(record.wall_s))} s (<code>{esc(record.command)}</code>). The
 article: <a href="{esc(src["url"])}">{esc(src["title"])}</a> ({esc(src["publisher"])}), ARQ, SAQ and Celery at
 concurrency 1, 100 users on the enqueue route, 50,000 iterations a run, <b>another machine</b> with its own
-versions: its absolute figures are not the lab's to match; the ratios between queues are what should carry.
-The lab's figures: mean (min–max) over the reps.</p>
+versions: its absolute figures are not the lab's to match; the ratios between queues are what should carry, so each
+queue's RPS over FastStream's is given with its 95 % interval, and whether the article's ratio lies inside it.
+The lab's figures: median [95 % CI] over the runs.</p>
 {"".join(sections)}
 </body></html>
 """

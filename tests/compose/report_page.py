@@ -14,7 +14,8 @@ import json
 import re
 from html.parser import HTMLParser
 
-LINE_GROUP = re.compile(r"""<g id="line-[^"]*"[^>]*\bdata-queue=['"]([^'"]*)['"][^>]*>.*?</g>""", re.S)
+# A run's line and the median over a queue's runs (render/compare_page.py's chart).
+LINE_GROUP = re.compile(r"""<g id="(?:line|median)-[^"]*"[^>]*\bdata-queue=['"]([^'"]*)['"][^>]*>.*?</g>""", re.S)
 
 
 def only_lines_of(html: str, queue: str | None) -> str:

@@ -21,7 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from labctl.records.compare import FIELDS, SCHEMA
+from labctl import stats
+from labctl.experiments.compare.rounds import Rounds
+from labctl.records.compare import FIELDS, RANKED, SCHEMA, CompareRecord
 from labctl.render import compare_page
 from tests.compose.helpers import run_report
 from tests.compose.report_page import ReportPage, only_lines_of
@@ -29,9 +31,11 @@ from tests.compose.report_page import ReportPage, only_lines_of
 pytestmark = pytest.mark.compose
 
 QUEUES = ("background", "arq")  # the API as the worker, which keeps up; a queue that drains slower
-# Long enough that the charts' 10 s rates lie past the warm-up for two samples (2 s apart)
-# before the load ends; a watch of 2 s sees arq drain a poll's jobs several times over.
-DURATION_S, WARMUP_S, DRAIN_WATCH_S, REPS = 14, 2, 2, 2
+# Long enough that the charts' 10 s rates lie wholly past the warm-up from 14 s on, three
+# or four samples (2 s apart) before the load ends, whatever the machine's speed (the load
+# lasts a time); a watch of 2 s sees arq drain a poll's jobs several times over. Two rounds,
+# no more (max_rounds), in the order a fixed seed gives.
+DURATION_S, WARMUP_S, DRAIN_WATCH_S, ROUNDS, SEED = 20, 4, 2, 2, 11
 # The charts over the middle of a run read the table's RPS within this share.
 CHART_TOLERANCE = 0.15
 
@@ -61,14 +65,16 @@ def compared(stack, tmp_path_factory):
         f"duration={DURATION_S}",
         f"warmup_s={WARMUP_S}",
         f"drain_watch={DRAIN_WATCH_S}",
-        f"reps={REPS}",
+        f"rounds={ROUNDS}",
+        f"max_rounds={ROUNDS}",
+        f"seed={SEED}",
         "backlog_wait_s=180",
         f"results_dir={results}",
         timeout=900,
     )
-    stack.timings[f"make compare {len(QUEUES)} queues x {REPS} reps x {DURATION_S} s"] = time.monotonic() - started
+    stack.timings[f"make compare {len(QUEUES)} queues x {ROUNDS} rounds x {DURATION_S} s"] = time.monotonic() - started
     # compare-<time>.md beside its record; each run's own record is compare-<time>-<queue>-r<rep>.json.
-    [table] = results.glob("compare-*.md")
+    [table] = [p for p in results.glob("compare-*.md")]
     return proc.stdout, json.loads(table.with_suffix(".json").read_text()), results
 
 
@@ -103,8 +109,19 @@ def test_each_runs_figures_are_its_own_evidences(stack, compared):
     out, record, results = compared
     assert record["schema"] == SCHEMA and record["params"]["workers"] == list(QUEUES)
     assert record["params"]["duration_s"] == DURATION_S and record["params"]["warmup_s"] == WARMUP_S
-    # Interleaved: every queue's first rep before any second one.
-    assert [(r["queue"], r["rep"]) for r in record["runs"]] == [(q, rep) for rep in (1, 2) for q in QUEUES]
+    # Rounds in the order the seed gives (the same generator the command uses, driven again here),
+    # every queue in each, its runs numbered in turn.
+    plan = Rounds(list(QUEUES), SEED, ROUNDS, ROUNDS, 5.0, 3600.0)
+    orders = [plan.next({}, {}, 0.0) for _ in range(ROUNDS)]
+    assert record["rounds"]["seed"] == SEED and record["rounds"]["orders"] == orders
+    assert [(r["queue"], r["round"]) for r in record["runs"]] == [(q, i) for i, o in enumerate(orders, 1) for q in o]
+    assert [r["rep"] for r in record["runs"] if r["queue"] == "arq"] == list(range(1, ROUNDS + 1))
+    assert f"seed={SEED}" in record["command"]
+    # The warm-up run: every queue at once, not counted, its tasks counted by its own ledger.
+    warmup = json.loads((results / f"{record['run']}-warmup.json").read_text())
+    assert warmup["worker"] == ",".join(QUEUES) and not any(r["run"] == warmup["run"] for r in record["runs"])
+    warm = run_report(stack.api_url, warmup["run"])["totals"]
+    assert warm["enqueued"] == warm["completed"] + warm["failed"] + warm["pending"] and warm["enqueued"] > 0, warm
     for row in record["runs"]:
         run = json.loads((results / f"{row['run']}.json").read_text())  # make load's own record
         stats = locust_stats(results, row["run"])
@@ -156,7 +173,7 @@ def test_each_runs_figures_are_its_own_evidences(stack, compared):
     # The stack's default limits and the article's users and endpoint: the article's rows beside the lab's.
     assert record["published"]["setting"] == "0.2cpu/200M" and record["published"]["rows"]["arq"]["rps"] == 227
     # The markdown twin, also printed at the end, and `make results` shows it.
-    table = compare_page.markdown(record)
+    table = compare_page.markdown(CompareRecord.model_validate(record))
     assert (results / f"{record['run']}.md").read_text() == table + "\n" and table in out
     shown = stack.make("results", f"results_dir={results}", timeout=120).stdout
     assert f"Latest comparison (make compare): {record['run']}" in shown and table in shown
@@ -166,21 +183,27 @@ def test_the_report_renders_the_runs_figures_in_a_browser(compared, tmp_path):
     _, record, results = compared
     page = results / f"{record['run']}.html"
     dom = ReportPage.read(browse(page, "--dump-dom").stdout)
-    # The table: a cell per queue and figure, whose numbers are the runs' own (their rows, each
-    # checked above against its evidence), not merely the summary the page was written from.
+    # The tables: a cell per queue and figure, whose numbers are the runs' own (their rows, each
+    # checked above against its evidence): their median, and the interval labctl/stats.py gives them.
     for queue in QUEUES:
         rows = [r for r in record["runs"] if r["queue"] == queue]
         for _, key in FIELDS:
             cell = dom.cells[(queue, key)]
             values = [r[key] for r in rows if r[key] is not None]
-            assert cell["text"] == compare_page.spread(record["summary"][queue][key]), (queue, key, cell)
             if values:
-                assert float(cell["data-mean"]) == pytest.approx(statistics.mean(values), abs=1e-3), (queue, key)
-                assert (float(cell["data-min"]), float(cell["data-max"])) == (min(values), max(values))
+                est = stats.estimate(values)
+                assert float(cell["data-median"]) == pytest.approx(statistics.median(values), abs=1e-3), (queue, key)
+                assert int(cell["data-n"]) == len(values)
+                assert (float(cell["data-low"]), float(cell["data-high"])) == pytest.approx((est.low, est.high))
         assert ("data-projected" in dom.cells[(queue, "all_done_s")]) == (queue == "arq")
-    # The charts: one line per queue and rep on each, carrying its samples and drawing each.
-    assert dom.charts == [f"chart-{key}" for key, _, _ in compare_page.CHARTS]
-    assert len(dom.lines) == len(compare_page.CHARTS) * len(QUEUES) * REPS
+    # The ranking, by RPS and by tasks/s, as the runs' figures give it.
+    for _, key in RANKED:
+        expected = stats.ranking({q: [r[key] for r in record["runs"] if r["queue"] == q] for q in QUEUES})
+        assert [(e["queue"], e["rank"]) for e in record["ranking"][key]] == [(r.name, r.rank) for r in expected]
+    # The charts: the ranking's bars, then a panel per queue with one line per run on each, carrying
+    # its samples and drawing each.
+    assert dom.charts == ["chart-ranking", *(f"chart-{key}" for key, _, _ in compare_page.CHARTS)]
+    assert len(dom.lines) == len(compare_page.CHARTS) * len(record["runs"])
     for series in record["series"]:
         for key, _, _ in compare_page.CHARTS:
             [line] = [line for line in dom.lines_of(key) if line["run"] == series["run"]]

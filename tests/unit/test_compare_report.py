@@ -4,16 +4,21 @@ build_run_record): the spread over reps, the markdown twin, the self-contained
 page, the published experiment's rows only for its setting, the queues and
 parameters it takes. The real run and the browser: tests/compose/test_compare.py."""
 
+import math
 import re
+import statistics
 
 import pytest
 
-from labctl.errors import ParamError
+from labctl import stats
+from labctl.errors import LabError, ParamError
 from labctl.experiments import compare
+from labctl.experiments.compare import agree
 from labctl.queues import QUEUES, service_of
 from labctl.records import compare as compare_record
 from labctl.records import published
 from labctl.records.run import RunInputs, build_run_record
+from labctl.records.store import Store
 from labctl.render import compare_page as compare_report
 from labctl.render import run_table
 from tests.compose.report_page import ReportPage, only_lines_of
@@ -96,15 +101,24 @@ def test_background_is_measured_on_the_api():
     assert row["cpu_ms_per_task"] == 3.0 and row["worker_peak_mb"] == 90.0 and row["throttled_periods_pct"] == 20.0
 
 
-def test_the_spread_is_the_mean_and_range_over_reps():
-    summary = comparison()["summary"]
-    # The spread: (max - min) / median, in %.
-    assert summary["saq"]["rps"] == {"mean": 140.0, "min": 130.0, "max": 150.0, "n": 2, "spread_pct": 14.3}
-    assert summary["dramatiq"]["rps"]["spread_pct"] == 0.0 and compare_record.stats([5])["spread_pct"] is None
-    assert compare_report.spread(summary["saq"]["rps"]) == "140 (130–150)"
-    assert compare_report.spread(summary["dramatiq"]["rps"]) == "160"  # the reps agree
-    assert compare_report.spread(summary["saq"]["all_done_s"]) == "10 (9–11)"
-    assert compare_record.stats([None, None]) is None and compare_report.spread(None) == "-"
+def test_each_figure_is_the_median_of_its_queues_runs_with_its_interval():
+    record = compare_record.CompareRecord.model_validate(comparison())
+    saq = record.figure("saq", "rps")
+    # saq's own two runs, 150 and 130: their median, and the t interval of their mean log.
+    assert (saq.median, saq.n) == (140.0, 2)
+    assert (saq.low, saq.high) == pytest.approx(
+        (
+            math.exp(statistics.fmean([math.log(150), math.log(130)]) - 12.7062047 * statistics.stdev([math.log(150), math.log(130)]) / math.sqrt(2)),
+            math.exp(statistics.fmean([math.log(150), math.log(130)]) + 12.7062047 * statistics.stdev([math.log(150), math.log(130)]) / math.sqrt(2)),
+        ),
+        rel=1e-6,
+    )  # fmt: skip
+    # dramatiq's runs agree: an interval of no width, shown as the figure alone.
+    dramatiq = record.figure("dramatiq", "rps")
+    assert (dramatiq.median, dramatiq.low, dramatiq.high, dramatiq.n) == pytest.approx((160.0, 160.0, 160.0, 2))
+    assert stats.text(record.figure("dramatiq", "rps")) == "160 (n=2)"
+    assert compare_report.figure(record, "saq", "all_done_s").startswith("10 [")
+    assert compare_record.summarise([], ["saq"]) == {}
     assert [compare_report.num(x) for x in (0, 0.25, 3.5, 12.345, 250.4, 2000)] == [
         "0",
         "0.25",
@@ -115,39 +129,104 @@ def test_the_spread_is_the_mean_and_range_over_reps():
     ]
 
 
-def test_the_markdown_twin_has_a_row_per_queue_in_order():
-    text = compare_report.markdown(comparison())
-    lines = text.splitlines()
-    header = next(line for line in lines if line.startswith("| queue |"))
-    assert header.startswith("| queue | RPS | median ms | p95 ms | all tasks done s | errors % | worker CPU ms/task")
-    rows = [line for line in lines if line.startswith("| saq") or line.startswith("| dramatiq")]
-    assert rows[0].startswith("| saq | 140 (130–150) |") and rows[1].startswith("| dramatiq | 160 |")
+def test_tasks_per_second_are_the_runs_tasks_over_its_first_enqueue_to_last_completion():
+    row = comparison()["runs"][0]  # 200 tasks, 9 s from the first enqueue to the last completion
+    assert row["tasks_per_s"] == round(200 / 9.0, 2)
+    assert compare_record.tasks_per_s(None, 9.0) is None and compare_record.tasks_per_s(200, None) is None
+
+
+def test_the_ranking_shares_a_rank_where_the_runs_cannot_tell_queues_apart():
+    rows = [
+        {"queue": q, "run": f"{q}-{i}", "rps": v, "tasks_per_s": v}
+        for q, values in {"a": [200, 202, 198, 201], "b": [199, 204, 195, 200], "c": [150, 151, 149, 150]}.items()
+        for i, v in enumerate(values)
+    ]
+    ranked = {e["queue"]: e for e in compare_record.ranking(rows, ["a", "b", "c"])["rps"]}
+    assert ranked["a"]["rank"] == ranked["b"]["rank"] == 1
+    assert ranked["c"]["rank"] == 3 and sorted(ranked["c"]["above"]) == ["a", "b"]
+
+
+def test_a_run_off_the_machines_speed_is_marked():
+    rows = [{"queue": "a", "run": f"r{i}", "machine_speed": s} for i, s in enumerate([1000, 1010, 990, 940, 1060])]
+    assert compare_record.off_speed(rows) == ["r3", "r4"]  # 6 % below and above the median
+    assert compare_record.off_speed(rows[:2]) == []  # too few runs to call one off
+
+
+def test_two_comparisons_agree_where_no_pair_flips_and_the_medians_are_near():
+    def record(figures: dict[str, list[float]]) -> compare_record.CompareRecord:
+        runs = [
+            {"queue": q, "rep": i, "run": f"{q}-{i}", "rps": v} for q, vs in figures.items() for i, v in enumerate(vs)
+        ]
+        return compare_record.CompareRecord(run="x", runs=runs)
+
+    a = record({"fast": [200, 202, 198], "slow": [100, 101, 99], "mid": [150, 160, 140]})
+    b = record({"fast": [190, 192, 188], "slow": [104, 105, 103], "mid": [150, 151, 149]})
+    same = compare_record.agreement(a, b)
+    assert same["flipped"] == [] and same["largest_diff_pct"] == pytest.approx(100 * (200 / 190 - 1))
+    c = record({"fast": [100, 101, 99], "slow": [200, 202, 198], "mid": [150, 151, 149]})
+    flipped = compare_record.agreement(a, c)["flipped"]
+    assert "fast faster than slow" in flipped and "slow slower than fast" in flipped
+
+
+def test_an_older_record_reads_by_todays_rules():
+    old = {**comparison(), "schema": "compare/1"}
+    for row in old["runs"]:
+        row.pop("tasks_per_s")
+    old["summary"] = {"saq": {"rps": {"mean": 140.0, "min": 130.0, "max": 150.0, "n": 2, "spread_pct": 14.3}}}
+    record = compare_record.CompareRecord.model_validate(old)
+    assert record.schema_version == compare_record.SCHEMA
+    assert record.figure("saq", "rps").median == 140.0 and record.runs[0]["tasks_per_s"] == round(200 / 9.0, 2)
+    assert {e["queue"] for e in record.ranking["rps"]} == {"saq", "dramatiq"}
+    assert "fixed order" in compare_report.heading(record)
+
+
+def test_the_markdown_twin_has_the_ranking_and_a_row_per_queue_in_order():
+    record = compare_record.CompareRecord.model_validate(comparison())
+    lines = compare_report.markdown(record).splitlines()
     assert "API 0.2cpu/200M, workers 0.2cpu/200M" in lines[0]
+    ranking = lines.index(next(line for line in lines if line.startswith("| rank | queue | RPS")))
+    # dramatiq's two runs (160, 160) against saq's (150, 130): two runs each cannot tell them apart.
+    assert lines[ranking + 2].startswith("| 1 | dramatiq | 160 (n=2) | 1 | dramatiq |")
+    assert lines[ranking + 3].startswith("| 1 | saq | 140 [")
+    header = next(line for line in lines if line.startswith("| queue | n | RPS |"))
+    assert header == "| queue | n | RPS | median ms | p95 ms | all tasks done s | errors % |"
+    rows = [line for line in lines if line.startswith("| saq | 2 |") or line.startswith("| dramatiq | 2 |")]
+    assert rows[0].startswith("| saq | 2 | 140 [") and rows[1].startswith("| dramatiq | 2 | 160 |")
+    assert max(len(line) for line in lines if line.startswith("|")) < 200  # a table a terminal shows
 
 
 def test_the_page_needs_nothing_but_itself_and_carries_every_sample():
-    record = comparison()
+    record = compare_record.CompareRecord.model_validate(comparison())
     page = compare_report.page(record)
     # Nothing fetched: no script, no stylesheet or image from elsewhere (url(#id):
     # a chart's clip path, in the page itself).
     assert not re.search(r"<script|<link|<img|<iframe|src=|@import|url\((?!#)", page, re.I)
     dom = ReportPage.read(page)
-    assert dom.charts == [f"chart-{key}" for key, _, _ in compare_report.CHARTS]
+    assert dom.charts == ["chart-ranking", *(f"chart-{key}" for key, _, _ in compare_report.CHARTS)]
     for key, _, _ in compare_report.CHARTS:
         lines = dom.lines_of(key)
         assert [(line["queue"], line["rep"], line["run"]) for line in lines] == [
-            (s["queue"], s["rep"], s["run"]) for s in record["series"]
+            (s["queue"], s["rep"], s["run"])
+            for s in sorted(record.series, key=lambda s: record.queues.index(s["queue"]))
         ]
-        for line, series in zip(lines, record["series"]):
+        for line in lines:
+            series = next(s for s in record.series if s["run"] == line["run"])
             assert line["values"] == series[key] and line["samples"] == len(series[key])
             assert line["vertices"] == len(series[key])  # the path draws every sample
             assert line["colour"] == compare_report.colour(series["queue"])
     cell = dom.cells[("saq", "p95_ms")]
-    assert cell["text"] == "450 (400–500)" and float(cell["data-mean"]) == 450 and cell["data-n"] == "2"
+    assert cell["text"].startswith("450[") and float(cell["data-median"]) == 450 and cell["data-n"] == "2"
+    assert float(cell["data-low"]) < 400 and float(cell["data-high"]) > 500
+    assert "data-rank-of='dramatiq'" in page
+
+
+def test_a_chart_draws_the_median_of_a_queues_runs_at_each_instant():
+    runs = [[[0.0, 10.0], [2.0, 20.0]], [[0.1, 30.0], [2.1, 40.0]], [[0.0, 20.0]]]
+    assert compare_report.median_line(runs, 2.0) == [[0.0, 20.0], [2.0, 30.0]]  # 2.0: two of three runs
 
 
 def test_a_copy_of_the_page_keeps_one_queues_lines_only():
-    page = compare_report.page(comparison())
+    page = compare_report.page(compare_record.CompareRecord.model_validate(comparison()))
     only = ReportPage.read(only_lines_of(page, "saq"))
     for key, _, _ in compare_report.CHARTS:
         assert {line["queue"] for line in only.lines_of(key)} == {"saq"}
@@ -203,21 +282,32 @@ def test_the_queues_and_parameters_a_comparison_takes():
         compare.parse_workers("arq kafka")
     # By default a run lasts a time, and its tasks are watched for a bounded time (the rest run by a one-off worker).
     default = compare.run_options(compare.CompareOptions(workers="arq"), "arq", "compare-1-arq-r1")
-    assert (default.duration, default.iterations, default.wait, default.drain_watch) == ("25s", "", False, 20.0)
+    assert (default.duration, default.iterations, default.wait, default.drain_watch) == ("20s", "", False, 10.0)
+    quick = compare.CompareOptions(quick=True).quickened()
+    assert (quick.duration_s, quick.rounds, quick.max_rounds, quick.budget_min) == (12.0, 2, 2, 10.0)
+    quick = compare.CompareOptions(quick=True, rounds=4, duration_s=30).quickened()  # given: kept
+    assert (quick.duration_s, quick.rounds, quick.max_rounds) == (30, 4, 4)
     options = compare.CompareOptions(workers="arq", requests=200)
     one = compare.run_options(options, "arq", "compare-1-arq-r1")
     assert (one.worker, one.iterations, one.duration, one.endpoint, one.users) == ("arq", "200", "", "io/simple", "100")
     compare.check_params(options, ["arq", "faststream"])
-    bad_ones = ({"endpoint": "all"}, {"endpoint": "io/nope"}, {"reps": 0}, {"duration_s": 6}, {"setting": "other"})
+    bad_ones = (
+        {"endpoint": "all"},
+        {"endpoint": "io/nope"},
+        {"rounds": 0},
+        {"rounds": 4, "max_rounds": 3},
+        {"budget_min": 0},
+        {"duration_s": 6},
+        {"setting": "other"},
+    )
     for bad in bad_ones:
         with pytest.raises(ParamError):
             compare.check_params(compare.CompareOptions(**bad), ["arq"])
-    assert (
-        compare.command_line(["arq"], options)
-        == 'make compare workers="arq" requests=200 reps=2 users=100 endpoint=io/simple'
+    assert compare.command_line(["arq"], compare.CompareOptions(requests=200, seed=7)) == (
+        'make compare workers="arq" requests=200 rounds=3 max_rounds=8 budget_min=40 seed=7 users=100 endpoint=io/simple'
     )
-    assert compare.command_line(list(QUEUES), compare.CompareOptions(setting="article")) == (
-        "make compare duration=25 reps=2 users=100 endpoint=io/simple setting=article"
+    assert compare.command_line(list(QUEUES), compare.CompareOptions(setting="article", seed=1)) == (
+        "make compare duration=20 rounds=3 max_rounds=8 budget_min=40 seed=1 users=100 endpoint=io/simple setting=article"
     )
 
 
@@ -232,3 +322,25 @@ def test_make_results_short_table_keeps_the_articles_columns_and_the_newest_runs
     )
     assert [line.split("|")[-2].strip() for line in table[2:]] == ["r1", "r2"]
     assert "| saq | 102 | 150 | 300 | 5 | 0 | queue | io/simple | 0.2cpu/200M / 0.2cpu/200M |" in table[-1]
+
+
+def test_make_compare_agree_says_whether_two_comparisons_give_the_same_answer(tmp_path):
+    def save(name: str, figures: dict[str, list[float]]) -> None:
+        runs = [
+            {"queue": q, "rep": i, "run": f"{name}-{q}-{i}", "rps": v}
+            for q, vs in figures.items()
+            for i, v in enumerate(vs)
+        ]
+        Store(tmp_path).save(compare_record.CompareRecord(run=name, time=name, runs=runs))
+
+    save("compare-a", {"fast": [200, 202, 198], "slow": [100, 101, 99]})
+    save("compare-b", {"fast": [195, 197, 193], "slow": [103, 104, 102]})
+    save("compare-c", {"fast": [100, 101, 99], "slow": [200, 202, 198]})
+    said: list[str] = []
+    ui = type("UI", (), {"say": lambda self, text: said.append(text)})()
+    assert agree.agree(tmp_path, "compare-a", "compare-b", ui) == 0
+    assert "called the other way round by the other: none" in said[-1]
+    assert agree.agree(tmp_path, "compare-a", "compare-c", ui) == 1
+    assert "fast faster than slow" in said[-1]
+    with pytest.raises(LabError, match="no comparison compare-x"):
+        agree.agree(tmp_path, "compare-a", "compare-x", ui)

@@ -5,6 +5,8 @@ the middle of a run, the spread over the reps, and the published experiment's
 two settings with the ratios between queues. Records built by the functions a
 real run uses (labctl/records/run.py); the real runs: tests/compose/test_compare.py."""
 
+import pytest
+
 from labctl.experiments import compare
 from labctl.records import compare as compare_record
 from labctl.records import published
@@ -105,11 +107,10 @@ def test_a_slow_drain_is_projected_and_its_backlog_counted_whole_once_emptied():
     assert row["drain_rate_per_s"] == 10.0 and row["lost"] == 0
     # The worker's CPU up to the end of the watch, over the tasks it had run by then (the timeline's).
     assert row["cpu_ms_per_task"] == round(0.3 * 1000 / compare_record.completed_by(data, 1030.0), 3)
-    summary = compare_record.summarise([row], ["arq"])
-    assert summary["arq"]["all_done_s"]["projected"] is True
-    assert compare_page.spread(summary["arq"]["all_done_s"]).startswith("~") and "projected" in compare_page.spread(
-        summary["arq"]["all_done_s"]
-    )
+    record = compare_record.CompareRecord(run="c", runs=[row])
+    assert record.summary["arq"]["all_done_s"]["projected"] is True
+    shown = compare_page.figure(record, "arq", "all_done_s")
+    assert shown.startswith("~") and shown.endswith("projected")
 
 
 def test_the_machines_speed_is_read_over_the_same_part_of_the_load_as_the_rps():
@@ -128,16 +129,17 @@ def test_the_machines_speed_is_read_over_the_same_part_of_the_load_as_the_rps():
     record["machine_speed"]["rows"] = [r for r in rows if r[0] < 1005 or r[0] > 1029]
     assert compare_record.run_row(record, "saq", 1, {}, warmup_s=5)["machine_speed"] is None
     assert compare_record.run_row(record, "saq", 1, {})["machine_speed"] == 500.0
-    # The spread over reps, beside the RPS's, in the table.
+    # Over the runs, in the lab's table: the median of the runs' speeds.
     other = compare_record.run_row(run_record("saq", 330.0, 330.0, False), "saq", 2, {}, warmup_s=5)
     assert other["machine_speed"] is None  # a record without the probe (written before it)
-    summary = compare_record.summarise([row, {**other, "machine_speed": 900.0}], ["saq"])
-    assert summary["saq"]["machine_speed"]["spread_pct"] == round(100 * 100 / 950, 1)
-    table = compare_page.markdown({"run": "c", "params": {"endpoint": "io/simple", "users": 100, "duration_s": 30,
-                                   "warmup_s": 5, "reps": 2}, "setting": {"limits": {}}, "summary": summary})  # fmt: skip
-    header, _, saq = table.splitlines()[2:5]
-    assert header.endswith("| RPS spread % | machine speed spread % |")
-    assert saq.endswith(f"| {summary['saq']['rps']['spread_pct']:g} | 10.5 |")
+    runs = [row, {**other, "machine_speed": 900.0}]
+    params = {"endpoint": "io/simple", "users": 100, "duration_s": 30, "warmup_s": 5}
+    record = compare_record.CompareRecord(run="c", params=params, setting={"limits": {}}, runs=runs)
+    assert record.figure("saq", "machine_speed").median == 950.0
+    lines = compare_page.markdown(record).splitlines()
+    header = next(line for line in lines if line.startswith("| queue | worker CPU"))
+    saq = lines[lines.index(header) + 2]
+    assert header.endswith("| machine speed |") and "| 950 [" in saq
 
 
 def test_the_charts_are_read_over_the_middle_of_the_load():
@@ -149,10 +151,16 @@ def test_the_charts_are_read_over_the_middle_of_the_load():
 
 
 def test_the_ratios_between_queues_read_summaries_and_the_articles_rows_alike():
-    summary = {"faststream": {"rps": {"mean": 200.0}}, "arq": {"rps": {"mean": 100.0}}, "saq": {"rps": None}}
+    summary = {"faststream": {"rps": {"median": 200.0}}, "arq": {"rps": {"median": 100.0}}, "saq": {"rps": None}}
     assert compare_record.ratios_to(summary, "faststream") == {"faststream": 1.0, "arq": 0.5, "saq": None}
     rows = published.RESULTS["0.2cpu/200M"]
     assert compare_record.ratios_to(rows, "faststream")["celery"] == round(151 / 262, 2)
+    # From the runs: the ratio of the medians with its interval.
+    runs = [{"queue": "faststream", "rps": v} for v in (200, 210, 190)] + [
+        {"queue": "arq", "rps": v} for v in (100, 98)
+    ]
+    ratio = compare_record.run_ratios_to(runs, "faststream")["arq"]
+    assert ratio.value == pytest.approx(99 / 200) and ratio.high < 1 and ratio.verdict == "slower"
 
 
 def test_the_articles_settings_as_compose_variables():
@@ -173,22 +181,26 @@ def test_the_article_page_puts_each_setting_beside_the_articles_table():
     parts = []
     for setting, rps in (("0.2cpu/200M", 500.0), ("0.5cpu/500M", 1200.0)):
         rows = [
-            compare_record.run_row(run_record(q, rps * f, rps * f, False), q, 1, {}, warmup_s=5)
+            compare_record.run_row(run_record(q, rps * f * noise, rps * f * noise, False), q, rep, {}, warmup_s=5)
             for q, f in (("faststream", 1.0), ("arq", 0.8))
+            for rep, noise in ((1, 0.98), (2, 1.0), (3, 1.02))
         ]
         parts.append(
-            {
-                "run": f"compare-article-x-{setting.replace('/', '-')}",
-                "params": {"endpoint": "io/simple", "users": 100, "reps": 1, "duration_s": 30, "warmup_s": 5},
-                "summary": compare_record.summarise(rows, ["faststream", "arq"]),
-                "setting": {"limits": {"api": LIMITS, "workers": {}}},
-                "published": published.beside(setting, "io/simple", 100),
-            }
+            compare_record.CompareRecord(
+                run=f"compare-article-x-{setting.replace('/', '-')}",
+                params={"endpoint": "io/simple", "users": 100, "duration_s": 30, "warmup_s": 5},
+                setting={"limits": {"api": LIMITS, "workers": {}}},
+                published=published.beside(setting, "io/simple", 100),
+                runs=rows,
+            )
         )
-    record = {"run": "compare-article-x", "time": "t", "command": "make compare setting=article", "parts": parts}
+    record = compare_record.ArticleRecord(
+        run="compare-article-x", time="t", command="make compare setting=article", parts=parts
+    )
     text = compare_page.article_markdown(record)
     assert "0.2cpu/200M" in text and "0.5cpu/500M" in text
     arq_row = next(line for line in text.splitlines() if line.startswith("| arq |") and "| 1114 |" in line)
-    assert "| 0.8 |" in arq_row and f"| {round(1114 / 1178, 2)} |" in arq_row  # the lab's ratio, the article's
+    # The lab's ratio with its interval (0.8 each round), the article's, and whether it lies inside.
+    assert "| 0.80 [" in arq_row and f"| {round(1114 / 1178, 2)} | no |" in arq_row
     page = compare_page.article_page(record)
     assert page.count("class='article-setting'") == 2 and 'data-article="rps">1114<' in page

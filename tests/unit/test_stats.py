@@ -40,12 +40,14 @@ def test_an_estimate_is_the_median_and_the_t_interval_of_the_mean_log():
     assert est.n == 3 and est.log
 
 
-def test_a_figure_that_may_be_zero_is_taken_on_its_own_scale():
-    est = stats.estimate([0, 0, 3])  # mean 1, sd sqrt(3)
-    half = 4.302653 * math.sqrt(3) / math.sqrt(3)
+def test_a_figure_that_may_be_zero_is_taken_on_its_own_scale_and_never_below_zero():
+    est = stats.estimate([0, 0, 3])  # mean 1, sd sqrt(3): 1 -+ 4.302653
     assert not est.log
     assert est.median == 0
-    assert (est.low, est.high) == pytest.approx((1 - half, 1 + half), rel=1e-6)
+    assert (est.low, est.high) == pytest.approx((0.0, 1 + 4.302653), rel=1e-6)
+    est = stats.estimate([-1, 0, 3])  # a figure that can be negative keeps its lower bound
+    assert est.low == pytest.approx(2 / 3 - 4.302653 * math.sqrt(13 / 3) / math.sqrt(3), rel=1e-6)
+    assert stats.text(stats.estimate([0, 0, 0])) == "0 (n=3)"
 
 
 def test_one_run_has_no_interval_and_none_has_no_figure():

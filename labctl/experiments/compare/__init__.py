@@ -40,9 +40,12 @@ from labctl.experiments.compare.article import article, article_env
 from labctl.experiments.compare.comparison import Comparison, compare_once
 from labctl.experiments.compare.options import (
     ARTICLE_SETTING,
+    DEFAULT_BUDGET_MIN,
     DEFAULT_DRAIN_WATCH_S,
     DEFAULT_DURATION_S,
-    DEFAULT_REPS,
+    DEFAULT_MAX_ROUNDS,
+    DEFAULT_ROUNDS,
+    DEFAULT_TARGET_PCT,
     DEFAULT_WARMUP_S,
     CompareOptions,
     check_params,
@@ -59,7 +62,10 @@ __all__ = [
     "ARTICLE_SETTING",
     "DEFAULT_DRAIN_WATCH_S",
     "DEFAULT_DURATION_S",
-    "DEFAULT_REPS",
+    "DEFAULT_BUDGET_MIN",
+    "DEFAULT_MAX_ROUNDS",
+    "DEFAULT_ROUNDS",
+    "DEFAULT_TARGET_PCT",
     "DEFAULT_WARMUP_S",
     "CompareOptions",
     "Comparison",
@@ -81,6 +87,7 @@ def compare(options: CompareOptions, lab: Lab, ui: Console) -> int:
     if options.setting == ARTICLE_SETTING:
         return article(options, lab, ui)
     queues = parse_workers(options.workers)
+    options = options.quickened()
     check_params(options, queues)
     _, failed = compare_once(options, queues, lab, ui)
     return EXIT_FAILED if failed else EXIT_OK

@@ -35,6 +35,7 @@ def article(options: CompareOptions, lab: Lab, ui: Console) -> int:
         raise ParamError("setting=article restarts the lab under the article's limits: the compose lab only")
     queues = parse_workers(options.workers) if options.workers else ["background", *published.QUEUES]
     options = CompareOptions(**{**options.__dict__, "endpoint": published.ENDPOINT, "users": published.USERS})
+    options = options.quickened()
     check_params(options, queues)
     services = lab.running_services()
     name = f"compare-article-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -54,7 +55,7 @@ def article(options: CompareOptions, lab: Lab, ui: Console) -> int:
         time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         command=command_line(queues, options),
         wall_s=round(time.monotonic() - started, 1),
-        parts=[p.as_json() for p in parts],
+        parts=parts,
     )
     store = Store(options.results_dir)
     combined.report = str(store.path(name, ".html"))

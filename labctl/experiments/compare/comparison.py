@@ -4,7 +4,9 @@ queue's backlog run by a one-off worker after its watch, the record and its repo
 from __future__ import annotations
 
 import os
+import secrets
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ from labctl.clients.api import api_address, ledger
 from labctl.clients.prometheus import Prometheus
 from labctl.errors import LabError, LabNotRunning
 from labctl.experiments.compare.options import CompareOptions, command_line, describe, run_options
+from labctl.experiments.compare.rounds import AT_CAP, OUT_OF_TIME, Rounds
 from labctl.experiments.compare.series import SERIES_AFTER_S, SERIES_STEP_S, cpu_seconds, middle_rate, run_series
 from labctl.experiments.compare.setting import latest_bench, latest_chaos, published_beside, setting_of
 from labctl.load_run.backlog import wait_for_empty
@@ -23,7 +26,7 @@ from labctl.platform.compose import Compose
 from labctl.platform.lab import Lab
 from labctl.polling import Progress, wait_until
 from labctl.queues import service_of
-from labctl.records.compare import CompareRecord, run_row, summarise
+from labctl.records.compare import CompareRecord, run_row
 from labctl.records.run import RunRecord, backlog_of
 from labctl.records.store import Store
 from labctl.render import compare_page
@@ -34,6 +37,13 @@ from labctl.render.console import Console
 # as often as it can and takes more jobs a poll, RQ runs jobs without a fork.
 SWEEPER_SETTINGS = {"arq": {"ARQ_POLL_DELAY": "0.01", "ARQ_MAX_JOBS": "20"}, "rq": {"RQ_WORKER_CLASS": "SimpleWorker"}}
 SWEEP_STALL_S = 60
+# The warm-up run's load: long enough for every queue to take requests, short enough
+# that the slowest drainer's share of it empties in seconds.
+WARMUP_RUN_S = 8
+
+
+def why_text(why: str) -> str:
+    return {AT_CAP: "it reached max_rounds", OUT_OF_TIME: "the time budget ran out"}.get(why, why)
 
 
 class Comparison:
@@ -53,6 +63,10 @@ class Comparison:
         self.records: list[RunRecord] = []
         self.series: list[dict] = []
         self.notes: list[str] = []
+        seed = options.seed if options.seed is not None else secrets.randbelow(1_000_000)
+        self.rounds = Rounds(
+            queues, seed, options.rounds, options.max_rounds, options.target_pct, options.budget_min * 60
+        )
 
     def one(self, queue: str, rep: int) -> None:
         """One load run of a queue, its tasks watched for a bounded time and the rest run by a
@@ -136,23 +150,62 @@ class Comparison:
             row["chart_rps_middle"] = middle_rate(series["requests"], record, warmup)
             row["chart_throughput_middle"] = middle_rate(series["throughput"], record, warmup)
 
+    def warm_up(self) -> None:
+        """A short run of every queue at once (`worker=all`), not counted: the API's first
+        requests to each queue (its client, its connections, the library's import) and the
+        workers' first tasks land here, not in the first counted run. Its tasks are counted
+        by its own ledger; the queues are empty again before the first counted run."""
+        run = f"{self.name}-warmup"
+        self.ui.say(f"\n== make compare {self.name}: a warm-up run of every queue at once, not counted")
+        options = run_options(self.options, "all", run).but(
+            worker=",".join(self.queues), duration=f"{WARMUP_RUN_S:g}s", iterations="", drain_watch=0.0
+        )
+        try:
+            run_load(options, self.lab, self.ui)
+        except (LabError, httpx.HTTPError) as exc:
+            self.notes.append(f"the warm-up run failed: {exc}")
+
     def run_all(self) -> float:
-        """Every rep of every queue, interleaved; the wall time."""
+        """The rounds (experiments/compare/rounds.py): every queue in each of the first, then
+        only those whose RPS interval is still wide; the queues of a round in a seeded random
+        order. The wall time."""
         started = time.monotonic()
-        order = [(rep, queue) for rep in range(1, self.options.reps + 1) for queue in self.queues]
-        for i, (rep, queue) in enumerate(order, 1):
-            self.ui.say(f"\n== make compare {self.name}: run {i}/{len(order)}, {queue}, rep {rep}/{self.options.reps}")
-            try:
-                self.one(queue, rep)
-            except (LabError, httpx.HTTPError) as exc:
-                self.ui.say(f"{queue} rep {rep} failed: {exc}")
-                self.notes.append(f"{queue} rep {rep} failed: {exc}")
+        if self.options.warmup_run:
+            self.warm_up()
+        rps: dict[str, list[float]] = {q: [] for q in self.queues}
+        run_s: dict[str, list[float]] = {q: [] for q in self.queues}
+        done = 0
+        while order := self.rounds.next(rps, run_s, time.monotonic() - started):
+            number = len(self.rounds.orders)
+            for position, queue in enumerate(order, 1):
+                rep = len(run_s[queue]) + 1
+                self.ui.say(
+                    f"\n== make compare {self.name}: round {number} ({position}/{len(order)}), {queue} run {rep}; "
+                    f"{done} run(s) done, {(time.monotonic() - started) / 60:.1f} min"
+                )
+                run_started = time.monotonic()
+                try:
+                    self.one(queue, rep)
+                    self.rows[-1]["round"] = number
+                    if (figure := self.rows[-1].get("rps")) is not None:
+                        rps[queue].append(figure)
+                except (LabError, httpx.HTTPError) as exc:
+                    self.ui.say(f"{queue} run {rep} failed: {exc}")
+                    self.notes.append(f"{queue} run {rep} (round {number}) failed: {exc}")
+                run_s[queue].append(time.monotonic() - run_started)
+                done += 1
+        for queue, why in self.rounds.why_not_within().items():
+            self.notes.append(
+                f"{queue}: its RPS interval is wider than +-{self.options.target_pct:g} % ({why_text(why)})"
+            )
         self.collect_series()
         return time.monotonic() - started
 
     def record(self, wall_s: float) -> CompareRecord:
         o = self.options
-        params: dict[str, Any] = {"workers": self.queues, "requests": o.requests, "reps": o.reps, "users": o.users}
+        params: dict[str, Any] = {"workers": self.queues, "requests": o.requests, "users": o.users, "quick": o.quick}
+        params.update({"rounds": o.rounds, "max_rounds": o.max_rounds, "target_pct": o.target_pct})
+        params.update({"budget_min": o.budget_min, "seed": self.rounds.seed, "warmup_run": o.warmup_run})
         if not o.requests:
             params.update({"duration_s": o.duration_s, "warmup_s": o.warmup_s})
         params.update({"drain_watch_s": o.drain_watch_s, "setting": o.setting or None})
@@ -162,10 +215,10 @@ class Comparison:
         return CompareRecord(
             run=self.name,
             time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            command=command_line(self.queues, o),
+            command=command_line(self.queues, replace(o, seed=self.rounds.seed)),
             wall_s=round(wall_s, 1),
             params=params,
-            summary=summarise(self.rows, self.queues),
+            rounds=self.rounds.as_json(),
             runs=self.rows,
             series=self.series,
             series_step_s=SERIES_STEP_S,
@@ -190,8 +243,11 @@ def compare_once(options: CompareOptions, queues: list[str], lab: Lab, ui: Conso
     """One comparison under the lab's current limits: its record, written, and its paths."""
     comparison = Comparison(options, queues, lab, ui, name)
     ui.say(
-        f"make compare {comparison.name}: {', '.join(queues)}, {options.reps} rep(s) each, "
-        f"{describe(options)} of {options.endpoint} from {options.users} users a run, under the stack's limits"
+        f"make compare {comparison.name}: {', '.join(queues)}, {describe(options)} of {options.endpoint} from "
+        f"{options.users} users a run, under the stack's limits; {options.rounds} round(s) of every queue, then "
+        f"more for a queue whose RPS interval is wider than +-{options.target_pct:g} % (at most {options.max_rounds} "
+        f"rounds, {options.budget_min:g} min); seed {comparison.rounds.seed}"
+        + ("; quick: a first look, its intervals as wide as its few runs make them" if options.quick else "")
     )
     wall_s = comparison.run_all()
     if not comparison.rows:
@@ -202,5 +258,7 @@ def compare_once(options: CompareOptions, queues: list[str], lab: Lab, ui: Conso
     for note in record.notes:
         ui.say(f"NOTE: {note}")
     ui.say(f"report: {paths['html']}  (table: {paths['md']}, record: {paths['json']}); {wall_s:.0f} s in all")
-    failed = len(comparison.rows) < len(queues) * options.reps or any(not r["settled"] for r in comparison.rows)
+    failed = len(comparison.rows) < sum(len(o) for o in comparison.rounds.orders) or any(
+        not r["settled"] for r in comparison.rows
+    )
     return record, failed
