@@ -16,11 +16,11 @@ log of a figure varies about the log of its median. On that scale:
   scale: the same t intervals of their mean.
 
 Why not an interval without a model (the median's order statistics, as
-benchstat gives): it needs 6 runs before a 95 % interval exists at all and
-about 12 to be within +-5 % at the 5-7 % a run varies on a shared 2-core
-machine, where the t interval on logs needs about 8 (docs/statistics.md). With
-few runs the t interval is as wide as it should be (n = 2: the t quantile is
-12.7), never narrower than the runs allow.
+benchstat gives): it needs 6 runs before a 95 % interval exists at all, and
+half again as many runs as the t interval on logs to narrow as far at the
+noise a run carries here (docs/statistics.md). With few runs the t interval
+is as wide as it should be (n = 2: the t quantile is 12.7), never narrower
+than the runs allow.
 
 The t quantiles are scipy's. Pure functions, no I/O.
 """

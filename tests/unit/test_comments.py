@@ -28,7 +28,8 @@ MEASURED = re.compile(
     rf"~?\d[\d.,]*\s*(?:{RATE}|{DURATION})\b)"
     rf"|(?:~\d[\d.,]*\s*(?:{RATE}|{DURATION})\b)"
     rf"|(?:\b\d[\d.,]*\s*{RATE})"
-    rf"|(?:\b\d[\d.,]*\s*{SIZE}(?!\w))"
+    # A share followed by "confidence", "interval" or "CI" is a confidence level, not a measurement.
+    rf"|(?:\b\d[\d.,]*\s*{SIZE}(?!\w)(?!\s*(?:confidence|interval|CI\b)))"
 )
 # (file, the figure as matched): figures that are no measurement.
 ALLOWED = {

@@ -148,7 +148,7 @@ def test_the_ranking_shares_a_rank_where_the_runs_cannot_tell_queues_apart():
 
 def test_a_run_off_the_machines_speed_is_marked():
     rows = [{"queue": "a", "run": f"r{i}", "machine_speed": s} for i, s in enumerate([1000, 1010, 990, 940, 1060])]
-    assert compare_record.off_speed(rows) == ["r3", "r4"]  # 6 % below and above the median
+    assert compare_record.off_speed(rows) == ["r3", "r4"]  # 0.94 and 1.06 of the median
     assert compare_record.off_speed(rows[:2]) == []  # too few runs to call one off
 
 

@@ -35,7 +35,7 @@ def test_the_same_seed_gives_the_same_orders_and_every_round_is_shuffled():
 
 
 def test_after_the_first_rounds_only_the_wide_intervals_run_again():
-    steady = [100.0, 100.5, 99.5]  # within +-5 % after three runs
+    steady = [100.0, 100.5, 99.5]  # within the target after three runs
     noisy = [100.0, 120.0, 85.0]
     orders = drive(rounds(), {"a": steady, "b": noisy, "c": steady, "d": noisy})
     assert [sorted(o) for o in orders[3:]] == [["b", "d"], ["b", "d"]]  # up to max_rounds = 5

@@ -24,9 +24,10 @@ DEFAULT_DURATION_S = 20.0
 DEFAULT_WARMUP_S = 5.0
 DEFAULT_DRAIN_WATCH_S = 10.0
 DEFAULT_ROUNDS = 3
-# With a run varying by 5-7 % (one standard deviation) the t interval on logs
-# (labctl/stats.py) reaches +-5 % at about eight runs: a queue not there by then is
-# noisier than the machine, which the report says rather than chases.
+# The runs the t interval on logs (labctl/stats.py) needs to reach the target at
+# the noise a run carries on a shared 2-core machine (docs/compare.md, "Why these
+# defaults"): a queue not there by then is noisier than the machine, which the
+# report says rather than chases.
 DEFAULT_MAX_ROUNDS = 8
 DEFAULT_TARGET_PCT = 5.0
 DEFAULT_BUDGET_MIN = 40.0
