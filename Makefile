@@ -196,7 +196,7 @@ compare-agree: ## two comparisons of the same queues side by side: medians apart
 
 # ---- What the lab costs ----------------------------------------------------------------
 .PHONY: bench
-bench: ## the lab's API and workers beside bare ones (each library's plain call): make bench [worker=Q|all requests=3000 users=50 rounds=4 drain_s=30 drain_window_s=1 backlog_wait_s=120]
+bench: ## the lab's API and workers beside bare ones (each library's plain call): make bench [worker=Q|all requests=3000 users=50 rounds=8 drain_s=30 drain_window_s=1 backlog_wait_s=120]
 	@$(LABCTL) bench --worker '$(or $(worker),all)' \
 	  $(if $(requests),--requests $(requests)) $(if $(users),--users $(users)) $(if $(warmup),--warmup $(warmup)) $(if $(rounds),--rounds $(rounds)) \
 	  $(if $(drain_s),--drain-s $(drain_s)) $(if $(drain_window_s),--drain-window-s $(drain_window_s)) $(if $(backlog_wait_s),--backlog-wait-s $(backlog_wait_s)) \

@@ -21,7 +21,10 @@ def bench(
     requests: Annotated[int, typer.Option(help="requests per API and queue")] = 3000,
     users: Annotated[int, typer.Option(help="concurrent connections")] = 50,
     warmup: Annotated[int, typer.Option(help="requests sent first, not measured")] = 200,
-    rounds: Annotated[int, typer.Option(help="rounds of the bare and the lab API driven at the same time")] = 4,
+    rounds: Annotated[
+        int,
+        typer.Option(min=1, help="rounds of the bare and the lab API driven at the same time: the RPS ratio's pairs"),
+    ] = runner.BenchOptions.rounds,
     drain_s: Annotated[
         float,
         typer.Option(

@@ -1,20 +1,51 @@
 """make bench's tables: every figure of a bench record, bare beside lab, and
-the short one `make results` shows (the ratios against the budget)."""
+the short one `make results` shows (the ratios against the budget). Each ratio
+is its median over the pairs, its interval and n (labctl/records/bench.py,
+`BudgetRatio`): ✗ under the budget, `unsure` where the interval holds it."""
 
 from __future__ import annotations
 
 import statistics
 
 from labctl.platform.containers import limit_text
-from labctl.records.bench import BUDGET_PEAK_MB, BUDGET_RATIO, BenchRecord, _ratio, ratios
+from labctl.records.bench import (
+    BUDGET_PEAK_MB,
+    BUDGET_RATIO,
+    BenchRecord,
+    BudgetRatio,
+    _ratio,
+    drain_cpu_ratio,
+    drain_ratio,
+    ratios,
+    rps_ratio,
+    window_rates,
+)
 from labctl.render.run_table import arq_knobs
 from labctl.render.table import markdown_table
 
 FAST_ARQ_POLL = "0.01"
 
 
+LEGEND = (
+    f"Ratios: lab ÷ bare, the median over the rounds (RPS) or the drain's pairs of windows, its 95 % interval "
+    f"and n, rounded down; ✗ under the {BUDGET_RATIO:g} budget; unsure: the interval holds {BUDGET_RATIO:g}, "
+    f"so the median may be on either side of it (more rounds narrow it: docs/bench.md)."
+)
+
+
 def _data(record: BenchRecord | dict) -> dict:
     return record.as_json() if isinstance(record, BenchRecord) else record
+
+
+def ratio_cell(r: BudgetRatio, judge: bool = True) -> str:
+    """`0.93 [0.88–0.97] (n=8)`; under the budget `0.89 ✗ [0.85–0.93] (n=8)`; `unsure` at the end
+    when the interval holds the budget; `(no interval)` without one. judge=False:
+    the figure without its verdict (a ratio judged by another, the drain's CPU)."""
+    if r.value is None:
+        return "-"
+    text = f"{r.value:.2f}" + ("" if r.meets or not judge else " ✗")
+    text += f" [{r.low:.2f}–{r.high:.2f}] (n={r.n})" if r.has_interval else " (no interval)"
+    return text + (" unsure" if r.unsure and judge else "")
 
 
 def pair_ratios(bare_rates: list, lab_rates: list) -> list[float]:
@@ -80,7 +111,7 @@ def _not_cpu_bound(bare: dict, lab: dict, cpus) -> list[str]:
 
 
 def _drain_cell(b: dict, l: dict, cpus) -> str:
-    """The drain ratio, marked ✗ under budget. A rate under budget from
+    """The drain ratio, judged. A rate under budget from
     workers whose windows were not all CPU-bound is judged again on the CPU
     each side spent per task (bare ÷ lab: the ratio two CPU-bound workers
     would show), written beside it: such a rate says how the library
@@ -90,11 +121,10 @@ def _drain_cell(b: dict, l: dict, cpus) -> str:
     (A rate at or above
     budget needs no second figure: arq at its default polling spends most of
     its CPU idle, and its CPU per task says nothing about a task.)"""
-    d_ratio = _ratio(l.get("rate"), b.get("rate"))
-    cpu_ratio = _ratio(b.get("cpu_us_per_task"), l.get("cpu_us_per_task"))
-    if (d_ratio or 0) >= BUDGET_RATIO or cpu_ratio is None or not (_idle_windows(b, cpus) or _idle_windows(l, cpus)):
-        return _mark(d_ratio, (d_ratio or 0) >= BUDGET_RATIO)
-    return _or_dash(d_ratio) + f" (CPU {cpu_ratio:g})" + ("" if cpu_ratio >= BUDGET_RATIO else " ✗")
+    rate, cpu = drain_ratio(b, l), drain_cpu_ratio(b, l)
+    if rate.meets or cpu.value is None or not (_idle_windows(b, cpus) or _idle_windows(l, cpus)):
+        return ratio_cell(rate)
+    return f"{ratio_cell(rate, judge=False)} (CPU {ratio_cell(cpu)})"
 
 
 def _or_dash(value) -> str:
@@ -124,16 +154,27 @@ HEADER = (
     "notes",
     "run",
 )
-TEXT = {"queue", "mode", "API / worker limits", "bare p50/p95 ms", "lab p50/p95 ms", "notes", "run"}
+TEXT = {
+    "queue",
+    "mode",
+    "API / worker limits",
+    "RPS ratio",
+    "bare p50/p95 ms",
+    "lab p50/p95 ms",
+    "drain ratio",
+    "notes",
+    "run",
+}
 
 
 def table(records: list[BenchRecord | dict]) -> str:
-    return markdown_table(HEADER, (cells for record in records for cells in rows_cells(_data(record))), TEXT)
+    cells = (cells for record in records for cells in rows_cells(_data(record)))
+    return markdown_table(HEADER, cells, TEXT) + "\n\n" + LEGEND
 
 
 def rows(record: BenchRecord | dict) -> list[str]:
     """One markdown row per queue (arq twice): RPS, latency, API memory and drain, bare beside lab.
-    A ratio below the budget is marked ✗."""
+    A ratio below the budget is marked ✗, one whose interval holds the budget `unsure`."""
     return ["| " + " | ".join(cells) + " |" for cells in rows_cells(_data(record))]
 
 
@@ -158,12 +199,11 @@ def _row_notes(bare: dict, lab: dict) -> list[str]:
 
 def _load_cells(bare: dict, lab: dict) -> tuple[str, ...]:
     """The load's cells, bare beside lab: RPS and its ratio, API CPU per request, latency, API memory."""
-    rps_ratio = _ratio(lab.get("rps"), bare.get("rps"))
     lab_peak = lab.get("api_peak_mb")
     return (
         f"{bare.get('rps', '-')}",
         f"{lab.get('rps', '-')}",
-        _mark(rps_ratio, (rps_ratio or 0) >= BUDGET_RATIO),
+        ratio_cell(rps_ratio(bare, lab)),
         f"{bare.get('api_cpu_us_per_request') or '-'} / {lab.get('api_cpu_us_per_request') or '-'}",
         f"{bare.get('p50_ms', '-')}/{bare.get('p95_ms', '-')}",
         f"{lab.get('p50_ms', '-')}/{lab.get('p95_ms', '-')}",
@@ -188,8 +228,7 @@ def _row_line(record: dict, row: dict, suffix: str, label: str, extra_notes: lis
         _or_dash(l.get("rate")),
         _drain_cell(b, l, cpus) if b else "-",
         f"{b.get('cpu_us_per_task') or '-'} / {l.get('cpu_us_per_task') or '-'}" if b else "-",
-        "; ".join(extra_notes + _drain_pairs(b.get("rate_rounds"), l.get("rate_rounds")) + _not_cpu_bound(b, l, cpus))
-        or "",
+        "; ".join(extra_notes + _drain_pairs(window_rates(b), window_rates(l)) + _not_cpu_bound(b, l, cpus)) or "",
         record.get("run", ""),
     ]
     return [str(x) for x in cells]
@@ -208,17 +247,18 @@ def rows_cells(record: dict) -> list[list[str]]:
 
 
 def short_table(record: BenchRecord | dict) -> str:
-    """One bench as `make results` shows it by default: its ratios, ✗ under the budget."""
+    """One bench as `make results` shows it by default: its ratios, judged as in the full table."""
     cells = [
         [
             r["queue"],
             r["mode"],
             f"{r['api_limits']} / {r['worker_limits']}",
-            _mark(r["rps_ratio"], (r["rps_ratio"] or 0) >= BUDGET_RATIO),
-            _mark(r["drain_ratio"], (r["drain_ratio"] or 0) >= BUDGET_RATIO),
+            ratio_cell(BudgetRatio.from_json(r["rps_ratio_interval"])),
+            ratio_cell(BudgetRatio.from_json(r["drain_ratio_interval"])),
             r["run"],
         ]
         for r in ratios(_data(record))
     ]
     header = ("queue", "mode", "API / worker limits", "RPS lab/bare", "drain lab/bare", "run")
-    return markdown_table(header, cells, {"queue", "mode", "API / worker limits", "run"})
+    text = {"queue", "mode", "API / worker limits", "RPS lab/bare", "drain lab/bare", "run"}
+    return markdown_table(header, cells, text) + "\n\n" + LEGEND

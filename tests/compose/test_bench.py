@@ -53,6 +53,10 @@ def test_make_bench_records_bare_beside_lab_and_restores_the_lab(stack, tmp_path
         # Each window is timed over its side's own pause and unpause (not Prometheus').
         assert all(0 < w["thaw_freeze_s"] < w["s"] for w in drain["windows"]), drain
         assert drain["cpu_us_per_task"] > 0, drain
+    # Every ratio judged over its pairs: the rounds, and the drain's pairs of windows.
+    judged = row["judged"]
+    assert judged["rps"]["n"] == ROUNDS and judged["drain"]["n"] == len(row["lab_drain"]["windows"]), judged
+    assert all(judged[name]["low"] <= judged[name]["value"] <= judged[name]["high"] for name in ("rps", "drain"))
     # Prometheus sat frozen through the drain (no scrape of the lab's worker
     # inside it) and runs again.
     began, ended = row["prometheus_paused"]

@@ -823,7 +823,10 @@ def test_the_master_waits_for_its_start_gate(target, tmp_path):
 def test_bench_table_judges_the_ratio_it_shows():
     """The bench table's ratio is rounded down: 0.899 of the bare figure shows
     as 0.89 and is marked under budget, never as a 0.9 that meets it; the
-    record's own bench (faststream at 0.5 CPU) had 1012.5 against 1125.7 RPS."""
+    record's own bench (faststream at 0.5 CPU) had 1012.5 against 1125.7 RPS.
+    A row without each round's figures (an older record) is judged on its whole
+    figures and says it has no interval; a row with them, on the median of its
+    rounds' ratios, its interval rounded down likewise."""
     from labctl.render import bench_table as bench
 
     def row(queue, bare_rps, lab_rps, bare_rate, lab_rate):
@@ -841,13 +844,25 @@ def test_bench_table_judges_the_ratio_it_shows():
         "api_limits": {"cpus": 0.5, "memory": "500M"},
         "rows": [row("faststream", 1125.7, 1012.5, 443.0, 398.9), row("saq", 100.0, 90.0, 100.0, 120.0)],
     }
-    cells = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")] for line in bench.rows(record)}
-    assert cells["faststream"][5] == "0.89 ✗"  # 0.8994: under budget, shown as such
-    assert cells["faststream"][6] == "480 / 531"  # the API's CPU per request, bare / lab
-    assert cells["faststream"][13] == "0.9"  # 398.9 / 443.0 = 0.9005: meets it
-    assert cells["saq"][5] == "0.9" and cells["saq"][13] == "1.2"
-    assert cells["faststream"][14] == "- / -"  # a record without the workers' CPU
-    assert cells["faststream"][15] == ""  # no rounds recorded: nothing to show
+
+    def cells():
+        lines = bench.rows(record)
+        return {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")] for line in lines}
+
+    assert cells()["faststream"][5] == "0.89 ✗ (no interval)"  # 0.8994: under budget, shown as such
+    assert cells()["faststream"][6] == "480 / 531"  # the API's CPU per request, bare / lab
+    assert cells()["faststream"][13] == "0.90 (no interval)"  # 398.9 / 443.0 = 0.9005: meets it
+    assert cells()["saq"][5] == "0.90 (no interval)" and cells()["saq"][13] == "1.20 (no interval)"
+    assert cells()["faststream"][14] == "- / -"  # a record without the workers' CPU
+    assert cells()["faststream"][15] == ""  # no rounds recorded: nothing to show
+    # Each round's figures: the median of the rounds' ratios (0.8994, 0.8994, 0.9, 0.8994), not the
+    # pooled RPS, and the interval's bounds rounded down as the median is.
+    faststream = record["rows"][0]
+    faststream["bare"]["rps_rounds"] = [1125.7, 1000.0, 1000.0, 1125.7]
+    faststream["lab"]["rps_rounds"] = [1012.5, 899.4, 900.0, 1012.5]
+    assert cells()["faststream"][5] == "0.89 ✗ [0.89–0.90] (n=4) unsure"
+    faststream["lab"]["rps_rounds"] = [1012.5, 900.0, 900.0, 1013.2]  # 0.8994, 0.9, 0.9, 0.9001
+    assert cells()["faststream"][5] == "0.90 [0.89–0.90] (n=4) unsure"
 
 
 def test_bench_table_shows_each_rounds_ratio():
@@ -879,22 +894,23 @@ def test_bench_table_says_which_drain_windows_were_not_cpu_bound():
     one of two rates), not what a task costs: the notes count those windows."""
     from labctl.render import bench_table as bench
 
-    def windows(*cpu_s):
-        return [{"tasks": 100, "s": 1.05, "cpu_s": c} for c in cpu_s]
+    def windows(tasks, *cpu_s):
+        return [{"tasks": tasks, "s": 1.05, "cpu_s": c} for c in cpu_s]
 
     row = {
         "queue": "saq",
         "worker_limits": {"cpus": 0.5},
-        "bare_drain": {"rate": 700.0, "windows": windows(0.52, 0.53, 0.5)},
-        "lab_drain": {"rate": 500.0, "windows": windows(0.27, 0.53, 0.41)},
+        "bare_drain": {"rate": 666.7, "windows": windows(700, 0.52, 0.53, 0.5)},
+        "lab_drain": {"rate": 476.2, "windows": windows(500, 0.27, 0.53, 0.41)},
     }
     [line] = bench.rows({"run": "bench-z", "mode": "await", "api_limits": {}, "rows": [row]})
     notes = [c.strip() for c in line.strip("|").split("|")][15]
-    assert notes == "windows not CPU-bound (under 80% of the quota): lab 2 of 3", notes  # 0.41 / 1.05 / 0.5 = 0.78
-    row["lab_drain"]["windows"] = windows(0.52, 0.53, 0.43)  # 0.82: every window CPU-bound
+    # 0.41 / 1.05 / 0.5 = 0.78
+    assert notes == "drain ratio by round 0.71, 0.71, 0.71; windows not CPU-bound (under 80% of the quota): lab 2 of 3"
+    row["lab_drain"]["windows"] = windows(500, 0.52, 0.53, 0.43)  # 0.82: every window CPU-bound
     [line] = bench.rows({"run": "bench-z", "mode": "await", "api_limits": {}, "rows": [row]})
     assert "CPU-bound" not in line
-    row["lab_drain"]["windows"] = windows(0.1, None, 0.5)  # a window without its CPU is not judged
+    row["lab_drain"]["windows"] = windows(500, 0.1, None, 0.5)  # a window without its CPU is not judged
     row["worker_limits"] = {"cpus": 0.2}
     [line] = bench.rows({"run": "bench-z", "mode": "await", "api_limits": {}, "rows": [row]})
     assert "lab 1 of 3" in line and "bare" not in line.split("quota):")[1]
@@ -903,38 +919,50 @@ def test_bench_table_says_which_drain_windows_were_not_cpu_bound():
 def test_bench_judges_a_drain_that_was_not_cpu_bound_by_its_cpu_per_task():
     """A worker that left its quota unused was held back by its library's
     schedule, not its CPU: a rate under budget is then judged again on the
-    CPU per task (bare ÷ lab), shown beside it. The figures are arq's at
-    ARQ_POLL_DELAY=0.01 under 0.5 CPU: rate ratio 0.77, CPU per task 690 / 740."""
+    CPU per task (bare ÷ lab), shown beside it, window pair by window pair.
+    The figures are after arq's at ARQ_POLL_DELAY=0.01 under 0.5 CPU: the bare
+    worker flat out at a CPU a task of 690 (microseconds), the lab's at 735-745,
+    idle in two windows of three."""
     from labctl.render import bench_table as bench
 
-    def windows(*cpu_s):
-        return [{"tasks": 400, "s": 1.0, "cpu_s": c} for c in cpu_s]
+    def windows(*tasks_and_us):
+        return [{"tasks": n, "s": 1.0, "cpu_s": n * us / 1e6} for n, us in tasks_and_us]
 
+    bare = windows((740, 690), (750, 690), (748, 690))
     row = {
         "queue": "arq",
         "worker_limits": {"cpus": 0.5},
-        "bare_drain": {"rate": 746.0, "cpu_us_per_task": 690, "windows": windows(0.5, 0.49, 0.5)},
-        "lab_drain": {"rate": 577.0, "cpu_us_per_task": 740, "windows": windows(0.26, 0.5, 0.27)},
+        "bare_drain": {"rate": 746.0, "cpu_us_per_task": 690, "windows": bare},
+        "lab_drain": {"rate": 431.0, "cpu_us_per_task": 741, "windows": windows((350, 735), (577, 745), (365, 740))},
     }
 
     def drain_cell():
         [line] = bench.rows({"run": "bench-w", "mode": "after-response", "api_limits": {}, "rows": [row]})
         return [c.strip() for c in line.strip("|").split("|")][13]
 
-    assert drain_cell() == "0.77 (CPU 0.93)"  # 690 / 740 = 0.932: within budget
-    row["lab_drain"]["cpu_us_per_task"] = 800
-    assert drain_cell() == "0.77 (CPU 0.86) ✗"
+    # The pairs' rates 0.47, 0.77, 0.49; their CPU a task 690 / 735 = 0.939, 0.926, 0.932: within budget.
+    assert drain_cell() == "0.48 [0.28–1.10] (n=3) (CPU 0.93 [0.91–0.94] (n=3))"
+    row["lab_drain"]["windows"] = windows((350, 800), (577, 810), (365, 820))
+    assert drain_cell() == "0.48 [0.28–1.10] (n=3) (CPU 0.85 ✗ [0.82–0.87] (n=3))"
+    row["lab_drain"]["windows"] = windows((350, 760), (577, 735), (365, 790))  # 0.91, 0.94, 0.87
+    assert drain_cell().endswith("(CPU 0.90 [0.82–0.99] (n=3) unsure)")
     # Every window CPU-bound: the rate's ratio is the one judged.
-    row["lab_drain"]["windows"] = windows(0.5, 0.5, 0.49)
-    assert drain_cell() == "0.77 ✗"
+    row["lab_drain"]["windows"] = windows((577, 740), (580, 740), (570, 740))
+    row["worker_limits"] = {"cpus": 0.4}
+    assert drain_cell() == "0.77 ✗ [0.74–0.79] (n=3)"
     # A rate within budget is not judged again (arq at its default polling:
     # mostly idle, where the CPU per task is mostly the idle worker's).
-    row["lab_drain"] = {"rate": 700.0, "cpu_us_per_task": 2433, "windows": windows(0.01, 0.01, 0.01)}
-    row["bare_drain"]["cpu_us_per_task"] = 1717
-    assert drain_cell() == "0.93"
-    # Windows not CPU-bound but no CPU per task recorded: the rate, as before.
-    row["lab_drain"] = {"rate": 577.0, "windows": windows(0.26, 0.5, 0.27)}
-    assert drain_cell() == "0.77 ✗"
+    row["worker_limits"] = {"cpus": 0.5}
+    row["lab_drain"]["windows"] = windows((700, 2433), (710, 2433), (705, 2433))
+    assert drain_cell() == "0.94 [0.93–0.95] (n=3)"
+    # Windows not CPU-bound but no CPU recorded: the rate, as before.
+    for w in row["lab_drain"]["windows"] + row["bare_drain"]["windows"]:
+        w["cpu_s"] = None
+    row["lab_drain"]["windows"] = windows((350, 735), (577, 745), (365, 740))
+    for w in row["lab_drain"]["windows"]:
+        w["cpu_s"] = None
+    row["bare_drain"]["cpu_us_per_task"] = row["lab_drain"]["cpu_us_per_task"] = None
+    assert drain_cell() == "0.48 ✗ [0.28–1.10] (n=3) unsure"
 
 
 def test_bench_says_when_an_api_went_down_and_gives_it_no_cpu_figure():

@@ -85,9 +85,11 @@ def test_the_store_sorts_each_kind_and_the_tables_show_them(store):
     chaos = store.run("chaos-saq-oom-1a2b3c").chaos
     assert chaos is not None and (chaos.fault, chaos.lost, chaos.recovered_s, chaos.oom_events) == ("oom", 0, 4.4, 1)
     [bench] = store.benches()
-    assert "| saq | await | 0.2cpu/200M / 0.2cpu/200M | 310.0 | 295.5 | 0.95 |" in bench_table.table([bench])
-    assert bench_table.short_table(bench).splitlines()[-1] == (
-        "| saq | await | 0.2cpu/200M / 0.2cpu/200M | 0.95 | 0.95 | bench-20261128-035317 |"
+    assert "| saq | await | 0.2cpu/200M / 0.2cpu/200M | 310.0 | 295.5 | 0.95 [0.94–0.96] (n=2) |" in bench_table.table(
+        [bench]
+    )
+    assert bench_table.short_table(bench).splitlines()[2] == (
+        "| saq | await | 0.2cpu/200M / 0.2cpu/200M | 0.95 [0.94–0.96] (n=2) | 1.00 [1.00–1.00] (n=2) | bench-20261128-035317 |"
     )
     [comparison] = store.comparisons()
     assert "| saq | 640 | 170 | 270 | 33 | 0 |" in compare_page.markdown(comparison)
