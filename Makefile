@@ -246,6 +246,7 @@ test-cluster: ## a three-node cluster, a mixed load with a worker node killed, t
 	LAB_CLUSTER_TEST=1 $(UV) run pytest -v -s tests/cluster $(args)
 
 # ---- Scaling ----------------------------------------------------------------------------
-scale: ## the same load at each replica count of a queue's workers (or node count, on a Swarm): make scale worker=Q replicas="1 2 4 8"|nodes="1 2 3" [per_node=1 requests=N users= endpoint=]
+scale: ## the same load at each replica count of a queue's workers (or node count, on a Swarm), reps times in random orders: make scale worker=Q replicas="1 2 4 8"|nodes="1 2 3" [reps=3 seed=N per_node=1 requests=N users= endpoint=]
 	@$(LABCTL) scale --replicas '$(or $(replicas),1 2 4 8)' $(if $(nodes),--nodes '$(nodes)') $(if $(per_node),--per-node '$(per_node)') \
+	  $(if $(reps),--reps '$(reps)') $(if $(seed),--seed '$(seed)') \
 	  $(load-args) $(if $(requests),--iterations '$(requests)') --results-dir '$(results_dir)'

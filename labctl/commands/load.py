@@ -49,8 +49,12 @@ def scale(
     replicas: Annotated[str, typer.Option(help='replica counts, e.g. "1 2 4 8"')] = "1 2 4 8",
     nodes: Annotated[str, typer.Option(help='or node counts to spread the workers over, e.g. "1 2 3" (a Swarm)')] = "",
     per_node: Annotated[int, typer.Option(min=1, help="with nodes: the workers' replicas on each node")] = 1,
+    reps: Annotated[
+        int, typer.Option(min=1, help="runs of each count, the counts in a random order in each")
+    ] = scale_experiment.DEFAULT_REPS,
+    seed: Annotated[int | None, typer.Option(help="the seed of that order (default: drawn, and recorded)")] = None,
 ) -> int:
-    return scale_experiment.scale(options, replicas, orchestrator(), console(), nodes, per_node)
+    return scale_experiment.scale(options, replicas, orchestrator(), console(), nodes, per_node, reps, seed)
 
 
 @handled("chaos", NO_RECORD)

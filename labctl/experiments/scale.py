@@ -1,14 +1,18 @@
 """`make scale`: how a queue's throughput follows its number of workers.
 
-    make scale worker=celery replicas="1 2 4 8" [requests=3000 users=100 endpoint=io/simple run=NAME]
-    make scale worker=celery nodes="1 2 3" [per_node=1 ...]     (on a Swarm of several nodes)
+    make scale worker=celery replicas="1 2 4 8" [reps=3 seed=N requests=3000 users=100 endpoint=io/simple run=NAME]
+    make scale worker=celery nodes="1 2 3" [per_node=1 reps=3 ...]     (on a Swarm of several nodes)
 
-For each replica count, in the order given: the queue's worker service is scaled
-to it (on compose `docker compose up --scale`, on a Swarm stack `docker service
-scale`: whichever `make load` drives, labctl/platform/select.py) and waits
-until every replica is healthy and scraped by Prometheus; then the same `make
-load` runs with wait=1 (the next count starts with an empty backlog) as the run
-<base>-<n>r. From its record and Prometheus, each count gives:
+Each replica count runs `reps` times: in each repetition every count once, in
+an order drawn at random from `seed` (given, or drawn and recorded), so that
+the machine's drift over the experiment and whatever one run leaves to the
+next fall on every count alike. For each run: the queue's worker service is
+scaled to the count (on compose `docker compose up --scale`, on a Swarm stack
+`docker service scale`: whichever `make load` drives,
+labctl/platform/select.py) and waits until every replica is healthy and
+scraped by Prometheus; then the same `make load` runs with wait=1 (the next
+run starts with an empty backlog) as the run <base>-<n>r-rep<i>. From its
+record and Prometheus, each run gives:
 
   API req/s     Locust's requests over the load (the record's RPS), and its p95
   drain rate    tasks completed per second, from the first enqueue to the last
@@ -17,13 +21,18 @@ load` runs with wait=1 (the next count starts with an empty backlog) as the run
                 single-threaded Redis is the ceiling once it nears 1
   workers' CPU  the replicas' cores summed; and how many replicas ran tasks
 
+and each count, over its runs, each figure's median with its confidence interval and
+n, and its speed-up: its drain rate over the first count's, with the interval
+of that ratio (the runs independent: labctl/stats.py's `ratio`), "no
+difference shown" where the interval holds 1.
+
 Over nodes (nodes="1 2 3", a Swarm only): the same steps with the queue's workers
 on the first 1, 2, 3 nodes labelled `worker` (else `lab`), per_node replicas on
 each (`docker service update`: every other node excluded by its hostname, at most
 per_node a node), so that each count adds machines of the same size; the run is
-<base>-<n>n, and the table has a column of the nodes.
+<base>-<n>n-rep<i>, and the tables have a column of the nodes.
 
-The table goes to results/<base>.md and .json, the plots (inline SVG, no network
+The tables go to results/<base>.md and .json, the plots (inline SVG, no network
 needed) to results/<base>.html. The worker is scaled back to its replica count
 at the start (and, over nodes, placed as the stack file says again). Every knob
 of the make line reaches the runs as for `make load`.
@@ -32,6 +41,7 @@ of the make line reaches the runs as for `make load`.
 from __future__ import annotations
 
 import math
+import random
 import time
 from pathlib import Path
 
@@ -44,12 +54,15 @@ from labctl.platform.lab import Lab
 from labctl.platform.swarm import Swarm
 from labctl.polling import wait_until
 from labctl.records.run import RunRecord
-from labctl.records.scale import ScaleRecord
+from labctl.records.scale import ScaleRecord, count_figures
 from labctl.records.store import Store
 from labctl.render import scale_page
 from labctl.render.console import Console
 
 SCRAPE_WAIT_S = 60
+# Three runs a count are the fewest whose interval is of use: two give the t quantile of one
+# degree of freedom (12.7), whose interval holds almost any ratio (docs/swarm.md, "Scaling").
+DEFAULT_REPS = 3
 
 
 # -- Each count -----------------------------------------------------------------------------
@@ -133,12 +146,12 @@ def exact(record: RunRecord | dict) -> bool:
 
 
 def run_step(
-    options: LoadOptions, lab: Lab, replicas: int, run: str, ui: Console, nodes: list[str] | None = None
+    options: LoadOptions, lab: Lab, replicas: int, run: str, ui: Console, nodes: list[str] | None = None, rep: int = 1
 ) -> tuple[dict, RunRecord]:
     """Scale (or spread over `nodes`), wait until scraped, run the load to its last task;
-    the count's row and its run's record."""
+    the run's row and its record."""
     on = f" on {len(nodes)} node(s), {', '.join(nodes)}" if nodes else ""
-    ui.say(f"\n== {options.worker}: {replicas} replica(s){on}")
+    ui.say(f"\n== {options.worker}: {replicas} replica(s){on}, repetition {rep}")
     since = time.time()
     if nodes and isinstance(lab, Swarm):
         lab.spread(options.worker, nodes, replicas // len(nodes))
@@ -149,7 +162,7 @@ def run_step(
     if prom is not None:
         wait_scraped(prom, options.worker, replicas, since)
     record = run_load(options.but(run=run, wait=True), lab, ui)
-    row = step_row(replicas, record, prom, options.worker)
+    row = {"rep": rep, **step_row(replicas, record, prom, options.worker)}
     if nodes:
         row = {"nodes": len(nodes), **row, "node_names": nodes}
     if record.unsettled() or not row["exact"]:
@@ -159,9 +172,15 @@ def run_step(
 
 def parse_counts(replicas: str, name: str = "replicas") -> list[int]:
     counts = [int(n) for n in replicas.split() if n.isdigit() and int(n) > 0]
-    if not counts or len(counts) != len(replicas.split()):
-        raise ParamError(f'{name}="{replicas}": whole numbers above 0, e.g. "1 2 4 8"')
+    if not counts or len(counts) != len(replicas.split()) or len(set(counts)) != len(counts):
+        raise ParamError(f'{name}="{replicas}": whole numbers above 0, each once, e.g. "1 2 4 8"')
     return counts
+
+
+def run_order(counts: list[int], reps: int, seed: int) -> list[list[int]]:
+    """Each repetition's counts, shuffled by a generator seeded with `seed`: the same seed, the same order."""
+    rng = random.Random(seed)
+    return [rng.sample(counts, len(counts)) for _ in range(reps)]
 
 
 def worker_nodes(lab: Lab, counts: list[int]) -> list[str]:
@@ -188,13 +207,25 @@ def write_outputs(summary: ScaleRecord, directory: Path) -> list[Path]:
     ]
 
 
-def scale(options: LoadOptions, replicas: str, lab: Lab, ui: Console, nodes: str = "", per_node: int = 1) -> int:
+def scale(
+    options: LoadOptions,
+    replicas: str,
+    lab: Lab,
+    ui: Console,
+    nodes: str = "",
+    per_node: int = 1,
+    reps: int = DEFAULT_REPS,
+    seed: int | None = None,
+) -> int:
     if options.worker not in BROKER_NAMES:
         raise ParamError(f"worker={options.worker or '?'}: one broker queue ({', '.join(BROKER_NAMES)})")
+    if reps < 1:
+        raise ParamError(f"reps={reps}: a whole number above 0")
     counts = parse_counts(nodes, "nodes") if nodes else parse_counts(replicas)
     spread = worker_nodes(lab, counts) if nodes else []
     params = options.parse()  # fail before scaling anything
     base = options.run or f"scale-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{options.worker}"
+    seed = random.SystemRandom().randrange(2**31) if seed is None else seed
     summary = ScaleRecord(
         base=base,
         worker=options.worker,
@@ -207,17 +238,25 @@ def scale(options: LoadOptions, replicas: str, lab: Lab, ui: Console, nodes: str
         platform=lab.describe(),
         axis="nodes" if spread else "replicas",
         per_node=per_node if spread else None,
+        counts=counts,
+        reps=reps,
+        seed=seed,
+        order=run_order(counts, reps, seed),
     )
+    ui.say(f"{reps} repetition(s) of {len(counts)} count(s), each in its own order (seed {seed}):")
+    for rep, order in enumerate(summary.order, 1):
+        ui.say(f"  repetition {rep}: {' '.join(map(str, order))}")
     before = lab.replicas(options.worker)
     first: RunRecord | None = None
     try:
-        for n in counts:
-            if spread:
-                row, record = run_step(options, lab, n * per_node, f"{base}-{n}n", ui, spread[:n])
-            else:
-                row, record = run_step(options, lab, n, f"{base}-{n}r", ui)
-            summary.rows.append(row)
-            first = first or record
+        for rep, order in enumerate(summary.order, 1):
+            for n in order:
+                if spread:
+                    row, record = run_step(options, lab, n * per_node, f"{base}-{n}n-rep{rep}", ui, spread[:n], rep=rep)
+                else:
+                    row, record = run_step(options, lab, n, f"{base}-{n}r-rep{rep}", ui, rep=rep)
+                summary.rows.append(row)
+                first = first or record
     except LabError as exc:
         ui.say(f"\nmake scale: {exc}")
     finally:
@@ -233,7 +272,9 @@ def scale(options: LoadOptions, replicas: str, lab: Lab, ui: Console, nodes: str
     worker = (first.limits.get("workers") or {}).get(options.worker, {})
     summary.api_limits = f"{api.get('cpus')}cpu/{api.get('memory')}"
     summary.worker_limits = f"{worker.get('cpus')}cpu/{worker.get('memory')} each"
+    summary.by_count = [figures.as_json() for figures in count_figures(summary)]
     paths = write_outputs(summary, Path(options.results_dir))
     ui.say("\n" + scale_page.markdown(summary))
     ui.say("written: " + ", ".join(str(p) for p in paths))
-    return EXIT_OK if len(summary.rows) == len(counts) and all(r["exact"] for r in summary.rows) else EXIT_FAILED
+    done = len(summary.rows) == len(counts) * reps
+    return EXIT_OK if done and all(r["exact"] for r in summary.rows) else EXIT_FAILED

@@ -1,18 +1,20 @@
-"""make scale's table and page: a row per replica count, and the four panels
-against the replica count (matplotlib, inline SVG: no network needed)."""
+"""make scale's tables and page: each count over its runs (every figure's
+median, interval and n; the drain rate's speed-up over the first count, and
+what it shows), then every run; and the four panels against the count
+(matplotlib, inline SVG: no network needed)."""
 
 from __future__ import annotations
 
 import html
 from typing import Any
 
-from labctl.records.scale import ScaleRecord
+from labctl import stats
+from labctl.records.scale import CountFigures, ScaleRecord, count_figures
 from labctl.render import charts
 from labctl.render.table import markdown_table
 
-# (key, column title) of the table, in order.
-COLUMNS = (
-    ("replicas", "replicas"),
+# (key, column title) of the figures, in order: each count's over its runs, and each run's.
+FIGURE_COLUMNS = (
     ("rps", "API req/s"),
     ("p95_ms", "p95 ms"),
     ("drain_rate", "drain rate tasks/s"),
@@ -21,11 +23,22 @@ COLUMNS = (
     ("redis_cpu_peak", "Redis CPU peak"),
     ("workers_cpu", "workers' CPU"),
     ("busy_replicas", "replicas that ran tasks"),
+)
+# Every run's table: the count, the figures, the ledger.
+COLUMNS = (
+    ("rep", "rep"),
+    ("replicas", "replicas"),
+    *FIGURE_COLUMNS,
     ("enqueued", "enqueued"),
     ("completed", "completed"),
     ("duplicates", "dup"),
     ("lost", "lost"),
     ("run", "run"),
+)
+LEGEND = (
+    "Each figure: the median of the count's runs [its 95 % interval] (n shown where it is not the runs'). "
+    "Speed-up: the drain rate over the first count's, its 95 % interval (the runs independent); "
+    "faster or slower where the interval excludes 1, no difference shown where it holds 1."
 )
 
 
@@ -42,26 +55,78 @@ def cell(value: Any) -> str:
 
 
 def columns(summary: dict) -> tuple[tuple[str, str], ...]:
-    """The table's columns: over nodes, the node count first."""
-    return (("nodes", "nodes"), *COLUMNS) if summary.get("axis") == "nodes" else COLUMNS
+    """Every run's columns: over nodes, the node count beside the replicas."""
+    return (COLUMNS[0], ("nodes", "nodes"), *COLUMNS[1:]) if summary.get("axis") == "nodes" else COLUMNS
+
+
+def _axis(summary: dict) -> str:
+    return summary.get("axis") or "replicas"
+
+
+def speedup_cell(figures: CountFigures) -> str:
+    """`1.96 [1.85–2.08] faster`; the first count is the reference."""
+    if figures.speedup is None:
+        return "1 (reference)"
+    return f"{stats.ratio_text(figures.speedup)} {figures.speedup.verdict}"
+
+
+def count_rows(summary: dict) -> tuple[list[str], list[list[str]]]:
+    """The header and rows of the counts' table."""
+    axis = _axis(summary)
+    counts = count_figures(summary)
+    first = f"{counts[0].count} {axis[:-1]}(s)" if counts else "the first count"
+    header = [axis, "runs", *(title for _, title in FIGURE_COLUMNS[:3]), f"speed-up over {first}"]
+    header += [title for _, title in FIGURE_COLUMNS[3:]] + ["exact runs"]
+    rows = []
+    for c in counts:
+        est = [stats.text(c.figures[key], show_n=c.figures[key].n != c.runs) for key, _ in FIGURE_COLUMNS]
+        rows.append([str(c.count), str(c.runs), *est[:3], speedup_cell(c), *est[3:], f"{c.exact} of {c.runs}"])
+    return header, rows
+
+
+def order_line(summary: dict) -> str:
+    """`Order (seed 7): repetition 1: 4 1 2; repetition 2: 2 4 1`; nothing for an older record."""
+    if not summary.get("order"):
+        return ""
+    reps = "; ".join(f"repetition {i}: {' '.join(map(str, o))}" for i, o in enumerate(summary["order"], 1))
+    return f"Order (seed {summary.get('seed')}): {reps}."
+
+
+def run_rows(summary: dict) -> list[list[str]]:
+    return [[cell(row.get(key)) for key, _ in columns(summary)] for row in summary["rows"]]
 
 
 def markdown(summary: ScaleRecord | dict) -> str:
     summary = _data(summary)
-    cols = columns(summary)
-    rows = [[cell(row.get(key)) for key, _ in cols] for row in summary["rows"]]
+    header, rows = count_rows(summary)
     lines = [
         f"# make scale worker={summary['worker']}: {summary['base']}",
         "",
-        f"{summary_line(summary)}",
+        summary_line(summary),
         "",
-        markdown_table([title for _, title in cols], rows, {"run"}),
+        "## Each count over its runs",
+        "",
+        markdown_table(header, rows, {header[5]}),
+        "",
+        LEGEND,
+        "",
+        "## Every run",
+        "",
+        *([order_line(summary), ""] if summary.get("order") else []),
+        markdown_table([title for _, title in columns(summary)], run_rows(summary), {"run"}),
     ]
-    axis = summary.get("axis") or "replicas"
-    notes = [f"- {row[axis]} {axis[:-1]}(s): {w}" for row in summary["rows"] for w in row.get("warnings", [])]
+    axis = _axis(summary)
+    notes = [
+        f"- {row[axis]} {axis[:-1]}(s){_rep(row)}: {w}" for row in summary["rows"] for w in row.get("warnings", [])
+    ]
     if axis == "nodes":
-        notes += [f"- {row['nodes']} node(s): {', '.join(row.get('node_names') or [])}" for row in summary["rows"]]
+        names = {row["nodes"]: row.get("node_names") or [] for row in summary["rows"]}
+        notes += [f"- {n} node(s): {', '.join(nodes)}" for n, nodes in names.items()]
     return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
+
+
+def _rep(row: dict) -> str:
+    return f", repetition {row['rep']}" if row.get("rep") else ""
 
 
 def summary_line(summary: dict) -> str:
@@ -77,9 +142,11 @@ def summary_line(summary: dict) -> str:
         if summary.get("axis") == "nodes"
         else ""
     )
+    reps = summary.get("reps") or 1
     return (
-        f"{length} of {p['endpoint']} from {p['users']} users per count, on the {where}{spread}; "
-        f"worker limits {summary.get('worker_limits') or '-'}, API {summary.get('api_limits') or '-'}."
+        f"{length} of {p['endpoint']} from {p['users']} users per run, {reps} run(s) of each count, "
+        f"on the {where}{spread}; worker limits {summary.get('worker_limits') or '-'}, "
+        f"API {summary.get('api_limits') or '-'}."
     )
 
 
@@ -95,18 +162,27 @@ PANELS = (
 
 
 def svg_plot(summary: dict) -> str:
-    """The four panels against the replica count, as an SVG document (text kept as text)."""
-    rows = summary["rows"]
-    axis = summary.get("axis") or "replicas"
-    xs = [r[axis] for r in rows]
+    """The four panels against the count, as an SVG document (text kept as text): each
+    count's median with its interval as an error bar, each run a small dot."""
+    axis = _axis(summary)
+    counts = count_figures(summary)
+    xs = [c.count for c in counts]
     fig, axes = charts.figure(1100, 700, 2, 2)
     for ax, (title, series) in zip(axes.flat, PANELS):
         for key, label in series:
-            points = [(x, r.get(key)) for x, r in zip(xs, rows) if r.get(key) is not None]
-            if points:
-                ax.plot(*zip(*points), marker="o", label=label)
-        if title.startswith("drain") and rows and rows[0].get("drain_rate"):
-            base = rows[0]["drain_rate"] / rows[0][axis]
+            points = [(c.count, c.figures[key]) for c in counts if c.figures[key].median is not None]
+            if not points:
+                continue
+            x, est = zip(*points)
+            medians = [e.median for e in est]
+            below = [e.median - (e.low if e.low is not None else e.median) for e in est]
+            above = [(e.high if e.high is not None else e.median) - e.median for e in est]
+            bars = ax.errorbar(x, medians, yerr=[below, above], marker="o", capsize=4, label=label)
+            runs = [(row[axis], row[key]) for row in summary["rows"] if row.get(key) is not None]
+            ax.plot(*zip(*runs), ls="none", marker=".", alpha=0.4, color=bars[0].get_color())
+        first = counts[0] if counts else None
+        if title.startswith("drain") and first and first.figures["drain_rate"].median:
+            base = first.figures["drain_rate"].median / first.count
             ax.plot(xs, [base * x for x in xs], ls="--", color="grey", label="linear from the first count")
         if title.startswith("CPU"):
             ax.axhline(1.0, ls=":", color="red", label="one core (Redis's ceiling)")
@@ -116,23 +192,30 @@ def svg_plot(summary: dict) -> str:
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle(f"make scale worker={summary['worker']} ({summary['base']})", fontsize=10)
+    fig.suptitle(
+        f"make scale worker={summary['worker']} ({summary['base']}): median and 95 % interval of each count's runs",
+        fontsize=10,
+    )
     fig.tight_layout()
     return charts.svg(fig)
 
 
+def _html_table(header: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(title)}</th>" for title in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
 def html_page(summary: ScaleRecord | dict) -> str:
     summary = _data(summary)
-    cols = columns(summary)
-    head = "".join(f"<th>{html.escape(title)}</th>" for _, title in cols)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(cell(row.get(key)))}</td>" for key, _ in cols) + "</tr>"
-        for row in summary["rows"]
-    )
+    header, rows = count_rows(summary)
+    order = f"<p>{html.escape(order_line(summary))}</p>\n" if summary.get("order") else ""
     return (
         f"<!doctype html>\n<html><head><meta charset='utf-8'><title>{html.escape(summary['base'])}</title>"
         "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}</style></head><body>\n"
         f"<h1>make scale worker={html.escape(summary['worker'])}</h1>\n<p>{html.escape(summary_line(summary))}</p>\n"
-        f"<table><tr>{head}</tr>{body}</table>\n{svg_plot(summary)}\n</body></html>\n"
+        f"<h2>Each count over its runs</h2>\n{_html_table(header, rows)}\n<p>{html.escape(LEGEND)}</p>\n"
+        f"{svg_plot(summary)}\n<h2>Every run</h2>\n{order}"
+        f"{_html_table([t for _, t in columns(summary)], run_rows(summary))}\n</body></html>\n"
     )

@@ -1,13 +1,17 @@
 """`make scale`'s outputs from its rows (labctl/experiments/scale.py,
-labctl/render/scale_page.py), and a Swarm task read as the container `make load`
-records limits from (labctl/platform/swarm.py): pure functions, no Docker."""
+labctl/records/scale.py, labctl/render/scale_page.py): each count's figures
+over its runs and its speed-up's verdict, from a hand-made record; the runs'
+seeded order; and a Swarm task read as the container `make load` records
+limits from (labctl/platform/swarm.py): pure functions, no Docker."""
 
+import json
 import re
 
+from labctl import stats
 from labctl.experiments import scale as S
 from labctl.platform import containers
 from labctl.platform.swarm import task_containers
-from labctl.records.scale import ScaleRecord
+from labctl.records.scale import ScaleRecord, count_figures
 from labctl.render import scale_page
 
 
@@ -51,11 +55,20 @@ def test_a_row_without_prometheus_has_the_records_figures():
     assert "redis_cpu_mean" not in row  # no Prometheus: no Redis figure, rather than a wrong one
 
 
+# Each count's drain rates over three repetitions: 2 replicas clearly faster than 1,
+# 4 no faster than 1 (the host's two cores spent).
+RATES = {1: [60.0, 62.0, 58.0], 2: [118.0, 121.0, 114.0], 4: [64.0, 55.0, 70.0]}
+ORDER = [[2, 1, 4], [4, 2, 1], [1, 4, 2]]
+
+
 def summary() -> ScaleRecord:
     rows = []
-    for n, rate, redis in ((1, 60.0, 0.1), (2, 118.0, 0.18), (4, 150.0, 0.31)):
-        row = S.step_row(n, record(f"scale-x-{n}r"), None, "celery")
-        rows.append({**row, "drain_rate": rate, "redis_cpu_mean": redis, "redis_cpu_peak": redis * 1.5})
+    for rep, order in enumerate(ORDER, 1):
+        for n in order:
+            rate = RATES[n][rep - 1]
+            row = S.step_row(n, record(f"scale-x-{n}r-rep{rep}"), None, "celery")
+            redis = 0.1 * n
+            rows.append({"rep": rep, **row, "drain_rate": rate, "redis_cpu_mean": redis, "redis_cpu_peak": redis * 1.5})
     rows[-1]["warnings"] = ["the run did not settle exactly"]
     return ScaleRecord(
         base="scale-x",
@@ -65,15 +78,99 @@ def summary() -> ScaleRecord:
         rows=rows,
         api_limits="0.2cpu/200M",
         worker_limits="0.2cpu/200M each",
+        counts=[1, 2, 4],
+        reps=3,
+        seed=7,
+        order=ORDER,
     )
 
 
-def test_the_markdown_table_has_a_row_per_count_and_names_where_it_ran():
+def tables(text: str) -> list[list[str]]:
+    """The markdown's tables, each as its lines (header first, the separator left out)."""
+    blocks: list[list[str]] = [[]]
+    for line in text.splitlines():
+        if line.startswith("| "):
+            blocks[-1].append(line)
+        elif not line.startswith("|") and blocks[-1]:
+            blocks.append([])
+    return [b for b in blocks if b]
+
+
+def test_the_markdown_has_a_row_per_count_then_every_run_and_names_where_it_ran():
     text = scale_page.markdown(summary())
-    lines = [line for line in text.splitlines() if line.startswith("| ")]
-    assert lines[0].startswith("| replicas | API req/s | p95 ms | drain rate tasks/s")
-    assert [line.split(" | ")[0] for line in lines[1:]] == ["| 1", "| 2", "| 4"]
-    assert "Swarm stack lab, 1 node(s)" in text and "- 4 replica(s): the run did not settle exactly" in text
+    counts, runs = tables(text)
+    assert counts[0].startswith("| replicas | runs | API req/s | p95 ms | drain rate tasks/s | speed-up over 1 replica")
+    assert [line.split(" | ")[0] for line in counts[1:]] == ["| 1", "| 2", "| 4"]
+    assert runs[0].startswith("| rep | replicas | API req/s")
+    assert [line.split(" | ")[:2] for line in runs[1:]] == [
+        ["| 1", "2"],
+        ["| 1", "1"],
+        ["| 1", "4"],
+        ["| 2", "4"],
+        ["| 2", "2"],
+        ["| 2", "1"],
+        ["| 3", "1"],
+        ["| 3", "4"],
+        ["| 3", "2"],
+    ]
+    assert "Order (seed 7): repetition 1: 2 1 4; repetition 2: 4 2 1; repetition 3: 1 4 2." in text
+    assert "3 run(s) of each count" in text and "Swarm stack lab, 1 node(s)" in text
+    assert "- 2 replica(s), repetition 3: the run did not settle exactly" in text
+
+
+def test_each_count_is_a_median_with_its_interval_and_its_speedup_says_what_it_shows():
+    record = summary()
+    by = {c.count: c for c in count_figures(record)}
+    assert [c.count for c in count_figures(record)] == [1, 2, 4] and all(c.runs == 3 for c in by.values())
+    assert by[2].figures["drain_rate"] == stats.estimate(RATES[2])
+    assert by[2].figures["drain_rate"].median == 118.0 and by[2].figures["rps"].n == 3
+    assert by[1].speedup is None  # the reference
+    assert by[2].speedup == stats.ratio(RATES[2], RATES[1]) and by[2].speedup.verdict == stats.FASTER
+    assert by[4].speedup is not None and by[4].speedup.straddles(1.0)
+    assert by[4].speedup.verdict == stats.NO_DIFFERENCE
+    assert (by[1].exact, by[2].exact) == (3, 3)  # the warning is the test's own: the ledger's counts are exact
+    [one, two, four] = tables(scale_page.markdown(record))[0][1:]
+    cells = {n: [c.strip() for c in line.strip("|").split("|")] for n, line in ((1, one), (2, two), (4, four))}
+    assert cells[2][4] == stats.text(by[2].figures["drain_rate"], show_n=False)  # e.g. 118 [110–126]
+    assert cells[1][5] == "1 (reference)"
+    assert cells[2][5] == f"{stats.ratio_text(by[2].speedup)} faster"
+    assert cells[4][5].endswith(" no difference shown")
+    assert cells[4][-1] == "3 of 3"
+    # The record keeps them for readers of its JSON: as derived, the verdict beside each speed-up.
+    assert record.by_count == []
+    record.by_count = [c.as_json() for c in count_figures(record)]
+    again = ScaleRecord.model_validate(json.loads(json.dumps(record.as_json())))
+    assert again.by_count[2]["speedup"]["verdict"] == "no difference shown"
+    assert again.by_count[1]["drain_rate"] == stats.estimate(RATES[2]).as_json()
+
+
+def test_an_older_record_of_one_run_a_count_has_no_interval():
+    older = summary()
+    older.rows = [row for row in older.rows if row["rep"] == 1]
+    for row in older.rows:
+        del row["rep"]
+    older.counts, older.order, older.reps, older.seed = [], [], 1, None
+    by = count_figures(older)
+    assert [c.count for c in by] == [2, 1, 4]  # no counts recorded: the order the rows ran in
+    assert by[0].figures["drain_rate"].low is None and by[1].speedup is not None
+    assert by[1].speedup.verdict == stats.TOO_FEW
+    text = scale_page.markdown(older)
+    assert "too few runs" in text and "Order (seed" not in text
+    assert "speed-up over 2 replica(s)" in text
+
+
+def test_each_repetition_runs_every_count_once_in_an_order_its_seed_gives():
+    order = S.run_order([1, 2, 4, 8], 5, seed=12345)
+    assert order == S.run_order([1, 2, 4, 8], 5, seed=12345)
+    assert all(sorted(o) == [1, 2, 4, 8] for o in order) and len(order) == 5
+    assert len({tuple(o) for o in order}) > 1  # not one order repeated
+    assert S.run_order([1, 2, 4, 8], 5, seed=1) != order
+    import pytest
+
+    from labctl.errors import ParamError
+
+    with pytest.raises(ParamError, match="each once"):
+        S.parse_counts("1 2 2")
 
 
 def test_the_html_page_plots_inline_and_loads_nothing(tmp_path):
@@ -93,12 +190,20 @@ def test_over_nodes_the_table_and_plots_count_nodes_and_name_them(tmp_path):
     by_nodes.axis, by_nodes.per_node = "nodes", 2
     by_nodes.platform = {"orchestrator": "swarm", "stack": "lab", "nodes": 6}
     names = ["node-4", "node-5", "node-6"]
-    by_nodes.rows = [{"nodes": n, **row, "node_names": names[:n]} for n, row in zip((1, 2, 3), by_nodes.rows)]
+    nodes = {1: 1, 2: 2, 4: 3}  # the summary's replica counts, as node counts
+    by_nodes.counts = [1, 2, 3]
+    by_nodes.order = [[nodes[n] for n in o] for o in ORDER]
+    by_nodes.rows = [
+        {"rep": row["rep"], "nodes": nodes[row["replicas"]], **row, "node_names": names[: nodes[row["replicas"]]]}
+        for row in by_nodes.rows
+    ]
     text = scale_page.markdown(by_nodes)
-    lines = [line for line in text.splitlines() if line.startswith("| ")]
-    assert lines[0].startswith("| nodes | replicas | API req/s")
+    counts, runs = tables(text)
+    assert counts[0].startswith("| nodes | runs | API req/s") and "speed-up over 1 node(s)" in counts[0]
+    assert [line.split(" | ")[0] for line in counts[1:]] == ["| 1", "| 2", "| 3"]
+    assert runs[0].startswith("| rep | nodes | replicas | API req/s")
     assert "2 replica(s) a node" in text and "- 3 node(s): node-4, node-5, node-6" in text
-    assert "- 3 node(s): the run did not settle exactly" in text
+    assert "- 2 node(s), repetition 3: the run did not settle exactly" in text
     S.write_outputs(by_nodes, tmp_path)
     assert "nodes (the workers" in (tmp_path / "scale-x.html").read_text()  # the x axis
 
