@@ -37,7 +37,7 @@ LONGEST_FIRST = (
 SHARED_PROCESSES = {
     "tests/integration/test_queues.py": "lab-queues",
     "tests/integration/test_replicas.py": "lab-replicas",
-    "tests/integration/test_api_input.py": "lab-replicas",
+    "tests/integration/test_api_input.py": "api-input",
     "tests/integration/test_experiments.py": "experiments",
     "tests/integration/test_modes.py": "modes",
 }

@@ -77,6 +77,32 @@ def wait_until(predicate, timeout: float, what: str, interval: float = 0.1):
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
+async def until(predicate, timeout: float, what: str, interval: float = 0.02):
+    """wait_until inside an event loop: `predicate()` (a plain call) polled
+    between awaits, so the loop keeps running what the test waits for."""
+    deadline = time.monotonic() + timeout
+    while not (last := predicate()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+        await asyncio.sleep(interval)
+    return last
+
+
+class SilentServer:
+    """A port that takes connections and never answers: a Redis that does not
+    answer, as a frozen one does (the kernel completes the connections; nothing
+    ever reads them). `with SilentServer() as url:`."""
+
+    def __enter__(self) -> str:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(128)
+        return f"redis://127.0.0.1:{self.sock.getsockname()[1]}/0"
+
+    def __exit__(self, *exc) -> None:
+        self.sock.close()
+
+
 class RedisServer:
     def __init__(self, port: int | None = None, persist: bool = False):
         """persist: an append-only file in a directory of its own, so a restart

@@ -7,11 +7,12 @@ import asyncio
 import time
 
 import redis.asyncio as aioredis
+import redis.exceptions as redis_errors
 
 from lab.batcher import Batcher
 from lab.ledger import Ledger, work_key
 from lab.protocol import Kind, Queue, TaskMessage, Variant
-from tests.lab import RedisServer, new_run
+from tests.lab import RedisServer, SilentServer, new_run, until
 
 
 def msg(run: str, value: int = 3) -> TaskMessage:
@@ -49,23 +50,33 @@ def test_concurrent_enqueues_and_settles_are_batched_and_exact(redis_server):
     assert len(calls) < 50 + 25, f"no batching happened: {calls}"  # 75 settles in fewer round trips
 
 
-def test_a_failed_batch_fails_every_waiting_caller_fast(redis_server):
-    """Redis that does not answer: every caller of the batch, and those queued
-    behind it, get the error after one timeout, not one timeout each."""
+def test_a_redis_that_does_not_answer_fails_every_waiting_caller_after_one_timeout():
+    """A Redis that takes the connection and never answers: every caller of the
+    batch, and those queued behind it, get the timeout from one round trip,
+    not one timeout each."""
+    timeout_s, callers = 0.5, 30
 
-    async def scenario():
-        redis = aioredis.Redis.from_url("redis://127.0.0.1:9/0", socket_connect_timeout=0.5, socket_timeout=0.5)
+    async def scenario(url):
+        redis = aioredis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
         ledger = Ledger(redis)
+        sends = []
+        send = ledger._execution_batch._send
+        ledger._execution_batch._send = lambda items: sends.append(len(items)) or send(items)
         started = time.monotonic()
-        results = await asyncio.gather(
-            *(ledger.settle(msg("down"), "completed") for _ in range(30)), return_exceptions=True
+        # The bound only stops a hang: one timeout each would take callers x timeout_s.
+        results = await asyncio.wait_for(
+            asyncio.gather(*(ledger.settle(msg("down"), "completed") for _ in range(callers)), return_exceptions=True),
+            callers * timeout_s,
         )
         await redis.aclose()
-        return results, time.monotonic() - started
+        return results, sends, time.monotonic() - started
 
-    results, elapsed = asyncio.run(scenario())
-    assert all(isinstance(r, Exception) for r in results), results
-    assert elapsed < 2.0, f"30 callers took {elapsed:.1f}s to fail"
+    with SilentServer() as url:
+        results, sends, elapsed = asyncio.run(scenario(url))
+    assert all(isinstance(r, redis_errors.TimeoutError) for r in results), results
+    # The first caller's item went alone; the 29 that came while it waited failed with it, unsent.
+    assert sends == [1], sends
+    assert elapsed >= timeout_s * 0.9, f"failed in {elapsed:.2f}s: Redis answered, it did not time out"
 
 
 def test_later_items_go_within_the_linger_time_without_a_waiting_caller():
@@ -76,16 +87,19 @@ def test_later_items_go_within_the_linger_time_without_a_waiting_caller():
             sent.append(list(items))
             return [None] * len(items)
 
-        batcher = Batcher(send, linger_s=0.05)
+        linger_s = 0.05
+        batcher = Batcher(send, linger_s=linger_s)
+        queued = time.monotonic()
         batcher.submit_later("a")
         batcher.submit_later("b")
-        await asyncio.sleep(0.2)
-        first = list(sent)
+        first = list(await until(lambda: sent, 30, "the lingering items to go by themselves", interval=0.005))
+        waited = time.monotonic() - queued
         assert await batcher.submit("c") is None
-        return first, sent
+        return first, sent, waited, linger_s
 
-    first, sent = asyncio.run(scenario())
+    first, sent, waited, linger_s = asyncio.run(scenario())
     assert first == [["a", "b"]] and sent[-1] == ["c"]
+    assert waited >= linger_s * 0.9, f"sent after {waited:.3f}s, before their linger"
 
 
 def test_later_items_go_with_the_next_callers_send():
@@ -142,11 +156,22 @@ def test_enqueue_counts_wait_out_a_frozen_redis_and_are_written_once():
             ledger = Ledger(redis)
             ledger.enqueues.retry_s = 0.2
             await ledger.record_enqueued(msg(run))  # connected, one count written
+            attempts = []
+            write = ledger.enqueues._writer_link.script
+
+            async def counted(*args):
+                try:
+                    return await write(*args)
+                except Exception as exc:
+                    attempts.append(exc)
+                    raise
+
+            ledger.enqueues._writer_link.script = counted
             server.freeze()
             for _ in range(20):
                 ledger.count_enqueued(msg(run))
-                await asyncio.sleep(0.02)
-            await asyncio.sleep(1.0)  # several timed-out writes
+            # A first write that timed out and a retry that did too: the counts wait in memory.
+            await until(lambda: len(attempts) >= 2, 60, "two timed-out writes")
             still_waiting = ledger.enqueues._writer is not None
             server.thaw()
             await asyncio.wait_for(ledger.enqueues.written(), 10)
@@ -174,10 +199,13 @@ def test_a_start_is_counted_once_whether_it_settles_first_or_outlives_its_linger
         short, long = msg(run), msg(run)
         for m in (short, long):
             await ledger.record_enqueued(m)
-        short_start, long_start = ledger.start_later(short, linger_s=5), ledger.start_later(long, linger_s=0.05)
+        short_start, long_start = ledger.start_later(short, linger_s=60), ledger.start_later(long, linger_s=0.05)
         assert await ledger.settle(short, "completed", start=short_start)
-        await asyncio.sleep(0.8)  # the long one's linger, then the batch's own
-        running = (await ledger.report(run))["queues"]["saq"]["io/simple"]
+        # The long one's linger, then the batch's own: its start is written by itself.
+        deadline = time.monotonic() + 60
+        while (running := (await ledger.report(run))["queues"]["saq"]["io/simple"])["started"] < 2:
+            assert time.monotonic() < deadline, f"the long one's start was never written: {running}"
+            await asyncio.sleep(0.05)
         assert await ledger.settle(long, "completed", start=long_start)
         done = (await ledger.report(run))["queues"]["saq"]["io/simple"]
         await redis.aclose()

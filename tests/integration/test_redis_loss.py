@@ -8,6 +8,7 @@ import redis as sync_redis
 
 from lab.protocol import BROKER_QUEUES
 from tests.lab import (
+    HTTP,
     RedisServer,
     api_process,
     new_run,
@@ -53,6 +54,11 @@ def outage(redis: RedisServer, workers: dict, empty: bool) -> None:
     redis.start()
 
 
+def api_ready(api, queues: list[str]) -> bool:
+    """/readyz: Redis answers the API, and every queue's producer is ready."""
+    return HTTP.get(f"{api.url}/readyz", params={"queues": ",".join(queues)}, timeout=5).status_code == 200
+
+
 def stop_all(api, workers: dict) -> None:
     for w in workers.values():
         w.stop()
@@ -70,7 +76,7 @@ def test_workers_take_tasks_again_after_redis_returns_with_its_data_then_empty()
         pids = {q: w.proc.pid for q, w in workers.items()}
         for empty, tag in ((False, "after-keeps-data"), (True, "after-comes-back-empty")):
             outage(redis, workers, empty)
-            wait_until(lambda: api.metrics() is not None, 10, "the API")
+            wait_until(lambda: api_ready(api, queues), 60, "the API to see Redis again (/readyz 200)", interval=0.2)
             run_batch(api, queues, tag)
             assert {q: w.proc.pid for q, w in workers.items() if w.proc.poll() is None} == pids, (
                 f"{tag}: a worker process was replaced or exited"
