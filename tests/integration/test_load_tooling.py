@@ -672,12 +672,26 @@ def run_distributed(target, tmp_path, users: int, **run_env) -> tuple[dict, dict
         for p in procs:
             if p.poll() is None:
                 p.kill()
-    lines = {
-        line.split(" ", 1)[0]: json.loads(line.split(" ", 1)[1])
-        for line in master_log.read_text().splitlines()
+    return lab_lines(master_log.read_text()), metrics, codes
+
+
+def lab_lines(text: str) -> dict:
+    """A Locust process's LAB-* lines, the last of each kind by its name, and
+    every LAB-PROGRESS in order under "progress"."""
+    parsed = [
+        (line.split(" ", 1)[0], json.loads(line.split(" ", 1)[1]))
+        for line in text.splitlines()
         if line.startswith("LAB-")
-    }
-    return lines, metrics, codes
+    ]
+    return {**dict(parsed), "progress": [data for kind, data in parsed if kind == "LAB-PROGRESS"]}
+
+
+def closed_at_its_duration(lines: dict) -> None:
+    """The run was closed at the first of its once-a-second looks that found its
+    duration past, counted from the test's start (its PROGRESS lines' elapsed)."""
+    duration = lines["LAB-RESULT"]["duration_target_s"]
+    elapsed = [p["elapsed"] for p in lines["progress"]]
+    assert elapsed and elapsed[-1] >= duration and all(e < duration for e in elapsed[:-1]), elapsed
 
 
 def test_a_distributed_run_sends_exactly_its_iterations_and_counts_each_once(target, tmp_path):
@@ -720,9 +734,9 @@ def test_a_distributed_run_for_a_duration_records_every_request_it_sent(target, 
     assert codes == [0, 0, 0]
     result = lines["LAB-RESULT"]
     assert result["iterations"] is None and result["duration_target_s"] == 3.0
-    assert result["requests"] == target.count == result["status_codes"]["202"] > 50
+    assert result["requests"] == target.count == result["status_codes"]["202"] > 0
     assert result["test_started_at"] < result["first_request_at"] < result["last_response_at"]
-    assert 2.5 < result["last_response_at"] - result["test_started_at"] < 6
+    closed_at_its_duration(lines)
 
 
 def test_a_local_run_for_a_duration_and_a_refused_parameter(target, tmp_path):
@@ -747,17 +761,14 @@ def test_a_local_run_for_a_duration_and_a_refused_parameter(target, tmp_path):
         LOAD_LINGER_S="0",
         METRICS_PORT="off",
     )
-    started = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "locust", *common], env=env, capture_output=True, text=True, timeout=60, check=False
+    proc = subprocess.run(  # 120 s: only a hang
+        [sys.executable, "-m", "locust", *common], env=env, capture_output=True, text=True, timeout=120, check=False
     )
-    took = time.monotonic() - started
-    result = next(
-        json.loads(line.split(" ", 1)[1]) for line in proc.stdout.splitlines() if line.startswith("LAB-RESULT")
-    )
+    lines = lab_lines(proc.stdout)
+    result = lines["LAB-RESULT"]
     assert proc.returncode == 0 and result["iterations"] is None and result["duration_target_s"] == 2.0
-    assert result["requests"] == target.count > 0 and took < 30  # nothing in flight was dropped
-    assert result["last_response_at"] - result["first_request_at"] < 3.5
+    assert result["requests"] == target.count > 0  # nothing in flight was dropped
+    closed_at_its_duration(lines)
 
     before = target.count
     bad = subprocess.run(
@@ -810,14 +821,17 @@ def test_the_master_waits_for_its_start_gate(target, tmp_path):
         while "LAB-WAITING" not in log.read_text():
             assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
             time.sleep(0.1)
-        time.sleep(2)
         assert "LAB-START" not in log.read_text() and proc.poll() is None and target.count == 0
+        opened_at = time.time()
         gate.write_text("")
-        assert proc.wait(timeout=60) == 0
+        assert proc.wait(timeout=120) == 0
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert "LAB-START" in log.read_text() and target.count == 5
+    lines = lab_lines(log.read_text())
+    # The users started after the gate was there, never while it was waited for.
+    assert lines["LAB-START"]["started_at"] >= opened_at and lines["LAB-RESULT"]["first_request_at"] >= opened_at
+    assert target.count == 5
 
 
 def test_bench_table_judges_the_ratio_it_shows():

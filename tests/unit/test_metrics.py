@@ -2,6 +2,7 @@
 prometheus_client's own calls, Dramatiq's counts, scrapes and forked children."""
 
 import os
+import select
 
 
 def test_the_hot_paths_metric_updates_expose_what_prometheus_clients_own_calls_do():
@@ -153,7 +154,10 @@ def test_a_forked_child_flushes_its_own_updates_and_not_its_parents(monkeypatch)
     if pid == 0:
         try:
             count.value += 2
-            time.sleep(FLUSH_S * 1.5)
+            # Its first flush, by its own thread (within FLUSH_S on an idle machine; 30 s only bounds a hang).
+            deadline = time.monotonic() + 30
+            while child_value.get() == before and time.monotonic() < deadline:
+                time.sleep(FLUSH_S / 10)
             os.write(write, repr(child_value.get()).encode())
         finally:
             os._exit(0)
@@ -202,6 +206,7 @@ def test_a_listening_parent_adds_up_what_its_children_and_theirs_count():
     import time
 
     read, write = os.pipe()
+    received, may_end = os.pipe()  # the pool tells its worker that its count arrived
     pool = os.fork()
     if pool == 0:  # listening changes the process's module state: a process of its own
         try:
@@ -226,11 +231,13 @@ def test_a_listening_parent_adds_up_what_its_children_and_theirs_count():
                     metrics.flush()
                     os._exit(0)
                 os.waitpid(horse, 0)
-                time.sleep(metrics.FLUSH_S * 3)
+                # Alive until the pool has what its flusher thread sends (30 s only bounds a hang).
+                select.select([received], [], [], 30)
                 os._exit(0)
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + 30  # only a hang
             while count.value < 11 and time.monotonic() < deadline:
                 time.sleep(0.05)
+            os.write(may_end, b"x")
             os.waitpid(worker, 0)
             metrics.flush()  # as every collection of REGISTRY does first
             os.write(write, generate_latest(registry))
