@@ -10,10 +10,11 @@ import redis.asyncio as aioredis
 
 from lab.ledger import Ledger
 from lab.ledger.executions import SettleCommands, executions_call
+from lab.ledger.keys import enqueue_token_key, run_key
 from lab.protocol import ENDPOINTS, Kind, Queue, TaskMessage, Variant
 from lab.redis_clients import REDIS_DOWN, _pack
 from lab.settings import Settings
-from tests.lab import RedisServer
+from tests.lab import RedisServer, new_run
 
 
 @pytest.fixture
@@ -40,10 +41,12 @@ def test_a_lone_settle_is_packed_byte_for_byte_as_the_generic_packer_packs_it():
 
 
 def test_ledger_settles_once_and_counts_duplicates(ledger_redis):
+    run = new_run("unit")
+
     async def scenario():
         redis = aioredis.Redis.from_url(ledger_redis)
         ledger = Ledger(redis)
-        a, b, c = msg("unit-1"), msg("unit-1"), msg("unit-1")
+        a, b, c = msg(run), msg(run), msg(run)
         for m in (a, b, c):
             await ledger.record_enqueued(m)
         for m in (a, a, b, b, c):  # c's execution is cut off: it never settles
@@ -52,7 +55,7 @@ def test_ledger_settles_once_and_counts_duplicates(ledger_redis):
         assert await ledger.settle(a, "completed") is False  # ran twice
         assert await ledger.settle(b, "failed") is True
         assert await ledger.settle(b, "completed") is False  # a retry after a failure
-        row = (await ledger.report("unit-1"))["queues"]["arq"]["io/simple"]
+        row = (await ledger.report(run))["queues"]["arq"]["io/simple"]
         await redis.aclose()
         return row
 
@@ -74,18 +77,18 @@ def test_ledger_settles_once_and_counts_duplicates(ledger_redis):
 
 def test_a_resent_enqueue_count_write_is_applied_once(ledger_redis):
     """A write whose reply was lost is sent again with its token: Redis applies it once."""
+    run = new_run("unit-idem")
+    token = enqueue_token_key(new_run("token"))
 
     async def scenario():
         redis = aioredis.Redis.from_url(ledger_redis)
         ledger = Ledger(redis)
-        for m in (msg("unit-idem"), msg("unit-idem", value=5)):
+        for m in (msg(run), msg(run, value=5)):
             await ledger.record_enqueued(m)
-        row = ["unit-idem", "lab:run:unit-idem:ledger", "arq:io/simple", 2, 7, "1.5"]
-        applied = [
-            await ledger.enqueues._script(keys=["lab:enqueue-write:unit-idem-token"], args=row) for _ in range(2)
-        ]
-        report = (await ledger.report("unit-idem"))["queues"]["arq"]["io/simple"]
-        await redis.delete("lab:enqueue-write:unit-idem-token")
+        row = [run, run_key(run, "ledger"), "arq:io/simple", 2, 7, "1.5"]
+        applied = [await ledger.enqueues._script(keys=[token], args=row) for _ in range(2)]
+        report = (await ledger.report(run))["queues"]["arq"]["io/simple"]
+        await redis.delete(token)
         await redis.aclose()
         return applied, report
 
@@ -98,16 +101,17 @@ def test_a_ledger_read_does_not_wait_for_the_writers_linger(ledger_redis):
     """Counts waiting for company are written at once when a reader asks
     (GET /runs/<run> allows them REDIS_TIMEOUT_S), and only then: they are
     not in Redis before."""
+    run = new_run("unit-linger")
 
     async def scenario():
         redis = aioredis.Redis.from_url(ledger_redis)
         ledger = Ledger(redis)
         ledger.enqueues.linger_s = 60
-        ledger.count_enqueued(msg("unit-linger"))
+        ledger.count_enqueued(msg(run))
         await asyncio.sleep(0.2)
-        before = await ledger.report("unit-linger")
+        before = await ledger.report(run)
         await asyncio.wait_for(ledger.enqueues.written(), 5)
-        after = (await ledger.report("unit-linger"))["queues"]["arq"]["io/simple"]
+        after = (await ledger.report(run))["queues"]["arq"]["io/simple"]
         await redis.aclose()
         return before, after
 
@@ -118,23 +122,25 @@ def test_a_ledger_read_does_not_wait_for_the_writers_linger(ledger_redis):
 def test_a_taken_back_enqueue_count_write_counts_nothing_whichever_lands_first(ledger_redis):
     """A failed write is taken back: if it had landed, its counts are subtracted;
     if it lands after the take-back (a frozen Redis), it is refused."""
+    run = new_run("unit-undo")
+    token_a, token_b = enqueue_token_key(new_run("a")), enqueue_token_key(new_run("b"))
 
     async def scenario():
         redis = aioredis.Redis.from_url(ledger_redis)
         ledger = Ledger(redis)
-        await ledger.record_enqueued(msg("unit-undo"))
-        row = ["unit-undo", "lab:run:unit-undo:ledger", "arq:io/simple", 2, 7, "1.5"]
+        await ledger.record_enqueued(msg(run))
+        row = [run, run_key(run, "ledger"), "arq:io/simple", 2, 7, "1.5"]
         write, undo = ledger.enqueues._script, ledger.enqueues._undo_script
         landed_first = [
-            await write(keys=["lab:enqueue-write:unit-undo-a"], args=row),
-            await undo(keys=["lab:enqueue-write:unit-undo-a"], args=row),
+            await write(keys=[token_a], args=row),
+            await undo(keys=[token_a], args=row),
         ]
         taken_first = [
-            await undo(keys=["lab:enqueue-write:unit-undo-b"], args=row),
-            await write(keys=["lab:enqueue-write:unit-undo-b"], args=row),
+            await undo(keys=[token_b], args=row),
+            await write(keys=[token_b], args=row),
         ]
-        report = (await ledger.report("unit-undo"))["queues"]["arq"]["io/simple"]
-        await redis.delete("lab:enqueue-write:unit-undo-a", "lab:enqueue-write:unit-undo-b")
+        report = (await ledger.report(run))["queues"]["arq"]["io/simple"]
+        await redis.delete(token_a, token_b)
         await redis.aclose()
         return landed_first, taken_first, report
 
@@ -144,6 +150,7 @@ def test_a_taken_back_enqueue_count_write_counts_nothing_whichever_lands_first(l
 
 
 def test_reset_of_one_run_touches_nothing_else():
+    keep, drop = new_run("unit-keep"), new_run("unit-drop")
     # A Redis of its own: the suite's arq worker would take the job from lab:arq:queue.
     server = RedisServer().start()
 
@@ -152,14 +159,14 @@ def test_reset_of_one_run_touches_nothing_else():
         ledger = Ledger(redis)
         await redis.set("someone-elses-key", "keep")
         await redis.zadd("lab:arq:queue", {"job": 1})
-        for run in ("unit-keep", "unit-drop"):
+        for run in (keep, drop):
             m = msg(run)
             await ledger.record_enqueued(m)
             await ledger.settle(m, "completed")
-        await ledger.reset("unit-drop")
+        await ledger.reset(drop)
         result = (
-            await ledger.report("unit-drop"),
-            await ledger.report("unit-keep"),
+            await ledger.report(drop),
+            await ledger.report(keep),
             await redis.get("someone-elses-key"),
             await redis.zcard("lab:arq:queue"),
         )
@@ -178,12 +185,13 @@ def test_reset_of_one_run_touches_nothing_else():
 def test_a_settle_waits_for_redis_to_come_back_and_counts_once():
     """A task that ran while Redis was away is settled once Redis returns, not
     left pending for ever."""
+    run = new_run("unit-retry")
     server = RedisServer(persist=True).start()
 
     async def scenario():
         redis = aioredis.Redis.from_url(server.url, socket_timeout=0.5, socket_connect_timeout=0.5)
         ledger = Ledger(redis)
-        a, b = msg("unit-retry"), msg("unit-retry")
+        a, b = msg(run), msg(run)
         for m in (a, b):
             await ledger.record_enqueued(m)
         assert await ledger.settle(a, "completed") is True
@@ -195,7 +203,7 @@ def test_a_settle_waits_for_redis_to_come_back_and_counts_once():
         assert not waiting.done()
         server.start()
         assert await waiting is True
-        row = (await ledger.report("unit-retry"))["queues"]["arq"]["io/simple"]
+        row = (await ledger.report(run))["queues"]["arq"]["io/simple"]
         await redis.aclose()
         return row
 
@@ -219,7 +227,8 @@ def test_a_blocking_settle_counts_once_and_waits_for_redis_to_come_back():
     server = RedisServer(persist=True).start()
     settings = Settings(redis_url=server.url, redis_timeout_s=0.5)
     blocking = BlockingSettle(sync_client(settings))
-    a, b, c = (msg("unit-blocking") for _ in range(3))
+    run = new_run("unit-blocking")
+    a, b, c = (msg(run) for _ in range(3))
 
     async def enqueue():
         redis = aioredis.Redis.from_url(server.url)
@@ -229,7 +238,7 @@ def test_a_blocking_settle_counts_once_and_waits_for_redis_to_come_back():
 
     async def report():
         redis = aioredis.Redis.from_url(server.url)
-        out = await Ledger(redis).report("unit-blocking")
+        out = await Ledger(redis).report(run)
         await redis.aclose()
         return out
 
@@ -298,7 +307,8 @@ def test_run_blocking_runs_loop_free_bodies_without_the_loop_and_the_rest_on_it(
 
     settings = Settings(redis_url=redis_server.url, cpu_work=1000, process_pool_size=1)
     runner, loop = TaskRunner(settings), CountingLoop()
-    msgs = [TaskMessage.new("unit-run-blocking", Queue.celery, kind, variant, 3) for kind, variant in ENDPOINTS]
+    run = new_run("unit-run-blocking")
+    msgs = [TaskMessage.new(run, Queue.celery, kind, variant, 3) for kind, variant in ENDPOINTS]
 
     async def enqueue():
         for m in msgs:
@@ -310,7 +320,7 @@ def test_run_blocking_runs_loop_free_bodies_without_the_loop_and_the_rest_on_it(
         for m in msgs:
             runner.run_blocking(m.payload(), lambda: loop)
         assert loop.runs == 2
-        report = loop.run_until_complete(runner.ledger.report("unit-run-blocking"))
+        report = loop.run_until_complete(runner.ledger.report(run))
         loop.run_until_complete(runner.close())
     finally:
         loop.close()
@@ -376,7 +386,7 @@ def test_hueys_thread_workers_start_the_loop_thread_only_for_a_body_that_awaits(
     def loop_threads() -> int:
         return sum(t.name == "lab-loop" for t in threading.enumerate())
 
-    run, process_loop, before = "unit-huey-threads", _HueyLoop(), loop_threads()
+    run, process_loop, before = new_run("unit-huey-threads"), _HueyLoop(), loop_threads()
     msgs = {(kind, variant): TaskMessage.new(run, Queue.huey, kind, variant, 3) for kind, variant in ENDPOINTS}
     awaiting = [(Kind.io, Variant.thread), (Kind.cpu, Variant.process)]
 
