@@ -56,8 +56,9 @@ test-claims: ## make claims for real, quick and small: two authors' benchmarks a
 test-swarm: ## the stack on a single-node Swarm of this engine, then the engine as it was (needs a Docker engine in no swarm)
 	LAB_SWARM_TEST=1 $(UV) run pytest -v -s tests/swarm $(args)
 
+# suite=compose: the compose suite's faults (tests/mutants_compose.py); jobs=N runs N faults at once.
 mutants: ## apply deliberate faults to a copy of the tree, one at a time: the tests must catch each
-	$(UV) run python -m tests.mutants $(args)
+	$(UV) run python -m tests.mutants $(if $(suite),--suite $(suite)) $(if $(jobs),--jobs $(jobs)) $(args)
 
 run-api: ## run the API on the host (no Docker), on port 8000
 	$(UV) run uvicorn services.api.app:app --host 127.0.0.1 --port $${API_PORT:-8000}

@@ -43,6 +43,7 @@ class UpstreamBug(UserWarning):
 # Each pytest-xdist worker hands out ports from a range of its own, below the
 # kernel's ephemeral ones, never the same twice: a port the kernel picked
 # could be handed to two tests at once before either process had bound it.
+# LAB_TEST_PORT_SLOT names the range instead (make mutants' runs at once).
 _PORTS_PER_WORKER = 3000
 _next_port: int | None = None
 
@@ -50,8 +51,8 @@ _next_port: int | None = None
 def free_port() -> int:
     global _next_port
     if _next_port is None:
-        worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
-        _next_port = 11000 + worker % 7 * _PORTS_PER_WORKER
+        slot = os.environ.get("LAB_TEST_PORT_SLOT") or os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+        _next_port = 11000 + int(slot or 0) % 7 * _PORTS_PER_WORKER
     while True:
         port, _next_port = _next_port, _next_port + 1
         with socket.socket() as s:

@@ -1,13 +1,15 @@
 """The net holds: one deliberate fault at a time, in a copy of the tree, and the
 tests that cover it must fail. `make mutants` (python -m tests.mutants [NAME ...]).
 
-First every fault is checked to still apply (each replacement must match
-exactly once: a fault that no longer applies is an error, not a pass). Then the
-clean tree is copied and each distinct test selection runs there once: if one
-fails, errors or runs nothing, the check refuses to judge (exit 2, naming the
-tests), since a selection that fails anyway would "catch" every fault. Then,
-for each fault: copy the tree, apply it, run its selection with -x and read
-pytest's JUnit XML.
+A fault for each promise the README and docs make that make test's suites can
+check, each naming the test whose name states the promise. First every fault is
+checked to still apply (each replacement must match exactly once: a fault that
+no longer applies is an error, not a pass). Then the clean tree is copied and
+the tests of every selection run there, in one pytest run: if one fails,
+errors or runs nothing, the check refuses to judge (exit 2, naming the tests),
+since a test that fails anyway would "catch" every fault. Then, for each fault
+(--jobs of them at once, each with its own ports): copy the tree, apply it, run
+its selection with -x, in its order, and read pytest's JUnit XML.
 
   caught          a test failed in its call: an assertion or an exception in
                   the test's own body
@@ -22,20 +24,28 @@ Prints a table (fault, the test that caught it, the verdict, seconds) and exits
 applied or judged or the clean tree's tests fail.
 
 The dashboard faults are caught without a compose stack: the dashboards are
-regenerated in the copy and the static checks (tests/unit/test_dashboards_static.py)
-must name the metric or the label that does not exist.
+regenerated in the copy and the static checks (tests/unit/test_dashboards_static.py,
+tests/unit/test_promql_parse.py) must name the metric, the label or the
+expression that is wrong.
+
+--suite compose runs another suite's faults, kept in a module of their own
+(tests/mutants_compose.py: the compose stack's promises), with the same arguments.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import importlib.util
 import os
+import queue
 import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
@@ -45,6 +55,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 300.0  # per run of a selection, unless a mutant says otherwise
 INTERRUPT_GRACE_S = 60.0  # after a timeout: SIGINT lets pytest stop the processes its fixtures started
+# make test's xdist workers take the port ranges 0-2 (tests/lab.py): the runs here take the next ones.
+FIRST_PORT_SLOT = 3
+MAX_JOBS = 4  # tests/lab.py has seven port ranges
+# Other suites' faults, each in a module of its own, run by `make mutants suite=NAME`.
+SUITES = {"host": None, "compose": "tests.mutants_compose"}
 
 
 @dataclass(frozen=True)
@@ -62,11 +77,15 @@ class Mutant:
         return self.tests, tuple(sorted(self.env.items()))
 
 
+SIGTERM_TEST = "tests/integration/test_worker_stop.py::test_sigterm_mid_batch_loses_nothing"
 SIGKILL_TEST = "tests/integration/test_worker_stop.py::test_sigkill_mid_batch_loses_nothing"
-API_INPUT = ("tests/integration/test_api_input.py",)
-OUTAGE = ("tests/integration/test_outage.py",)
+API_INPUT = "tests/integration/test_api_input.py"
+OUTAGE = "tests/integration/test_outage.py"
 DASHBOARDS_STATIC = ("tests/unit/test_dashboards_static.py",)
 LOAD_TOOLING = "tests/integration/test_load_tooling.py"
+# A SIGKILL fault shows as a batch that never settles: the test waits out the
+# queue's lease and its margin (tests/integration/test_worker_stop.py, COME_BACK_S).
+SIGKILL_TIMEOUT_S = 600.0
 
 MUTANTS: tuple[Mutant, ...] = (
     # -- The ledger: every task accounted for ------------------------------------------------
@@ -80,13 +99,13 @@ MUTANTS: tuple[Mutant, ...] = (
                 "return True\n\\1except REDIS_DOWN:\n\\1    if not retry_s:",
             ),
         ),
-        ("tests/integration/test_ledger.py", "-k", "settle"),
+        ("tests/integration/test_ledger.py::test_ledger_settles_once_and_counts_duplicates",),
     ),
     Mutant(
         "duplicate-not-counted",
         "a second execution of a settled task is not counted as a duplicate",
         (("lab/ledger/executions.py", r"    redis\.call\('HINCRBY', KEYS\[2\], f \.\. ':duplicates', 1\)\n", ""),),
-        ("tests/integration/test_ledger.py", "-k", "duplicate"),
+        ("tests/integration/test_ledger.py::test_ledger_settles_once_and_counts_duplicates",),
     ),
     # -- A stopped or killed worker loses nothing -------------------------------------------
     Mutant(
@@ -116,6 +135,133 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         (f"{SIGKILL_TEST}[faststream]",),
     ),
+    Mutant(
+        "arq-cuts-off-on-sigterm",
+        "arq's worker waits for nothing on SIGTERM (job_completion_wait=0): its running jobs are cut off",
+        (("workers/arq_queue.py", r"job_completion_wait=settings\.shutdown_grace_s,", "job_completion_wait=0,"),),
+        (f"{SIGTERM_TEST}[arq]",),
+    ),
+    Mutant(
+        "arq-one-try",
+        "arq gives a job one try (max_tries=1): a killed worker's jobs are dropped when they come back",
+        (
+            (
+                "workers/arq_queue.py",
+                r"\n( +)job_timeout=settings\.task_timeout_s,\n",
+                "\n\\1job_timeout=settings.task_timeout_s,\n\\1max_tries=1,\n",
+            ),
+        ),
+        (f"{SIGKILL_TEST}[arq]",),
+        timeout_s=SIGKILL_TIMEOUT_S,
+    ),
+    Mutant(
+        "saq-cuts-off-on-sigterm",
+        "SAQ's worker gives its running jobs no grace on SIGTERM (grace_s=0): they are cut off",
+        (("workers/saq_queue.py", r"grace_s=settings\.shutdown_grace_s,", "grace_s=0,"),),
+        (f"{SIGTERM_TEST}[saq]",),
+    ),
+    Mutant(
+        "saq-one-attempt",
+        "SAQ jobs get one attempt (retries=1): a job swept from a killed worker is aborted, never run",
+        (("workers/saq_queue.py", r"\n( +)retries=2,\n", "\n\\1retries=1,\n"),),
+        (f"{SIGKILL_TEST}[saq]",),
+        timeout_s=SIGKILL_TIMEOUT_S,
+    ),
+    Mutant(
+        "dramatiq-cuts-off-on-sigterm",
+        "Dramatiq's worker is stopped without waiting for its threads (timeout=0): running tasks are cut off",
+        (
+            (
+                "workers/dramatiq_queue.py",
+                r"worker\.stop\(timeout=settings\.shutdown_grace_s \* 1000\)",
+                "worker.stop(timeout=0)",
+            ),
+        ),
+        (f"{SIGTERM_TEST}[dramatiq]",),
+    ),
+    Mutant(
+        "dramatiq-no-housekeeping",
+        "Dramatiq's brokers never run their housekeeping (maintenance_chance=0): a dead worker's tasks stay unacked",
+        (("workers/dramatiq_queue.py", r"maintenance_chance=DRAMATIQ_MAINTENANCE_CHANCE,", "maintenance_chance=0,"),),
+        (f"{SIGKILL_TEST}[dramatiq]",),
+        timeout_s=SIGKILL_TIMEOUT_S,
+    ),
+    Mutant(
+        "streaq-cuts-off-on-sigterm",
+        "streaq's worker gives its running tasks no grace on SIGTERM (grace_period=0): they are cut off",
+        (("workers/streaq_queue.py", r"grace_period=settings\.shutdown_grace_s,", "grace_period=0,"),),
+        (f"{SIGTERM_TEST}[streaq]",),
+    ),
+    Mutant(
+        "streaq-one-try",
+        "streaq gives a task one try (max_tries=1): an entry reclaimed from a killed worker is failed unrun",
+        (
+            (
+                "workers/streaq_queue.py",
+                r"@worker\.task\(name=TASK_NAME, timeout=settings\.task_timeout_s, ttl=0\)",
+                "@worker.task(name=TASK_NAME, timeout=settings.task_timeout_s, ttl=0, max_tries=1)",
+            ),
+        ),
+        (f"{SIGKILL_TEST}[streaq]",),
+        timeout_s=SIGKILL_TIMEOUT_S,
+    ),
+    Mutant(
+        "rq-cold-stop",
+        "RQ's pool stops its workers with SIGKILL on SIGTERM (a cold stop): their running jobs are cut off",
+        (
+            (
+                "workers/rq_queue.py",
+                r"\nclass LabWorkerPool\(WorkerPool\):\n",
+                "\nclass LabWorkerPool(WorkerPool):\n"
+                "    def stop_worker(self, worker_data, sig=signal.SIGINT):\n"
+                "        return super().stop_worker(worker_data, signal.SIGKILL)\n\n",
+            ),
+        ),
+        (f"{SIGTERM_TEST}[rq]",),
+    ),
+    Mutant(
+        "rq-no-retry",
+        "RQ jobs are enqueued without Retry: an abandoned job (its worker killed) goes to the failed registry",
+        (("workers/rq_queue.py", r"\n +retry=Retry\(max=RETRIES\),\n", "\n"),),
+        (f"{SIGKILL_TEST}[rq]",),
+        timeout_s=SIGKILL_TIMEOUT_S,
+    ),
+    Mutant(
+        "huey-loses-more-than-its-slots",
+        "Huey's consumer runs twice HUEY_WORKERS workers: a killed replica loses more than one task per slot",
+        (
+            (
+                "workers/huey_queue.py",
+                r"workers=settings\.concurrency_for\(QUEUE\),",
+                "workers=2 * settings.concurrency_for(QUEUE),",
+            ),
+        ),
+        ("tests/integration/test_worker_stop.py::test_sigkill_loses_at_most_the_running_tasks_and_no_other[huey]",),
+        timeout_s=SIGKILL_TIMEOUT_S,
+    ),
+    # -- Workers and the API come back by themselves after a Redis outage ---------------------
+    Mutant(
+        "taskiq-group-not-recreated",
+        "taskiq's worker does not create its consumer group again when Redis comes back without it",
+        (("workers/taskiq_queue.py", r"await self\._declare_consumer_group\(\)", "pass"),),
+        (
+            "tests/integration/test_redis_loss.py::"
+            "test_workers_take_tasks_again_after_redis_returns_with_its_data_then_empty",
+        ),
+        timeout_s=SIGKILL_TIMEOUT_S,
+    ),
+    Mutant(
+        "api-keeps-a-failed-producer",
+        "the API keeps a queue's producer whose start failed (Redis down): that queue never takes a task again",
+        (
+            (
+                "services/api/state.py",
+                r"\n( +)await producer\.start\(\)\n +self\.producers\[queue\] = producer\n",
+                "\n\\1self.producers[queue] = producer\n\\1await producer.start()\n",
+            ),
+        ),
+        (f"{OUTAGE}::test_an_api_started_while_redis_is_down_recovers_by_itself",),
+    ),
     # -- The API: 202 once the broker has it, a clear 4xx that enqueues nothing, a fast 503 --
     Mutant(
         "200-not-202",
@@ -127,7 +273,7 @@ MUTANTS: tuple[Mutant, ...] = (
                 "Response(answer.encode(), status_code=200",
             ),
         ),
-        API_INPUT,
+        (f"{API_INPUT}::test_an_accepted_task_is_202_with_the_default_value_and_run",),
     ),
     Mutant(
         "unknown-field-accepted",
@@ -139,7 +285,7 @@ MUTANTS: tuple[Mutant, ...] = (
                 'model_config = ConfigDict(extra="ignore")',
             ),
         ),
-        API_INPUT,
+        (f"{API_INPUT}::test_bad_body_is_422_naming_the_field",),
     ),
     Mutant(
         "body-size-unchecked",
@@ -151,7 +297,7 @@ MUTANTS: tuple[Mutant, ...] = (
                 "",
             ),
         ),
-        API_INPUT,
+        (f"{API_INPUT}::test_oversized_body_is_413_by_length_and_by_stream",),
     ),
     Mutant(
         "validated-after-enqueue",
@@ -164,7 +310,7 @@ MUTANTS: tuple[Mutant, ...] = (
                 "\\2\\1",
             ),
         ),
-        API_INPUT,
+        (f"{API_INPUT}::test_a_kind_variant_pair_that_does_not_exist_is_404_and_enqueues_nothing",),
     ),
     Mutant(
         "outage-not-503",
@@ -176,7 +322,7 @@ MUTANTS: tuple[Mutant, ...] = (
                 'status_code=500,\n\\1headers={"Retry-After": "1"}',
             ),
         ),
-        OUTAGE,
+        (f"{OUTAGE}::test_a_stopped_redis_gets_503_within_2_s_and_the_api_recovers_by_itself",),
     ),
     Mutant(
         "outage-slow",
@@ -188,7 +334,73 @@ MUTANTS: tuple[Mutant, ...] = (
                 "redis_timeout_s: float = Field(5.0, gt=0)",
             ),
         ),
-        OUTAGE,
+        (f"{OUTAGE}::test_a_frozen_redis_gets_503_within_2_s_and_the_api_recovers_by_itself",),
+    ),
+    Mutant(
+        "422-without-the-field",
+        "a 422 names the field without where it is (`value`, not `body.value`)",
+        (
+            (
+                "services/api/errors.py",
+                r'return "\.".join\(str\(part\) for part in loc\)',
+                'return ".".join(str(part) for part in loc[1:])',
+            ),
+        ),
+        (f"{API_INPUT}::test_bad_body_is_422_naming_the_field",),
+    ),
+    Mutant(
+        "value-bounds-off-by-one",
+        "the task body takes a value from 0 to 1001, not 1 to 1000",
+        (
+            (
+                "services/api/routes/tasks.py",
+                r"value: StrictInt = Field\(1, ge=1, le=1000\)",
+                "value: StrictInt = Field(1, ge=0, le=1001)",
+            ),
+        ),
+        (f"{API_INPUT}::test_value_is_taken_from_1_to_1000_and_refused_outside",),
+    ),
+    Mutant(
+        "run-header-unchecked",
+        "the X-Lab-Run header is only checked for being empty: any other run name is taken",
+        (("services/api/routes/tasks.py", r"if _RUN_OK\(run\) is None:", "if not run:"),),
+        (f"{API_INPUT}::test_bad_run_header_is_422_and_enqueues_nothing",),
+    ),
+    Mutant(
+        "deep-json-500",
+        "an HTTP error without a body of the lab's own (FastAPI's 400 for JSON nested too deeply) is answered 500",
+        (
+            (
+                "services/api/errors.py",
+                r"return JSONResponse\(body, status_code=exc\.status_code,",
+                "return JSONResponse(body, status_code=exc.status_code if isinstance(exc.detail, dict) else 500,",
+            ),
+        ),
+        (f"{API_INPUT}::test_deeply_nested_json_is_400",),
+    ),
+    Mutant(
+        "readyz-ok-while-redis-down",
+        "/readyz answers 200 while Redis does not answer",
+        (
+            (
+                "services/api/routes/health.py",
+                r'response\.status_code = 503\n(\s+)return \{"status": "unavailable", "redis"',
+                'response.status_code = 200\n\\1return {"status": "unavailable", "redis"',
+            ),
+        ),
+        (f"{OUTAGE}::test_readyz_is_503_and_healthz_200_while_redis_is_down",),
+    ),
+    Mutant(
+        "healthz-needs-redis",
+        "/healthz pings Redis: a Redis outage fails the API's liveness too",
+        (
+            (
+                "services/api/routes/health.py",
+                r'async def healthz\(\) -> dict:\n    return \{"status": "ok"\}',
+                'async def healthz(state: LabStateDep) -> dict:\n    await state.redis.ping()\n    return {"status": "ok"}',
+            ),
+        ),
+        (f"{OUTAGE}::test_readyz_is_503_and_healthz_200_while_redis_is_down",),
     ),
     # -- The queue table, the backlog and the dashboards --------------------------------------
     Mutant(
@@ -235,7 +447,47 @@ MUTANTS: tuple[Mutant, ...] = (
         DASHBOARDS_STATIC,
         after=("grafana/generate.py",),
     ),
+    Mutant(
+        "background-backlog-never-falls",
+        "the API's background backlog is never taken down as its tasks start",
+        (("services/api/background.py", r"\n +self\.depth\.dec\(\)\n", "\n"),),
+        ("tests/integration/test_background.py",),
+    ),
+    Mutant(
+        "panel-promql-syntax-error",
+        "an API panel's query has an unbalanced grouping: sum by (handler (…)",
+        (
+            (
+                "grafana/generate.py",
+                r"'sum by \(handler\) \(http_requests_inprogress\{job=\"api\"\}\)'",
+                "'sum by (handler (http_requests_inprogress{job=\"api\"})'",
+            ),
+        ),
+        ("tests/unit/test_promql_parse.py::test_dashboard_and_rule_exprs_parse",),
+        after=("grafana/generate.py",),
+    ),
+    Mutant(
+        "dashboards-not-regenerated",
+        "grafana/generate.py changed and the committed dashboards not regenerated",
+        (("grafana/generate.py", r'"title": "Lab dashboards",', '"title": "Lab dashboards, edited",'),),
+        ("tests/unit/test_dashboards_generated.py::test_committed_dashboards_are_the_generators_output",),
+    ),
     # -- The run record, the drain, the comparison and the bench (labctl) -----------------------
+    Mutant(
+        "tickets-past-the-target",
+        "the ticket book grants what a worker asks for, past the run's iterations",
+        (
+            (
+                "locust/load_params.py",
+                r"given = max\(0, min\(int\(want\), self\.remaining\)\)",
+                "given = max(0, int(want))",
+            ),
+        ),
+        (
+            f"{LOAD_TOOLING}::test_ticket_book_never_grants_more_than_the_target",
+            f"{LOAD_TOOLING}::test_a_distributed_run_sends_exactly_its_iterations_and_counts_each_once",
+        ),
+    ),
     Mutant(
         "lost-hidden-by-totals",
         "a run's backlog (its lost tasks) is read from the totals, where a cell with extra settles hides another's",
@@ -278,11 +530,24 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             (
                 "labctl/records/compare.py",
-                r'stats\(r\[key\] for r in rows if r\["queue"\] == q\)',
-                "stats(r[key] for r in rows)",
+                r'own = \[r for r in rows if r\["queue"\] == q\]',
+                "own = list(rows)",
             ),
         ),
         ("tests/unit/test_compare_report.py",),
+    ),
+    Mutant(
+        "steady-rps-over-the-warm-up",
+        "make compare reads a run's RPS over the whole load, its warm-up and end included, not its steady part",
+        (
+            (
+                "labctl/records/compare.py",
+                r"(def steady_rps\(record: Mapping, warmup_s: float\)(?:.|\n)*?)"
+                r"window = steady_window\(record, warmup_s\)",
+                "\\1window = steady_window(record, None)",
+            ),
+        ),
+        ("tests/unit/test_compare_steady.py::test_the_rps_is_the_steady_parts_not_the_warm_ups",),
     ),
     Mutant(
         "cpu-per-request-not-task",
@@ -420,15 +685,26 @@ def apply(mutant: Mutant, tree: Path) -> None:
         subprocess.run([sys.executable, *mutant.after], cwd=tree, check=True, capture_output=True)
 
 
-def run_tests(tree: Path, tests: Iterable[str], env: dict[str, str], timeout_s: float) -> Outcome:
-    """pytest -x on `tests` in `tree`; its outcome. A run past `timeout_s` is
-    interrupted (SIGINT: pytest's fixtures stop what they started), then killed."""
+def run_tests(
+    tree: Path, tests: Iterable[str], env: dict[str, str], timeout_s: float, first_failure: bool = True, slot: int = 0
+) -> Outcome:
+    """pytest on `tests` in `tree` (-x: up to the first failure), in their
+    order (pytest-randomly off); its outcome. A run past `timeout_s` is
+    interrupted (SIGINT: pytest's fixtures stop what they started), then
+    killed. `slot`: runs at once take their ports from ranges of their own
+    (tests/lab.py, LAB_TEST_PORT_SLOT)."""
     report = tree / ".mutants-junit.xml"
     report.unlink(missing_ok=True)
     run_env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT"))}
-    run_env.update(PYTHONPATH=str(tree), LAB_TEST_LOGS=str(tree / ".test-logs"), **env)
-    argv = [sys.executable, "-m", "pytest", "-x", "-q", "-rfE", "-p", "no:cacheprovider"]
-    argv += ["-o", "junit_family=xunit1", f"--junitxml={report}", *tests]
+    run_env.update(
+        PYTHONPATH=str(tree),
+        LAB_TEST_LOGS=str(tree / ".test-logs"),
+        LAB_TEST_PORT_SLOT=str(FIRST_PORT_SLOT + slot),
+        **env,
+    )
+    argv = [sys.executable, "-m", "pytest", *(["-x"] if first_failure else []), "-q", "-rfE"]
+    argv += ["-p", "no:cacheprovider", "-p", "no:randomly", "-o", "junit_family=xunit1", f"--junitxml={report}"]
+    argv += list(dict.fromkeys(tests))
     started = time.monotonic()
     with tempfile.TemporaryFile("w+") as log:
         proc = subprocess.Popen(
@@ -521,25 +797,31 @@ def check_applies(mutants: list[Mutant]) -> dict[str, str]:
 
 
 def run_baseline(mutants: list[Mutant], keep: bool, say) -> list[str]:
-    """Each distinct selection on a copy of the clean tree (with the mutants'
-    `after` commands run there too, as in their copies); what failed."""
+    """Every test the mutants name, on a copy of the clean tree (with the
+    mutants' `after` commands run there too, as in their copies), in one
+    pytest run per environment, each test once: what failed."""
     tree = fresh_tree("baseline")
     problems: list[str] = []
     try:
         for command in dict.fromkeys(m.after for m in mutants if m.after):
             subprocess.run([sys.executable, *command], cwd=tree, check=True, capture_output=True)
-        selections: dict[tuple, list[Mutant]] = {}
+        by_env: dict[tuple, dict[tuple, float]] = {}
         for mutant in mutants:
-            selections.setdefault(mutant.selection, []).append(mutant)
-        for (tests, env), sharing in selections.items():
+            selections = by_env.setdefault(mutant.selection[1], {})
+            selections[mutant.tests] = max(selections.get(mutant.tests, 0.0), mutant.timeout_s)
+        for env, selections in by_env.items():
+            tests = [t for selection in selections for t in selection]
             started = time.monotonic()
-            outcome = run_tests(tree, tests, dict(env), max(m.timeout_s for m in sharing))
+            # Its time bounds a hang only: what the runs of every selection would be allowed.
+            outcome = run_tests(tree, tests, dict(env), sum(selections.values()), first_failure=False)
             found = baseline_problems(outcome)
+            where = f" ({', '.join(f'{k}={v}' for k, v in env)})" if env else ""
             say(
-                f"   clean tree: {' '.join(tests)}: {'FAILS' if found else 'passes'} ({time.monotonic() - started:.0f} s)"
+                f"   clean tree{where}: {len(dict.fromkeys(tests))} test selection(s), "
+                f"{outcome.passed} test(s) passed: {'FAILS' if found else 'passes'} ({time.monotonic() - started:.0f} s)"
             )
             if found:
-                problems += [f"{' '.join(tests)}: {p}" for p in found]
+                problems += found
                 say(outcome.output)
                 break  # one is enough to refuse
     finally:
@@ -550,12 +832,12 @@ def run_baseline(mutants: list[Mutant], keep: bool, say) -> list[str]:
     return problems
 
 
-def run_mutant(mutant: Mutant, keep: bool, say) -> tuple[str, str, float, Outcome]:
+def run_mutant(mutant: Mutant, keep: bool, say, slot: int = 0) -> tuple[str, str, float, Outcome]:
     tree = fresh_tree(mutant.name)
     started = time.monotonic()
     try:
         apply(mutant, tree)
-        outcome = run_tests(tree, mutant.tests, mutant.env, mutant.timeout_s)
+        outcome = run_tests(tree, mutant.tests, mutant.env, mutant.timeout_s, slot=slot)
         state, detail = verdict(outcome)
         return state, detail, time.monotonic() - started, outcome
     finally:
@@ -565,31 +847,62 @@ def run_mutant(mutant: Mutant, keep: bool, say) -> tuple[str, str, float, Outcom
             shutil.rmtree(tree, ignore_errors=True)
 
 
+def run_suite(suite: str, argv: list[str]) -> int:
+    """Another suite's faults: its own module, with the same arguments."""
+    module = SUITES[suite]
+    if importlib.util.find_spec(module) is None:
+        print(
+            f"make mutants suite={suite}: {module.replace('.', '/')}.py does not exist yet, so there is "
+            f"nothing to run for it (the host suite's faults: make mutants)",
+            file=sys.stderr,
+        )
+        return 2
+    return subprocess.run([sys.executable, "-m", module, *argv], cwd=ROOT).returncode
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="python -m tests.mutants", description=__doc__.split("\n")[0])
     parser.add_argument("names", nargs="*", help="mutants to run (default: all): " + ", ".join(m.name for m in MUTANTS))
     parser.add_argument("--keep", action="store_true", help="keep each copy of the tree (its path is printed)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print pytest's output for each mutant")
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--suite",
+        choices=sorted(SUITES),
+        default="host",
+        help="host: the faults of make test's suites (this module); compose: tests/mutants_compose.py's",
+    )
+    parser.add_argument(
+        "-j", "--jobs", type=int, default=1, help=f"mutants run at once, each in its own copy and ports (1-{MAX_JOBS})"
+    )
+    args, rest = parser.parse_known_args(argv)
+    if args.suite != "host":
+        return run_suite(args.suite, [a for a in argv if not a.startswith("--suite") and a != args.suite])
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if not 1 <= args.jobs <= MAX_JOBS:
+        parser.error(f"--jobs: from 1 to {MAX_JOBS}")
     unknown = set(args.names) - {m.name for m in MUTANTS}
     if unknown:
         parser.error(f"unknown mutant(s): {', '.join(sorted(unknown))}")
     chosen = [m for m in MUTANTS if not args.names or m.name in args.names]
+    lock = threading.Lock()
 
     def say(text: str) -> None:
-        print(text, flush=True)
+        with lock:
+            print(text, flush=True)
 
     started = time.monotonic()
-    rows: list[tuple[Mutant, str, str, float]] = []
+    rows: dict[str, tuple[Mutant, str, str, float]] = {}
     broken = check_applies(chosen)
     for mutant in chosen:
         if mutant.name in broken:
             say(f"== {mutant.name}: COULD NOT APPLY: {broken[mutant.name]}")
-            rows.append((mutant, f"could not apply: {broken[mutant.name]}", "ERROR", 0.0))
+            rows[mutant.name] = (mutant, f"could not apply: {broken[mutant.name]}", "ERROR", 0.0)
     runnable = [m for m in chosen if m.name not in broken]
 
     if runnable:
-        say(f"== the clean tree first: {len({m.selection for m in runnable})} selection(s)")
+        say(f"== the clean tree first: the tests of {len({m.selection for m in runnable})} selection(s)")
         problems = run_baseline(runnable, args.keep, say)
         if problems:
             say(
@@ -599,24 +912,39 @@ def main(argv: list[str] | None = None) -> int:
                 say(f"  {problem}")
             return 2
 
-    for mutant in runnable:
-        say(f"== {mutant.name}: {mutant.fault}")
-        try:
-            state, detail, seconds, outcome = run_mutant(mutant, args.keep, say)
-        except subprocess.CalledProcessError as exc:
-            rows.append((mutant, f"could not apply: {exc}", "ERROR", 0.0))
-            continue
-        say(f"   {state}: {detail} ({seconds:.0f} s)")
-        if args.verbose or state != CAUGHT:
-            say(outcome.output)
-        rows.append((mutant, detail, state, seconds))
+    slots = queue.Queue()
+    for slot in range(args.jobs):
+        slots.put(slot)
 
+    def judge(mutant: Mutant) -> None:
+        slot = slots.get()
+        try:
+            state, detail, seconds, outcome = run_mutant(mutant, args.keep, say, slot)
+        except subprocess.CalledProcessError as exc:
+            rows[mutant.name] = (mutant, f"could not apply: {exc}", "ERROR", 0.0)
+            say(f"== {mutant.name}: could not apply: {exc}")
+            return
+        finally:
+            slots.put(slot)
+        rows[mutant.name] = (mutant, detail, state, seconds)
+        output = outcome.output if args.verbose or state != CAUGHT else ""
+        say(
+            f"== {mutant.name}: {mutant.fault}\n   {state}: {detail} ({seconds:.0f} s)"
+            + (f"\n{output}" if output else "")
+        )
+
+    # The longest first, so that none starts near the end and holds the others up.
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        for done in [pool.submit(judge, m) for m in sorted(runnable, key=lambda m: -m.timeout_s)]:
+            done.result()
+
+    table = [rows[m.name] for m in chosen]
     say("\n| fault | caught by (first failing test) | verdict | s |")
     say("|---|---|---|---|")
-    for mutant, detail, state, seconds in rows:
+    for mutant, detail, state, seconds in table:
         say(f"| {mutant.fault} | `{detail}` | {state} | {seconds:.0f} |")
-    say(f"\n{sum(s == CAUGHT for _, _, s, _ in rows)} of {len(rows)} caught in {time.monotonic() - started:.0f} s")
-    states = {state for _, _, state, _ in rows}
+    say(f"\n{sum(s == CAUGHT for _, _, s, _ in table)} of {len(table)} caught in {time.monotonic() - started:.0f} s")
+    states = {state for _, _, state, _ in table}
     if states & {"ERROR", NO_VERDICT}:
         return 2
     return 1 if NOT_CAUGHT in states else 0

@@ -91,6 +91,19 @@ def test_every_fault_applies_to_the_tree_exactly_once_and_names_tests_that_exist
     names = [m.name for m in M.MUTANTS]
     assert len(names) == len(set(names))
     for mutant in M.MUTANTS:
-        files = [t.split("::")[0] for t in mutant.tests if not t.startswith("-") and t.startswith("tests/")]
-        assert files and all((ROOT / f).is_file() for f in files), (mutant.name, mutant.tests)
-        assert not any(t.startswith(("tests/compose", "tests/swarm")) for t in mutant.tests), mutant.name
+        assert all(t.startswith("tests/") for t in mutant.tests), (mutant.name, mutant.tests)
+        files = [t.split("::")[0] for t in mutant.tests]
+        assert all((ROOT / f).is_file() for f in files), (mutant.name, mutant.tests)
+        for test in mutant.tests:  # a test named by its function: the function is there
+            if "::" in test:
+                path, name = test.split("::", 1)
+                function = name.split("::")[-1].split("[")[0]
+                assert f"def {function}(" in (ROOT / path).read_text(), (mutant.name, test)
+        assert not any(t.startswith(("tests/compose", "tests/swarm", "tests/claims")) for t in mutant.tests)
+
+
+def test_another_suites_faults_are_its_own_modules_and_a_missing_one_says_so(capsys, monkeypatch):
+    """make mutants suite=compose runs tests/mutants_compose.py; until it exists, exit 2 saying so."""
+    monkeypatch.setitem(M.SUITES, "compose", "tests.no_such_mutants_module")
+    assert M.main(["--suite", "compose"]) == 2
+    assert "tests/no_such_mutants_module.py does not exist yet" in capsys.readouterr().err
