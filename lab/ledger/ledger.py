@@ -197,6 +197,9 @@ class Ledger:
         if not await self.redis.sismember(RUNS, run):  # type: ignore[misc]
             return None
         ledger = await self.redis.hgetall(run_key(run, "ledger"))  # type: ignore[misc]
+        # When the counts were read: a reader that waited for the answer (a loaded API's) knows
+        # only when it came, seconds later; a timeline of reports is drawn at this time.
+        read_at = time.time()
         raw = {k.decode(): v.decode() for k, v in ledger.items()}
         queues: dict[str, dict[str, dict[str, int]]] = defaultdict(dict)
         for field, value in raw.items():
@@ -221,6 +224,7 @@ class Ledger:
             "totals": totals,
             "first_enqueued_at": float(raw["first_enqueued_at"]) if "first_enqueued_at" in raw else None,
             "last_settled_at": float(raw["last_settled_at"]) if "last_settled_at" in raw else None,
+            "read_at": read_at,
         }
 
     async def reset(self, run: str | None = None) -> int:

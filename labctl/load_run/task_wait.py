@@ -55,10 +55,11 @@ TIMELINE_FIELDS = ("at", "enqueued", "completed", "failed", "pending")
 
 
 def timeline_row(led: dict) -> list[float]:
-    """The ledger's totals now: unix time, enqueued, completed, failed, pending (backlog_of)."""
+    """The ledger's totals: the unix time they were read (the report's own, else now), enqueued,
+    completed, failed, pending (backlog_of)."""
     totals = led.get("totals", {})
     return [
-        round(time.time(), 3),
+        round(led.get("read_at") or time.time(), 3),
         totals.get("enqueued", 0),
         totals.get("completed", 0),
         totals.get("failed", 0),
