@@ -250,8 +250,9 @@ def annotate(run: LoadRun, phase: str, at: float, duration_s: float | None = Non
         run.say(msg)
 
 
-def wait_for_tasks(run: LoadRun, result: dict) -> TaskWait | None:
-    """A queue run's wait for its tasks (None for the event-loop scenarios), and what it came to."""
+def wait_for_tasks(run: LoadRun, result: dict, written_off: Callable[[], int | None] | None = None) -> TaskWait | None:
+    """A queue run's wait for its tasks (None for the event-loop scenarios), and what it came to;
+    `written_off`: the tasks a fault took for good (watch_tasks)."""
     if not run.queue_run:
         return None
     o = run.options
@@ -267,6 +268,7 @@ def wait_for_tasks(run: LoadRun, result: dict) -> TaskWait | None:
         stall_s=o.drain_stall,
         show=lambda fraction, text: run.ui.progress(fraction, text, label="draining "),
         note=note,
+        written_off=written_off,
     )
     run.timeline.extend(wait.timeline)
     run.ui.end_progress()
@@ -336,6 +338,8 @@ def enqueued_scrapes(run: LoadRun, prom: Prometheus, result: dict) -> dict:
 def wait_notes(run: LoadRun, wait: TaskWait | None) -> list[str]:
     if wait is None or wait.settled or wait.watch_ended:
         return []
+    if wait.written_off:
+        return [f"{wait.totals.get('pending')} task(s) went with the killed process"]
     if wait.stalled:
         return [f"drain stalled: nothing settled for {run.options.drain_stall:.0f} s"]
     return [f"drain timeout after {run.options.drain_timeout:.0f} s"]
@@ -431,8 +435,10 @@ def run_load(
     lab: Lab | None = None,
     ui: Console | None = None,
     on_start: Callable[[dict], None] | None = None,
+    written_off: Callable[[], int | None] | None = None,
 ) -> RunRecord:
-    """One load run and its record; `on_start(start_info)` is called when Locust's users start.
+    """One load run and its record; `on_start(start_info)` is called when Locust's users start;
+    `written_off()`: the tasks a fault took for good, once known (make chaos; watch_tasks).
     The record says whether its tasks settled, are still being worked through, or some are not coming
     (RunRecord.unsettled)."""
     run = prepare(options, lab or orchestrator(), ui or Console())
@@ -442,7 +448,7 @@ def run_load(
         run.speed = SpeedProbe().start()
         result = follow_load(run, on_start)
         run.speed.stop()
-        wait = wait_for_tasks(run, result)
+        wait = wait_for_tasks(run, result, written_off)
         window = run_window(result, wait)
         resources, probe, notes = measure(run, result, window)
         record = write_record(run, result, wait, window, resources, probe, wait_notes(run, wait) + notes)

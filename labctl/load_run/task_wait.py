@@ -23,6 +23,8 @@ class TaskWait:
     stalled: bool = False  # nothing settled for drain_stall seconds: those tasks are not coming
     timed_out: bool = False  # wait=1 and drain_timeout ran out
     watch_ended: bool = False  # the bounded watch ended with a backlog, still draining
+    # all that is pending is what the fault took (the tasks a killed API held): they are not coming
+    written_off: bool = False
     rate_per_s: float | None = None  # tasks settled per second while watched
     samples: list[tuple[float, int]] = field(default_factory=list)  # (time, settled) once a second
     timeline: list[list[float]] = field(default_factory=list)  # timeline_row() once a second
@@ -112,9 +114,13 @@ def watch_tasks(
     stall_s: float,
     show: Callable[[float, str], None],
     note: str = "",
+    written_off: Callable[[], int | None] | None = None,
 ) -> TaskWait:
     """Poll the run's ledger once a second until it settles, nothing settles for
-    `stall_s`, or `watch_s` (None: wait until settled, at most `timeout_s`) is over."""
+    `stall_s`, or `watch_s` (None: wait until settled, at most `timeout_s`) is over.
+    `written_off()`: how many of the run's tasks a fault took for good (None: not
+    known yet); once a fresh ledger has no more than that pending, every task that
+    can still settle has, and the wait is over without waiting out a stall."""
     wait = TaskWait()
     started = time.monotonic()
     progress = Progress(stall_s)
@@ -123,6 +129,7 @@ def watch_tasks(
         if fresh := ledger(api, run):
             wait.ledger = fresh
             wait.timeline.append(timeline_row(fresh))
+        gone = written_off() if written_off is not None else None
         now, count = time.time(), settled_count(wait.totals)
         wait.samples.append((now, count))
         wait.rate_per_s = rate_of(wait.samples)
@@ -130,6 +137,8 @@ def watch_tasks(
         elapsed = time.monotonic() - started
         if is_settled(wait.ledger, accepted, load_end):
             wait.settled = True
+        elif fresh and gone is not None and backlog_of(fresh) <= gone:
+            wait.written_off = True
         elif watch_s is not None and elapsed >= watch_s:
             wait.watch_ended = True
         elif watch_s is None and elapsed >= timeout_s:
@@ -161,6 +170,8 @@ def outcome_lines(wait: TaskWait, *, run: str, watch_s: float | None, timeout_s:
             f"all tasks settled: {t.get('completed')} completed, {t.get('failed')} failed, "
             f"{t.get('duplicates')} duplicates"
         ]
+    if wait.written_off:
+        return [f"the rest went with the fault: {t.get('pending')} task(s) the killed process held (recorded as lost)"]
     if wait.stalled:
         return [
             f"DRAIN STALLED: nothing settled for {stall_s:.0f} s, {t.get('pending')} task(s) still pending "

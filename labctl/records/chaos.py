@@ -25,6 +25,8 @@ class ChaosSection(Record):
     failed: int | None = None
     duplicates: int | None = None
     lost: int | None = None  # None while the run drains: `make results` fills it in
+    # background: the run's tasks the API held (counted, not settled) once it was down: the most it can lose
+    held: int | None = None
     interrupted: int | None = None
     restart_count: int | None = None
     oom_killed: bool | None = None

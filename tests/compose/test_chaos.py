@@ -15,9 +15,10 @@ import secrets
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
-from tests.compose.helpers import run_report, wait_until
+from tests.compose.helpers import post_tasks, run_report, wait_settled, wait_until
 from tests.compose.panel_truth import panel_targets
 
 RESTARTS_PANEL = ("Queues", "Restarts, OOM kills and replicas up")
@@ -82,9 +83,12 @@ def test_make_chaos_oom_kill_loses_nothing_and_shows(stack, results_dir):
     ledger = report["totals"]
     assert ledger["pending"] == 0 and ledger["completed"] == accepted
     # Losses from what was sent (the 202s) and what the bodies did: every accepted
-    # task's body ran, and each extra run is a counted duplicate.
+    # task's body ran, and each extra run is a counted duplicate. A task the killed
+    # worker had settled but SAQ had not yet taken back runs again when the sweep finds
+    # it, which may come after make chaos wrote its record: the record counts the
+    # duplicates seen by then.
     ran, extra = bodies_run(report)
-    assert (ran, extra) == (accepted, chaos["duplicates"]), (ran, extra, accepted, chaos)
+    assert ran == accepted and chaos["duplicates"] <= extra, (ran, extra, accepted, chaos)
     # The memory limit is back where `make up` put it.
     (saq_limits,) = [v for (service, _), v in stack.limits().items() if service == "saq"]
     assert saq_limits[1] == stack.env.get("WORKER_MEM", "200M"), saq_limits
@@ -93,7 +97,7 @@ def test_make_chaos_oom_kill_loses_nothing_and_shows(stack, results_dir):
     restarts = panel_targets(*RESTARTS_PANEL)["A"]
     wait_until(
         lambda: panel_peak(stack, restarts, "saq", chaos["injected_at"] - 10) >= 1,
-        timeout=45,
+        timeout=90,
         interval=3,
         what=f"the restarts panel's saq line above 0: {restarts}",
     )
@@ -121,61 +125,72 @@ def test_a_process_the_kernel_oom_kills_in_a_worker_shows_on_the_oom_panel(stack
     ooms = panel_targets(*RESTARTS_PANEL)["C"]
     wait_until(
         lambda: panel_peak(stack, ooms, "dramatiq", started - 10) >= 1,
-        timeout=45,
+        timeout=90,
         interval=3,
         what=f"the OOM-kills panel's dramatiq line above 0: {ooms}",
     )
 
 
-def test_make_chaos_kill_of_the_api_loses_background_tasks_but_never_a_count(stack, results_dir):
-    """For `background` the worker is the API: SIGKILLed mid-load, it loses the
-    tasks it held (they stay pending), never the count of a task it answered
-    202 for, and takes tasks again once started. The tasks are cpu/simple: each
-    holds the API's event loop for a while, so the API is always running one
-    when the kill comes, whatever the machine's speed."""
+def test_make_chaos_kill_of_the_api_loses_at_most_what_it_held_and_never_a_count(stack, results_dir):
+    """For `background` the worker is the API: SIGKILLed mid-load, it loses tasks it
+    held (counted before their 202, not yet run: they stay pending), never the count of
+    a task it answered 202 for, and takes tasks again once started. What it held is no
+    figure of the users: a user sends its next request as soon as it has its answer,
+    while the tasks of the answered ones still wait for the busy event loop. make chaos
+    reads it from the run's ledger while the API is down (`held`), and its drain ends once
+    only those are pending. The tasks are cpu/simple: each holds the API's event loop for
+    a while, so the API is running one when the kill comes, whatever the machine's speed."""
     run = f"compose-chaos-bg-{secrets.token_hex(4)}"
     proc = stack.make(
         "chaos",
         "worker=background",
         "fault=kill-worker",
         "endpoint=cpu/simple",
-        # Dead from 3 s to 5 s into the load; back once its start is done, the
-        # API has the rest of the load to take tasks again.
+        # Dead from 3 s into the load for at least 2 s (and while its ledger is read).
         "hold=2",
         "duration=24s",
         "wait=1",
-        # What the dead API held never comes back; what the restarted one took settles
-        # within a second of the load's end: 8 s of nothing settling ends the wait.
-        "drain_stall=8",
+        # The drain ends once only what the dead API held is pending; a stall this long
+        # means a restarted API that never ran its tasks (a hang's bound, not a wait).
+        "drain_stall=120",
         f"run={run}",
         f"results_dir={results_dir}",
-        timeout=600,
+        timeout=900,
         check=False,
     )
     assert "chaos: kill-worker on api injected" in proc.stdout and "chaos: kill-worker on api restored" in proc.stdout
+    assert "the rest went with the fault" in proc.stdout, proc.stdout[-3000:]
     record = json.loads((results_dir / f"{run}.json").read_text())
     chaos = record["chaos"]
     assert chaos["service"] == "api" and chaos["errors"] == [] and chaos["running"] is True, chaos
-    accepted = record["status_codes"]["202"]
-    # Counted before its 202: only requests the kill cut off before their answer
-    # may be counted and unanswered (the 10 users have at most 10 in flight).
-    assert accepted <= chaos["enqueued"] <= accepted + 10, (accepted, chaos)
+    accepted = record["status_codes"].get("202", 0)
+    # Counted before its 202: only requests the kill cut off before their answer may be
+    # counted and unanswered, and a Locust user has one request in flight at a time.
+    assert accepted <= chaos["enqueued"] <= accepted + record["users"], (accepted, chaos)
     assert chaos["duplicates"] == 0, chaos
+    # The restarted API takes tasks and runs them (once it answers, however long its start took).
+    wait_until(lambda: api_ready(stack.api_url), timeout=180, interval=1, what="the restarted API ready")
+    after = f"{run}-after"
+    post_tasks(stack.api_url, after, {"background": 10})
+    assert wait_settled(stack.api_url, after, total=10, timeout=120)["totals"]["completed"] == 10
     # Losses from what was sent and what the task bodies did (`work`), not from
-    # `pending` (which is enqueued - completed - failed by definition): the
-    # record's `lost` must be the tasks counted but never run, and a kill loses
-    # only what the API held then, a small part of what it answered for.
+    # `pending` (which is enqueued - completed - failed by definition): the record's
+    # `lost` must be the tasks counted but never run, at least the one the API was
+    # running, at most what it held when it went down.
     report = run_report(stack.api_url, run)
     ran, extra = bodies_run(report)
     lost = chaos["enqueued"] - ran
-    assert extra == 0 and chaos["lost"] == lost, (ran, lost, chaos)
-    assert chaos["completed"] == ran and chaos["failed"] == 0, (ran, chaos)
-    # It lost at least the task it was running, and at most one task a user: each user's
-    # request in flight has one task, run after its answer, whatever the machine's speed.
-    users = record["users"]
-    assert 1 <= lost <= users, (lost, users, accepted, chaos)
-    # The restarted API took and ran tasks again before the load ended.
-    assert chaos["recovered_s"] is not None and chaos["last_settled_after_fault_s"] > chaos["hold_s"], chaos
+    assert report["totals"]["enqueued"] == chaos["enqueued"] and extra == 0, (report["totals"], chaos)
+    assert chaos["lost"] == lost and chaos["completed"] == ran and chaos["failed"] == 0, (ran, lost, chaos)
+    held = chaos["held"]
+    assert held is not None and 1 <= lost <= held <= chaos["enqueued"], (lost, held, accepted, chaos)
+
+
+def api_ready(api_url: str) -> bool:
+    try:
+        return httpx.get(f"{api_url}/readyz", timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def test_make_chaos_restart_redis_refuses_without_persistence(stack, results_dir):

@@ -8,6 +8,7 @@ import subprocess
 import time
 from collections.abc import Callable
 
+from lab.ledger.keys import run_key
 from labctl.clients.prometheus import rfc3339
 from labctl.errors import LabError
 from labctl.platform import docker as cli
@@ -110,6 +111,23 @@ class Fault:
                 self.errors.append("oom: the memory hog allocated the whole limit and nothing was killed")
         self.say(f"chaos: {self.fault} on {self.service} injected")
 
+    def read_held(self, run: str) -> None:
+        """For `background` the worker is the API: once it is down (killed or stopped),
+        the tasks it held are those of the run the ledger counts and has not settled
+        (each counted before its 202), all that its fault can lose. Read from Redis
+        while the API is down, before the fault is undone; `events["held"]`."""
+        if self.service != "api" or self.fault not in ("kill-worker", "stop-worker"):
+            return
+        if docker("wait", self.container(), timeout=60).returncode != 0:
+            self.errors.append("the API did not go down: what it held was not read")
+            return
+        proc = self.compose.exec("redis", "redis-cli", "HGETALL", run_key(run, "ledger"))
+        if proc.returncode != 0:
+            self.errors.append(f"the run's ledger could not be read while the API was down: {proc.stderr[:200]}")
+            return
+        lines = proc.stdout.splitlines()
+        self.events["held"] = pending_in(dict(zip(lines[::2], lines[1::2])))
+
     def restore(self) -> None:
         cid = self.container()
         if self.fault in ("kill-worker", "stop-worker"):
@@ -144,6 +162,17 @@ class Fault:
             self._oom_watch.terminate()
             state["oom_events"] = self._oom_watch.communicate(timeout=10)[0].split().count("oom")
         return state
+
+
+def pending_in(ledger_hash: dict[str, str]) -> int:
+    """A run's pending tasks from its ledger hash ("<queue>:<kind>/<variant>:<stat>" -> count),
+    as the ledger's report counts them: enqueued - completed - failed."""
+    totals = dict.fromkeys(("enqueued", "completed", "failed"), 0)
+    for name, value in ledger_hash.items():
+        stat = name.rsplit(":", 1)[-1]
+        if name.count(":") == 2 and stat in totals:
+            totals[stat] += int(value)
+    return totals["enqueued"] - totals["completed"] - totals["failed"]
 
 
 def parse_bytes(text: str) -> float:

@@ -152,15 +152,22 @@ def _load_with_fault(
             return
         try:
             fault.inject()
-            time.sleep(chaos.hold)
+            if isinstance(fault, Fault):
+                fault.read_held(options.run)
+            time.sleep(max(0.0, fault.events.get("injected_at", 0) + chaos.hold - time.time()))
         finally:
             fault.restore()
+
+    def written_off() -> int | None:
+        """A killed API's tasks never come back: the drain is over once only they are pending."""
+        held = fault.events.get("held")
+        return None if held is None or "restored_at" not in fault.events else int(held)
 
     injector = threading.Thread(target=inject_then_restore, daemon=True)
     watch.start()
     injector.start()
     try:
-        return run_load(options, lab, ui, on_start=lambda _: load_started.set())
+        return run_load(options, lab, ui, on_start=lambda _: load_started.set(), written_off=written_off)
     finally:
         watch.stop.set()
         injector.join(timeout=chaos.hold + 120)
@@ -198,6 +205,8 @@ def _record_chaos(
 def _say_chaos(ui: Console, fault: AnyFault, c: ChaosSection) -> None:
     """The run's chaos summary line, then the fault's warnings."""
     lost = "not yet known (still draining: make results)" if c.lost is None else c.lost
+    if c.held is not None:
+        lost = f"{lost} of the {c.held} task(s) the API held when it went down"
     where = (
         f"Swarm saw {c.node} down {c.node_down_s} s, ran {fault.service}'s replicas again {c.rescheduled_s} s "
         f"and had {c.node} back {c.node_ready_s} s after the fault"
