@@ -413,10 +413,13 @@ QUEUES = dashboard(
             ),
             timeseries(
                 "Restarts, OOM kills and replicas up",
-                "Restarts (bars): how often the newest process start time of a service changed (max of process_start_time_seconds by job), so a restarted container counts even when it comes back at a new address; an OOM kill with restart: unless-stopped is one too. Replicas up (line): scraped targets of the service that answered; Docker's DNS drops a stopped container, so a dead one shows as a drop here rather than as up == 0. OOM kills (bars): processes the kernel killed for lack of memory while the container lived on (lab_oom_kills_total: a Celery or process-pool child, which restarts nothing). When the main process is the one killed, its counter dies with the container: that OOM kill shows as a restart right after memory reached its limit.",
+                "Restarts (bars): 1 where the newest process start time of a service (max of process_start_time_seconds by job) is newer than any it had in the five minutes before, for a rate interval after the new process is first scraped, however long it took to answer scrapes again (a worker starting at 0.2 CPU can take longer than a rate interval); a restarted container counts even when it comes back at a new address; an OOM kill with restart: unless-stopped is one too. Replicas up (line): scraped targets of the service that answered; Docker's DNS drops a stopped container, so a dead one shows as a drop here rather than as up == 0. OOM kills (bars): processes the kernel killed for lack of memory while the container lived on (lab_oom_kills_total: a Celery or process-pool child, which restarts nothing). When the main process is the one killed, its counter dies with the container: that OOM kill shows as a restart right after memory reached its limit.",
                 "short",
                 {
-                    "{{job}} restarts": f"changes(max by (job) (process_start_time_seconds{NOT_WORKERS})[$__rate_interval:])",
+                    "{{job}} restarts": (
+                        f"max by (job) (process_start_time_seconds{NOT_WORKERS}) > bool max by (job) "
+                        f"(max_over_time(process_start_time_seconds{NOT_WORKERS}[5m] offset $__rate_interval))"
+                    ),
                     "{{job}} OOM kills": f"sum by (job) (increase(lab_oom_kills_total{NOT_WORKERS}[$__rate_interval]))",
                     "{{job}} replicas up": f"sum by (job) (up{NOT_WORKERS})",
                 },
