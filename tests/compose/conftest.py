@@ -9,7 +9,9 @@ The stack runs under its own project name (LAB_TEST_PROJECT, default
 task-queue-lab-test), on free 127.0.0.1 ports (or LAB_TEST_API_PORT,
 LAB_TEST_PROMETHEUS_PORT, ...), with its own image tag, and ignores the
 developer's .env and lab variables, so it neither disturbs nor depends on a stack
-started with `make up`. LAB_TEST_KEEP=1 leaves it running after the session.
+started with `make up`. LAB_TEST_KEEP=1 leaves it running after the session;
+LAB_TEST_REUSE=1 starts from the stack an earlier session left (with the same
+ports: LAB_TEST_API_PORT, ...) and leaves it too.
 
 One `make up` serves every test that needs the compose file's defaults; the
 tests marked `reconfigures` (other limits, replicas) run after them, on a
@@ -49,6 +51,7 @@ from tests.compose.helpers import (
     drain_arq_backlog,
     load,
     post_tasks,
+    run_report,
     wait_settled,
 )
 
@@ -76,14 +79,17 @@ def run_order(item) -> tuple[bool, bool]:
     return (item.get_closest_marker("stack_down") is not None, item.get_closest_marker("reconfigures") is not None)
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     # Everything in this directory needs the stack: mark it `compose` before
-    # `-m` selects, whoever wrote the test. One `make up` for the defaults,
-    # one for the tests that need other settings, then the teardown.
+    # `-m` selects, whoever wrote the test.
     for item in items:
         if HERE in Path(item.path).resolve().parents:
             item.add_marker(pytest.mark.compose)
+    yield
+    # After every other plugin's reordering (pytest-randomly's shuffle): one `make up`
+    # for the defaults, one for the tests that need other settings, then the teardown;
+    # a stable sort keeps any order within each group.
     items.sort(key=run_order)
 
 
@@ -284,12 +290,16 @@ def stack():
     s.services = services
 
     # Leftovers of an interrupted session (containers, volumes) would skew every count.
-    s.compose("--profile", "*", "down", "--volumes", "--remove-orphans", "--timeout", "5", timeout=180)
+    # LAB_TEST_REUSE=1 takes the stack a session before left instead (and leaves it):
+    # `make up` recreates only what this tree changed (tests/mutants_compose.py).
+    reuse = os.environ.get("LAB_TEST_REUSE") == "1"
+    if not reuse:
+        s.compose("--profile", "*", "down", "--volumes", "--remove-orphans", "--timeout", "5", timeout=180)
     try:
         s.up()
         yield s
     finally:
-        if os.environ.get("LAB_TEST_KEEP") != "1":
+        if os.environ.get("LAB_TEST_KEEP") != "1" and not reuse:
             s.compose("--profile", "*", "down", "--volumes", "--remove-orphans", check=False, timeout=300)
         os.unlink(empty_env_file.name)
 
@@ -328,6 +338,8 @@ def arq_queue_run(stack, load_results_dir):
     args = ("worker=arq", f"duration={QUEUE_RUN_SECONDS}s", f"drain_watch={QUEUE_RUN_WATCH_S}")
     try:
         _, outcome["proc"], outcome["record"] = load(stack, load_results_dir, *args, run=run)
+        # What was still queued when make load gave the prompt back.
+        outcome["ledger_at_return"] = run_report(stack.api_url, run)
     finally:
         outcome["wall_s"] = time.monotonic() - started
         drain_arq_backlog(stack, run)

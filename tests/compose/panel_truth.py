@@ -12,12 +12,18 @@ queue as `$queue`, at that instant, as the panel would have shown them then:
   - Load / "Requests per second: sent by Locust, received by the API": Locust's
     query (summed over its series) and the API's, against the run's rate at
     that moment (every request of a queue run enqueues one task: the ledger
-    timeline's enqueue rate over the same 10 s), and shown beside the record's
-    req/s over the whole load, which a run whose rate moves does not hold at
-    every moment;
+    timeline's enqueue count), and shown beside the record's req/s over the
+    whole load, which a run whose rate moves does not hold at every moment;
   - Queues / "Enqueue rate vs completion rate": the enqueue and completion
     rates against the run's ledger timeline (record["timeline"], once a
-    second) over the same 10 s, allowing the scrape and rule lag (up to 4 s);
+    second, each row at the time the ledger was read).
+  A rate's truth is the ledger's increase over the very scrapes the panel's
+  rate was computed from, extrapolated over its window as Prometheus does:
+  the recording rule's evaluation the panel showed, and the samples of the
+  counter it read then, each target's own (a busy target misses scrapes, and a
+  rate over fewer samples covers less of its window). Where those samples are
+  not known (a panel read from something else), the ledger's rate over the
+  window ending at each lag a scrape and a rule evaluation allow (up to 4 s).
   - Queues / "Backlog: tasks waiting in each queue" against the ledger's
     pending count at the sample's scrape, allowing the queue monitor's poll
     (QUEUE_DEPTH_INTERVAL_S) and the tasks running (concurrency x replicas):
@@ -29,6 +35,7 @@ Only the standard library: it runs wherever the tests run.
 
 import argparse
 import json
+import re
 import sys
 import urllib.parse
 import urllib.request
@@ -55,7 +62,7 @@ class Reading:
     at: float  # unix time
     seen: float | None  # what the panel's query answered then
     truth: float | None
-    slack: float = 0.0  # an absolute allowance on top of the tolerance (tasks running, say)
+    slack: float = 0.0  # an absolute allowance on top of the tolerance (tasks running, a count between two reads)
     mean: float | None = None  # the record's figure over the whole load, where the truth is the moment's
 
     @property
@@ -121,6 +128,12 @@ class Timeline:
                 return a[field] + share * (b[field] - a[field])
         return float(rows[-1][field])
 
+    def bounds(self, field: str, at: float) -> tuple[float, float] | None:
+        """A count's range at `at`: from the row at or before it to the row at or after it."""
+        before = [r[field] for r in self.rows if r["at"] <= at]
+        after = [r[field] for r in self.rows if r["at"] >= at]
+        return (float(before[-1]), float(after[0])) if before and after else None
+
     def rate(self, field: str, end: float, window_s: float = RATE_WINDOW_S) -> float | None:
         first, last = self.value(field, end - window_s), self.value(field, end)
         return None if first is None or last is None else (last - first) / window_s
@@ -129,6 +142,94 @@ class Timeline:
         inside = [float(r[field]) for r in self.rows if start <= r["at"] <= end]
         around = [self.value(field, start), self.value(field, end)]
         return inside + [v for v in around if v is not None]
+
+
+def samples(prometheus_url: str, selector: str, range_s: float, at: float) -> dict[str, list[tuple[float, float]]]:
+    """instance -> the (time, value) samples of `selector` in the `range_s` before `at`, each
+    instance's series summed per sample time (a target's series are scraped together)."""
+    query = urllib.parse.urlencode({"query": f"{selector}[{range_s:g}s]", "time": f"{at:.3f}"})
+    with urllib.request.urlopen(f"{prometheus_url.rstrip('/')}/api/v1/query?{query}", timeout=30) as response:
+        body = json.load(response)
+    if body.get("status") != "success":
+        raise panels.PanelQueryError(f"{body.get('error')}: {selector}")
+    by_instance: dict[str, dict[float, float]] = {}
+    for series in body["data"]["result"]:
+        points = by_instance.setdefault(series["metric"].get("instance", ""), {})
+        for t, v in series["values"]:
+            points[float(t)] = points.get(float(t), 0.0) + float(v)
+    return {instance: sorted(points.items()) for instance, points in by_instance.items()}
+
+
+def extrapolation(points: list[tuple[float, float]], start: float, end: float) -> float | None:
+    """What Prometheus multiplies a counter's increase over `points` by to make its rate
+    over the window [start, end] (promql's extrapolatedRate); None below two samples."""
+    if len(points) < 2:
+        return None
+    (first_t, first_v), (last_t, last_v) = points[0], points[-1]
+    sampled = last_t - first_t
+    if sampled <= 0:
+        return None
+    average = sampled / (len(points) - 1)
+    to_start, to_end = first_t - start, end - last_t
+    increase = last_v - first_v
+    if increase > 0 and first_v >= 0:
+        to_start = min(to_start, sampled * first_v / increase)
+    threshold = average * 1.1
+    covered = (
+        sampled + (to_start if to_start < threshold else average / 2) + (to_end if to_end < threshold else average / 2)
+    )
+    return covered / sampled / (end - start)
+
+
+RULES = sorted((panels.ROOT / "prometheus" / "rules").glob("*.yml"))
+_RULE_RATE = re.compile(r"rate\((\w+)\[(\d+)s\]\)")
+
+
+def rule_counter(rule: str) -> tuple[str, float] | None:
+    """The counter a `...:rate10s` recording rule takes the rate of, and the rate's range."""
+    for path in RULES:
+        found = re.search(rf"- record: {re.escape(rule)}\n\s+expr: (.*)", path.read_text())
+        if found and (rate := _RULE_RATE.search(found.group(1))):
+            return rate.group(1), float(rate.group(2))
+    return None
+
+
+def sampled_truths(
+    prometheus_url: str, expr: str, at: float, timeline: "Timeline", field: str
+) -> list[tuple[float, float]]:
+    """The ledger's `field` rate as the panel query `expr` (a recording rule's rate, its
+    label matchers) computed it at `at`, as (truth, allowance): over the samples the rule
+    read at the evaluation the panel showed, extrapolated alike, every target's share of
+    the truth alike. Between two rows of the timeline a count is only known to lie between
+    theirs (a loaded API answers the reads seconds apart): the allowance is half that
+    range. Two candidates: those samples, and those without the newest, which a scrape
+    still under way when the rule was evaluated had not yet written."""
+    found = re.search(r"(\w+:\w+:rate\d+s)(\{[^}]*\})?", expr)
+    counter = rule_counter(found.group(1)) if found else None
+    if not found or counter is None:
+        return []
+    rule, matchers = found.group(1), found.group(2) or ""
+    evaluated = [v for _, v, _ in instant(prometheus_url, f"timestamp({rule}{matchers})", at)]
+    if not evaluated:
+        return []
+    metric, range_s = counter
+    evaluated_at = max(evaluated)
+    start = evaluated_at - range_s
+    by_instance = samples(prometheus_url, f"{metric}{matchers}", range_s, evaluated_at)
+    truths = []
+    for drop_newest in (False, True):
+        low = high = 0.0
+        for points in by_instance.values():
+            points = points[:-1] if drop_newest else points
+            factor = extrapolation(points, start, evaluated_at)
+            first, last = timeline.bounds(field, points[0][0]), timeline.bounds(field, points[-1][0])
+            if factor is None or first is None or last is None:
+                break
+            low += max(0.0, last[0] - first[1]) * factor / len(by_instance)
+            high += (last[1] - first[0]) * factor / len(by_instance)
+        else:
+            truths.append(((low + high) / 2, (high - low) / 2))
+    return truths
 
 
 def _closest(seen: float | None, candidates: list[float | None]) -> float | None:
@@ -145,6 +246,29 @@ def running_slack(record: dict) -> float:
     return float((limits.get("concurrency") or 1) * (limits.get("replicas") or 1))
 
 
+def rate_truths(
+    prometheus_url: str, expr: str, at: float, timeline: "Timeline", field: str
+) -> list[tuple[float | None, float]]:
+    """The truths, each with its allowance, a rate reading may be held to: over the samples
+    it was computed from, else over the window ending at each lag a scrape and a rule
+    evaluation allow."""
+    if not timeline.rows:
+        return []
+    return [*sampled_truths(prometheus_url, expr, at, timeline, field)] or [
+        (timeline.rate(field, at - lag), 0.0) for lag in RULE_LAG_S
+    ]
+
+
+def nearest(seen: float | None, candidates: list[tuple[float | None, float]]) -> tuple[float | None, float]:
+    """The (truth, allowance) that leaves the reading least outside it."""
+    known = [(t, a) for t, a in candidates if t is not None]
+    if not known:
+        return None, 0.0
+    if seen is None:
+        return known[0]
+    return min(known, key=lambda c: max(0.0, abs(seen - c[0]) - c[1]))
+
+
 def readings(prometheus_url: str, record: dict, fractions=FRACTIONS) -> list[Reading]:
     """Every checked panel query at each fraction of the record's load."""
     start, end, queue = record["load_started_at"], record["load_ended_at"], record.get("worker")
@@ -157,15 +281,15 @@ def readings(prometheus_url: str, record: dict, fractions=FRACTIONS) -> list[Rea
         at = start + fraction * (end - start)
         for ref, what in (("A", "Load: Locust"), ("B", "Load: API")):
             seen = total(prometheus_url, load[ref], at)
-            moment = _closest(seen, [timeline.rate("enqueued", at - lag) for lag in RULE_LAG_S])
+            moment, allowance = nearest(seen, rate_truths(prometheus_url, load[ref], at, timeline, "enqueued"))
             truth = moment if timeline.rows else record["rps"]
-            out.append(Reading(what, fraction, at, seen, truth, mean=record["rps"]))
+            out.append(Reading(what, fraction, at, seen, truth, slack=allowance, mean=record["rps"]))
         if not timeline.rows:
             continue
         for ref, field, what in (("A", "enqueued", "enqueue rate"), ("B", "completed", "completion rate")):
             seen = total(prometheus_url, rates[ref], at)
-            truth = _closest(seen, [timeline.rate(field, at - lag) for lag in RULE_LAG_S])
-            out.append(Reading(f"Queues: {what}", fraction, at, seen, truth))
+            truth, allowance = nearest(seen, rate_truths(prometheus_url, rates[ref], at, timeline, field))
+            out.append(Reading(f"Queues: {what}", fraction, at, seen, truth, slack=allowance))
         depth = instant(prometheus_url, backlog["A"], at)
         seen, scraped = (depth[0][1], depth[0][2]) if depth else (None, at)
         truth = _closest(seen, timeline.values_between("pending", scraped - MONITOR_POLL_S - 1, scraped))

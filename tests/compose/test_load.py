@@ -4,8 +4,9 @@ itself at its target (a length here, a request count in the event-loop run),
 and leaves a record that agrees with the ledger
 and with what Prometheus scraped from the Locust containers.
 
-Runs before test_stack.py (file order) on the session stack, and leaves it as
-it found it.
+Every test here finds what it checks itself (the session's `make load worker=arq`
+through the `arq_queue_run` fixture, whichever test asks first), in any order, on
+the session stack, and leaves it as it found it.
 """
 
 import csv
@@ -21,7 +22,6 @@ from labctl.params import load_params
 from tests.compose import panel_truth
 from tests.compose.helpers import (
     QUEUE_RUN_SECONDS,
-    QUEUE_RUN_WATCH_S,
     by_label,
     load,
     run_report,
@@ -48,11 +48,12 @@ def assert_locust_is_gone(stack):
 def test_an_arq_run_returns_after_its_drain_watch_and_settles_later(stack, arq_queue_run, results_dir):
     run, out, record = arq_queue_run["run"], arq_queue_run["proc"].stdout, arq_queue_run["record"]
     n = record["requests"]
-    # The load lasts the length asked, then lets its requests in flight finish;
-    # the prompt comes back after the load and the drain watch, not after arq's whole drain.
-    load_s = record["load_ended_at"] - record["load_started_at"]
-    assert QUEUE_RUN_SECONDS - 2 <= load_s <= QUEUE_RUN_SECONDS + 10, load_s  # from the first request to the last
-    assert arq_queue_run["wall_s"] <= load_s + QUEUE_RUN_WATCH_S + 120, (arq_queue_run["wall_s"], load_s, out)
+    # The load lasts the length asked, then lets its requests in flight finish (each
+    # within the run's longest response; 2 s for Locust's stop and the clocks' grain).
+    load_s = record["load_ended_at"] - record["load_started_at"]  # from the first request to the last
+    assert QUEUE_RUN_SECONDS - 2 <= load_s <= QUEUE_RUN_SECONDS + record["max_ms"] / 1000 + 2, (load_s, record)
+    # The prompt came back after the drain watch, not after arq's whole drain: tasks were still queued.
+    assert arq_queue_run["ledger_at_return"]["totals"]["pending"] > 0, arq_queue_run["ledger_at_return"]
     assert re.search(r"\d+ requests +\d+\.\ds", out) and "ledger enqueued" in out, out  # live progress
     assert "the drain goes on" in out and "tasks/s" in out and "make results" in out, out
     assert "Grafana, this run:" in out and "&to=now" in out, out  # the link follows the drain
@@ -165,9 +166,12 @@ def test_the_dashboards_read_the_runs_truth_at_half_and_four_fifths_of_it(stack,
     API's) and the Queues dashboard's enqueue rate, completion rate and backlog,
     their queries read from grafana/dashboards/*.json and evaluated at 50 % and
     80 % of the load, as the panels showed them then: each single reading
-    within 15 % of the run's truth (its recorded req/s; its ledger, once a
-    second, for the tasks; tests/compose/panel_truth.py). A query over a wrong
-    window, counting twice or reading the wrong label misses by far more."""
+    within 15 % of the run's truth, the ledger's (its timeline, each row at the
+    time it was read), taken over the very scrapes the rate was computed from,
+    give or take what the ledger did between two of its reads
+    (tests/compose/panel_truth.py): a busy machine's missed scrapes and slow
+    reads widen what is allowed, never fail the reading. A query counting twice
+    or reading the wrong label misses by far more."""
     record = arq_queue_run["record"]
     readings = panel_truth.readings(stack.prometheus_url, record)
     assert {r.what for r in readings} == {
@@ -181,17 +185,13 @@ def test_the_dashboards_read_the_runs_truth_at_half_and_four_fifths_of_it(stack,
     assert not wrong, "\n".join([f"{record['run']}: {record['rps']} req/s over {record['duration_s']} s", *wrong])
 
 
-def test_make_results_and_report_show_the_run(stack, results_dir):
-    records = [json.loads(p.read_text()) for p in results_dir.glob("*.json")]
-    queue_runs = [r for r in records if r["scenario"] == "queue" and r["worker"] == "arq"]
-    if not queue_runs:
-        pytest.fail("no arq run recorded: the make load tests must run first (they failed or were deselected)")
-    run = queue_runs[0]["run"]
+def test_make_results_and_report_show_the_run(stack, arq_queue_run, results_dir):
+    run, record = arq_queue_run["run"], arq_queue_run["record"]
     table = stack.make("results", f"results_dir={results_dir}", timeout=120).stdout.splitlines()
     assert table[0].startswith("| worker | RPS | median ms | p95 ms | all tasks done s | errors % |"), table[:2]
     row = next(line for line in table if f"| {run} |" in line)
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[0] == "arq" and float(cells[1]) == queue_runs[0]["rps"] and cells[5] == "0", cells
+    assert cells[0] == "arq" and float(cells[1]) == record["rps"] and cells[5] == "0", cells
 
     out = stack.make("report", f"run={run}", f"results_dir={results_dir}", timeout=180).stdout
     png = results_dir / f"{run}.png"

@@ -1,6 +1,7 @@
 """Security defaults of the running stack, seen from the host: containers run
-as non-root, Redis is reachable only inside the compose network, Prometheus'
-admin API is off, no secret is baked into the lab's image."""
+as non-root, Redis is reachable only inside the compose network, what is
+published is published on 127.0.0.1 only, Prometheus' admin API is off, no
+secret is baked into the lab's image."""
 
 import json
 import subprocess
@@ -25,6 +26,24 @@ def test_redis_is_published_nowhere(stack):
     out = stack.compose("port", "redis", "6379", check=False)
     # compose prints ":0" for a port that is not published on the host
     assert out.returncode != 0 or out.stdout.strip() in ("", ":0"), f"redis published: {out.stdout}"
+
+
+# What the stack publishes on the host (service -> its container port), as the engine bound it.
+PUBLISHED = {"api": "8000/tcp", "prometheus": "9090/tcp", "flower": "5555/tcp", "saq-ui": "8082/tcp"}
+
+
+def test_only_the_uis_and_the_api_are_published_and_on_127_0_0_1_only(stack):
+    ids = stack.compose("ps", "-q").stdout.split()
+    inspected = json.loads(
+        subprocess.run(["docker", "inspect", *ids], capture_output=True, text=True, check=True, timeout=60).stdout
+    )
+    bound = {
+        (c["Config"]["Labels"]["com.docker.compose.service"], port, b["HostIp"])
+        for c in inspected
+        for port, bindings in (c["NetworkSettings"]["Ports"] or {}).items()
+        for b in bindings or ()
+    }
+    assert bound == {(service, port, "127.0.0.1") for service, port in PUBLISHED.items()}, bound
 
 
 def test_prometheus_admin_api_is_disabled(stack):

@@ -3,6 +3,7 @@ scaling, teardown. Tests run in file order on one session stack (see conftest);
 the one that starts it with other limits and replicas after every test that
 needs the defaults, the teardown last."""
 
+import json
 import re
 import subprocess
 import time
@@ -90,18 +91,28 @@ def test_every_task_settles_exactly_once(loaded_run):
     }
 
 
-def test_prometheus_has_the_lab_series(stack, loaded_run):
-    n = TASKS_PER_QUEUE
+def test_prometheus_counts_a_runs_tasks_on_every_queue(stack):
+    """The lab's series as Prometheus scrapes them, for a run of this test's own: each
+    queue's enqueue and completion counters rise by its tasks (a process another test
+    restarted starts its counters again at 0: only the rise over this run is read), every
+    backlog is reported and empty once the run settled, and every process reads the
+    limits compose asked for from its own cgroup."""
+    n = 5
+    enqueued, completed = "sum by (queue) (lab_enqueued_total)", "sum by (queue) (lab_task_completed_total)"
+    before = {expr: by_label(stack.query(expr), "queue") for expr in (enqueued, completed)}
+    run = f"compose-series-{uuid.uuid4().hex[:8]}"
+    post_tasks(stack.api_url, run, dict.fromkeys(QUEUES, n))
+    wait_settled(stack.api_url, run, total=len(QUEUES) * n, timeout=180)
 
-    def counted(metric):
+    def counted(expr):
         def check():
-            values = by_label(stack.query(f"sum by (queue) ({metric})"), "queue")
-            return values if all(values.get(q, 0) >= n for q in QUEUES) else None
+            values = by_label(stack.query(expr), "queue")
+            return values if all(values.get(q, 0) >= before[expr].get(q, 0) + n for q in QUEUES) else None
 
         return check
 
-    wait_until(counted("lab_task_completed_total"), timeout=30, what=f"lab_task_completed_total >= {n} per queue")
-    wait_until(counted("lab_enqueued_total"), timeout=30, what=f"lab_enqueued_total >= {n} per queue")
+    wait_until(counted(completed), timeout=30, what=f"{completed} up by {n} per queue")
+    wait_until(counted(enqueued), timeout=30, what=f"{enqueued} up by {n} per queue")
 
     # Every queue's backlog is reported, and is empty once the run settled.
     def drained():
@@ -118,6 +129,33 @@ def test_prometheus_has_the_lab_series(stack, loaded_run):
     assert set(LAB_SERVICES) <= set(cpu) and set(LAB_SERVICES) <= set(memory), (cpu, memory)
     for service in ("api", *WORKERS):
         assert cpu[service] == pytest.approx(0.2) and memory[service] == 200 * MiB, (service, cpu, memory)
+
+
+def test_every_service_has_a_healthcheck_and_is_healthy(stack):
+    """`make up` waits for every service to be healthy: each must have a healthcheck of its
+    own (a service without one would count as up once started), and pass it. A container
+    another test restarted passes it again once its start is done."""
+    ids = stack.compose("ps", "-a", "-q").stdout.split()
+
+    def inspected() -> dict[str, dict]:
+        out = subprocess.run(["docker", "inspect", *ids], capture_output=True, text=True, check=True, timeout=60).stdout
+        return {c["Name"].lstrip("/"): c for c in json.loads(out)}
+
+    containers = inspected()
+    services = {c["Config"]["Labels"]["com.docker.compose.service"] for c in containers.values()}
+    assert services == set(stack.services), (services, stack.services)
+    unchecked = [
+        name
+        for name, c in containers.items()
+        if (c["Config"].get("Healthcheck") or {}).get("Test", ["NONE"])[0] == "NONE"
+    ]
+    assert unchecked == [], f"containers without a healthcheck: {unchecked}"
+
+    def all_healthy():
+        health = {name: c["State"].get("Health", {}).get("Status") for name, c in inspected().items()}
+        return health if set(health.values()) == {"healthy"} else None
+
+    wait_until(all_healthy, timeout=180, interval=2, what="every container healthy")
 
 
 @pytest.mark.reconfigures
