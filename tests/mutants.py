@@ -686,23 +686,31 @@ def apply(mutant: Mutant, tree: Path) -> None:
 
 
 def run_tests(
-    tree: Path, tests: Iterable[str], env: dict[str, str], timeout_s: float, first_failure: bool = True, slot: int = 0
+    tree: Path,
+    tests: Iterable[str],
+    env: dict[str, str],
+    timeout_s: float,
+    first_failure: bool = True,
+    slot: int = 0,
+    workers: int = 1,
 ) -> Outcome:
     """pytest on `tests` in `tree` (-x: up to the first failure), in their
     order (pytest-randomly off); its outcome. A run past `timeout_s` is
     interrupted (SIGINT: pytest's fixtures stop what they started), then
     killed. `slot`: runs at once take their ports from ranges of their own
-    (tests/lab.py, LAB_TEST_PORT_SLOT)."""
+    (tests/lab.py, LAB_TEST_PORT_SLOT); `workers` > 1: pytest-xdist's
+    workers, as make test runs them, each with its own range."""
     report = tree / ".mutants-junit.xml"
     report.unlink(missing_ok=True)
     run_env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT"))}
     run_env.update(
         PYTHONPATH=str(tree),
         LAB_TEST_LOGS=str(tree / ".test-logs"),
-        LAB_TEST_PORT_SLOT=str(FIRST_PORT_SLOT + slot),
+        **({} if workers > 1 else {"LAB_TEST_PORT_SLOT": str(FIRST_PORT_SLOT + slot)}),
         **env,
     )
     argv = [sys.executable, "-m", "pytest", *(["-x"] if first_failure else []), "-q", "-rfE"]
+    argv += ["-n", str(workers), "--dist", "loadgroup"] if workers > 1 else []
     argv += ["-p", "no:cacheprovider", "-p", "no:randomly", "-o", "junit_family=xunit1", f"--junitxml={report}"]
     argv += list(dict.fromkeys(tests))
     started = time.monotonic()
@@ -796,10 +804,11 @@ def check_applies(mutants: list[Mutant]) -> dict[str, str]:
     return broken
 
 
-def run_baseline(mutants: list[Mutant], keep: bool, say) -> list[str]:
+def run_baseline(mutants: list[Mutant], keep: bool, say, workers: int = 1) -> list[str]:
     """Every test the mutants name, on a copy of the clean tree (with the
     mutants' `after` commands run there too, as in their copies), in one
-    pytest run per environment, each test once: what failed."""
+    pytest run per environment (on `workers` xdist workers), each test once:
+    what failed."""
     tree = fresh_tree("baseline")
     problems: list[str] = []
     try:
@@ -813,7 +822,7 @@ def run_baseline(mutants: list[Mutant], keep: bool, say) -> list[str]:
             tests = [t for selection in selections for t in selection]
             started = time.monotonic()
             # Its time bounds a hang only: what the runs of every selection would be allowed.
-            outcome = run_tests(tree, tests, dict(env), sum(selections.values()), first_failure=False)
+            outcome = run_tests(tree, tests, dict(env), sum(selections.values()), first_failure=False, workers=workers)
             found = baseline_problems(outcome)
             where = f" ({', '.join(f'{k}={v}' for k, v in env)})" if env else ""
             say(
@@ -903,7 +912,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if runnable:
         say(f"== the clean tree first: the tests of {len({m.selection for m in runnable})} selection(s)")
-        problems = run_baseline(runnable, args.keep, say)
+        problems = run_baseline(runnable, args.keep, say, workers=args.jobs)
         if problems:
             say(
                 "\nREFUSING TO JUDGE: the tests fail on the clean tree, so a fault would be 'caught' by what already fails:"
