@@ -3,6 +3,7 @@ subprocesses, and small clients for the API, the ledger and /metrics."""
 
 import asyncio
 import os
+import random
 import shutil
 import signal
 import socket
@@ -44,23 +45,30 @@ class UpstreamBug(UserWarning):
 # kernel's ephemeral ones, never the same twice: a port the kernel picked
 # could be handed to two tests at once before either process had bound it.
 # LAB_TEST_PORT_SLOT names the range instead (make mutants' runs at once).
+# Each session starts at a random place in its range and walks on from there:
+# two sessions of one range at once (two checkouts' make test on one machine)
+# would otherwise walk the same ports in step, each binding what the other
+# had just found free.
 _PORTS_PER_WORKER = 3000
-_next_port: int | None = None
+_ports: list[int] = []
 
 
 def free_port() -> int:
-    global _next_port
-    if _next_port is None:
+    if not _ports:
         slot = os.environ.get("LAB_TEST_PORT_SLOT") or os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
-        _next_port = 11000 + int(slot or 0) % 7 * _PORTS_PER_WORKER
-    while True:
-        port, _next_port = _next_port, _next_port + 1
+        base = 11000 + int(slot or 0) % 7 * _PORTS_PER_WORKER
+        start = random.SystemRandom().randrange(_PORTS_PER_WORKER)  # not the seeded `random` pytest-randomly sets
+        _ports.extend(base + (start + i) % _PORTS_PER_WORKER for i in range(_PORTS_PER_WORKER))
+        _ports.reverse()  # popped from the end: `start` first
+    while _ports:
+        port = _ports.pop()
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:  # taken by something else
                 continue
             return port
+    raise RuntimeError(f"every port of this session's range was handed out or taken (LAB_TEST_PORT_SLOT={slot!r})")
 
 
 def new_run(prefix: str) -> str:

@@ -826,7 +826,7 @@ def run_baseline(mutants: list[Mutant], keep: bool, say, workers: int = 1) -> li
             found = baseline_problems(outcome)
             where = f" ({', '.join(f'{k}={v}' for k, v in env)})" if env else ""
             say(
-                f"   clean tree{where}: {len(dict.fromkeys(tests))} test selection(s), "
+                f"   clean tree{where}: {len(dict.fromkeys(tests))} test(s) or file(s) named, "
                 f"{outcome.passed} test(s) passed: {'FAILS' if found else 'passes'} ({time.monotonic() - started:.0f} s)"
             )
             if found:
