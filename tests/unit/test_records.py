@@ -39,10 +39,18 @@ def store(tmp_path):
     return Store(tmp_path, warn=lambda line: pytest.fail(line))
 
 
+# What a record of an older schema holds that is derived again when it is read, by today's
+# rules: a compare/1 record's summary (the mean and range over its reps) becomes the median
+# and interval of its runs, under compare/2.
+DERIVED = {"compare-1.json": ("schema", "summary")}
+
+
 def given_part(value, like):
     """`value` cut down to the keys `like` has, at every depth."""
     if isinstance(like, dict) and isinstance(value, dict):
         return {k: given_part(value.get(k), v) for k, v in like.items()}
+    if isinstance(like, list) and isinstance(value, list) and len(like) == len(value):
+        return [given_part(v, w) for v, w in zip(value, like)]
     return value
 
 
@@ -60,7 +68,8 @@ def test_each_schema_loads_as_its_model_and_writes_back_every_field(store, name,
     ]
     assert isinstance(record, KINDS[name])
     again = record.as_json()
-    assert given_part(again, original) == original  # the same names and values; fields added since default
+    kept = {k: v for k, v in original.items() if k not in DERIVED.get(name, ())}
+    assert given_part(again, kept) == kept  # the same names and values; fields added since default
     out = Store(tmp_path / "out")
     path = out.save(record)
     assert json.loads(path.read_text()) == again and type(out.all()[0]) is KINDS[name]
@@ -92,7 +101,8 @@ def test_the_store_sorts_each_kind_and_the_tables_show_them(store):
         "| saq | await | 0.2cpu/200M / 0.2cpu/200M | 0.95 [0.94–0.96] (n=2) | 1.00 [1.00–1.00] (n=2) | bench-20261128-035317 |"
     )
     [comparison] = store.comparisons()
-    assert "| saq | 640 | 170 | 270 | 33 | 0 |" in compare_page.markdown(comparison)
+    assert comparison.schema_version == "compare/2"  # its summary derived again from its runs
+    assert "| saq | 1 | 640 | 170 | 270 | 33 | 0 |" in compare_page.markdown(comparison)
     assert "chart-throughput" in compare_page.page(comparison)
     [scale] = store.of(ScaleRecord)
     counts = scale_page.markdown(scale).split("## Every run")[0]  # the counts' table
