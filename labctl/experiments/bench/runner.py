@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -55,6 +56,10 @@ from labctl.render import bench_table
 from labctl.render.bench_table import FAST_ARQ_POLL
 from labctl.render.console import Console
 from services.bare.queues import BARE, KEYS, done_key
+
+# The one-off worker that helps a queue's own empty what a bench left (not measured): RQ's
+# default Worker forks a work horse per job, its SimpleWorker runs the job in itself.
+EMPTIER_SETTINGS = {"rq": {"RQ_WORKER_CLASS": "SimpleWorker"}}
 
 QUEUES = ("background", *BARE)
 LIMIT_KNOBS = {b.name: b.limits_prefix for b in BROKERS if b.name in BARE}
@@ -304,6 +309,23 @@ class Bench:
             top_up=lambda n: self.top_up(queue, run, n),
         )
 
+    @contextmanager
+    def emptier(self, queue: str) -> Iterator[None]:
+        """For the unmeasured emptying of a queue whose own worker is slow at it whatever its
+        CPU (RQ forks a work horse per job: every round's tasks would take the bench an hour),
+        a one-off worker of the queue beside it (EMPTIER_SETTINGS); none for the others."""
+        settings = EMPTIER_SETTINGS.get(queue)
+        if not settings:
+            yield
+            return
+        name = f"bench-empty-{queue}-{self.stamp}"
+        flags = [x for key, value in settings.items() for x in ("-e", f"{key}={value}")]
+        self.compose("run", "-d", "--rm", "--no-deps", "--name", name, *flags, queue, extra_env=self.env, timeout=300)
+        try:
+            yield
+        finally:
+            docker.remove_container(name)
+
     def drain_queue(self, queue: str, row: dict, counter: Counter, bare_target: int, lab_target: int) -> None:
         """The bare worker and the lab's drain in turns (paired_windows.py); then the lab's empties its queue."""
         c, bench_svc = self.compose, f"bench-{queue}"
@@ -340,7 +362,7 @@ class Bench:
         bare_target, lab_target = drain.sides["bare"].target, lab.target
         if queue != "arq":
             self.say(f"[{queue}] the lab's worker empties its queue (not measured; its CPU limit lifted meanwhile) ...")
-            with cpu_limit_lifted(c.ids(queue)):
+            with cpu_limit_lifted(c.ids(queue)), self.emptier(queue):
                 drain.wait_until_done(lab)
             return
         # arq once more at ARQ_POLL_DELAY=0.01, on what is left of both queues;
