@@ -30,6 +30,7 @@ and the lab API's peak at most 120 MB.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -320,7 +321,19 @@ class Bench:
             return
         name = f"bench-empty-{queue}-{self.stamp}"
         flags = [x for key, value in settings.items() for x in ("-e", f"{key}={value}")]
-        self.compose("run", "-d", "--rm", "--no-deps", "--name", name, *flags, queue, extra_env=self.env, timeout=300)
+        unlimited = {f"{LIMIT_KNOBS[queue]}_CPUS": str(os.cpu_count() or 1), f"{LIMIT_KNOBS[queue]}_MEM": "1G"}
+        self.compose(
+            "run",
+            "-d",
+            "--rm",
+            "--no-deps",
+            "--name",
+            name,
+            *flags,
+            queue,
+            extra_env={**self.env, **unlimited},
+            timeout=300,
+        )
         try:
             yield
         finally:
