@@ -871,6 +871,12 @@ def run_suite(suite: str, argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    # Another suite's module takes every other argument, --help among them.
+    pre = argparse.ArgumentParser(prog="python -m tests.mutants", add_help=False)
+    pre.add_argument("--suite", choices=sorted(SUITES), default="host")
+    chosen_suite, others = pre.parse_known_args(argv)
+    if chosen_suite.suite != "host":
+        return run_suite(chosen_suite.suite, others)
     parser = argparse.ArgumentParser(prog="python -m tests.mutants", description=__doc__.split("\n")[0])
     parser.add_argument("names", nargs="*", help="mutants to run (default: all): " + ", ".join(m.name for m in MUTANTS))
     parser.add_argument("--keep", action="store_true", help="keep each copy of the tree (its path is printed)")
@@ -884,11 +890,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "-j", "--jobs", type=int, default=1, help=f"mutants run at once, each in its own copy and ports (1-{MAX_JOBS})"
     )
-    args, rest = parser.parse_known_args(argv)
-    if args.suite != "host":
-        return run_suite(args.suite, [a for a in argv if not a.startswith("--suite") and a != args.suite])
-    if rest:
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    args = parser.parse_args(argv)
     if not 1 <= args.jobs <= MAX_JOBS:
         parser.error(f"--jobs: from 1 to {MAX_JOBS}")
     unknown = set(args.names) - {m.name for m in MUTANTS}
