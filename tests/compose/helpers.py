@@ -18,8 +18,7 @@ import pytest
 
 from lab.queues import BROKER_NAMES
 from tests.lab import ledger as run_report
-from tests.lab import post_accepted as post_tasks
-from tests.lab import wait_settled, wait_until
+from tests.lab import post_to_queues, wait_settled, wait_until
 
 __all__ = ["post_tasks", "run_report", "wait_settled", "wait_until"]
 
@@ -42,6 +41,30 @@ QUEUE_RUN_WATCH_S = 5
 # once they are past TASK_TIMEOUT_S, every TASK_TIMEOUT_S (workers/saq_queue.py):
 # every 60 s at the default.
 TEST_STACK_SETTINGS = {"TASK_TIMEOUT_S": "15"}
+
+
+def post_tasks(api_url: str, run: str, per_queue: dict[str, int], endpoint: str = "io/simple", attempts: int = 30):
+    """`per_queue` tasks on each queue through the API, every one accepted (202). A request the
+    API refused with its fast 503 (Redis slow to answer a starved API) enqueued nothing: it is
+    sent again a second later, as its Retry-After asks; any other answer fails the test."""
+    left = dict(per_queue)
+    for _ in range(attempts):
+        responses = post_to_queues(api_url, run, left, endpoint)
+        wrong = [
+            f"{r.request.url.path}: {r.status_code} {r.text[:300]}"
+            for r in responses
+            if r.status_code not in (202, 503)
+        ]
+        assert not wrong, wrong[:5]
+        left = {}
+        for r in responses:
+            if r.status_code == 503:
+                queue = r.request.url.path.rsplit("/", 1)[-1]
+                left[queue] = left.get(queue, 0) + 1
+        if not left:
+            return
+        time.sleep(1)
+    pytest.fail(f"the API still refused {left} after {attempts} attempts")
 
 
 def make(env: dict, *args: str, timeout: float = 900, check: bool = True) -> subprocess.CompletedProcess:
