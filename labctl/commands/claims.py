@@ -22,10 +22,15 @@ def _names(text: str) -> list[str]:
 @handled("claims", "interrupted: no claims record written")
 def claims(
     quick: Annotated[
-        bool, typer.Option("--quick", envvar="CLAIMS_QUICK", help="N scaled by 0.1, one repetition (tests, CI)")
+        bool,
+        typer.Option(
+            "--quick", envvar="CLAIMS_QUICK", help="N scaled by 0.1, one repetition: a smoke test, it decides no claim"
+        ),
     ] = False,
     scale: Annotated[float, typer.Option(envvar="CLAIMS_SCALE", help="every benchmark's N multiplied by this")] = 1.0,
-    reps: Annotated[int, typer.Option(envvar="CLAIMS_REPS", help="repetitions of every configuration")] = 2,
+    reps: Annotated[
+        int, typer.Option(envvar="CLAIMS_REPS", help="repetitions of every configuration (an interval needs 2)")
+    ] = runner.REPS,
     only: Annotated[
         str,
         typer.Option(

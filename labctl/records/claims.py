@@ -1,41 +1,28 @@
 """make claims' record (results/claims-<time>.json, beside its .md and .html):
-the queue authors' benchmarks run here, one entry per run. `schema` "claims/1".
+the queue authors' benchmarks run here, one entry per run. `schema` "claims/1"
+(the runs alone: everything below is derived from them, so an older record is
+read and decided by this version's rules as far as its runs allow).
 
-Every figure the report shows is derived here from the runs, by `rows`
-(each benchmark's rows: the published figure beside the lab's, mean and range
-over the repetitions) and `verdicts` (each claim's ratio, repetition by
-repetition, and the rule's answer). The rules (`decide`):
-
-magnitude  a published ratio R holds where every repetition's ratio lies in
-           [R/1.5, 1.5 R]; for R >= 2, it fails where any is below 2, and is
-           "direction only" where all are at least 2 but none in the band;
-           "inconclusive" where the repetitions fall on both sides of an edge.
-parity     "on par": every ratio in [0.67, 1.5].
-slightly   "slightly faster": the median rate ratio in [1.0, 1.5] and none
-           below 0.95; above 1.5 it is much faster (more than claimed); below 1.0 it fails.
-much       "much faster": every ratio at least 2.
-event      a run that the author saw fail: recorded as it ends here.
-absolute   a figure that no machine moves (a sleep-bound rate): every repetition's
-           figure within a tenth of the published one (its ratio to it in [0.9, 1.1]).
+Every figure the report shows is derived here from the runs, with labctl/stats.py:
+`rows` (each benchmark's rows: the published figure beside the median here, its
+95 % interval and n), `verdicts` (each claim's ratio with its interval, the
+verdict of its rule, claims_rules.py, and the scale of the runs it rests on)
+and `lab_rows` (the lab's own path over the author's, per job shape).
 """
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+from labctl.records import claims_rules as rules
 from labctl.records.base import Record
 from labctl.records.claims_published import BENCHES, CLAIMS, Claim
+from labctl.stats import Ratio, estimate, ratio
 
 SCHEMA = "claims/1"
-BAND = 1.5
-PARITY = (0.67, 1.5)
-SLIGHTLY = (1.0, 1.5, 0.95)
-MUCH = 2.0
-ABSOLUTE = (0.9, 1.1)
 
 
 class ClaimsRun(BaseModel):
@@ -74,13 +61,6 @@ class ClaimsRecord(Record):
 
 
 # -- Figures over the repetitions --------------------------------------------------------------
-def stats(values: Iterable[float | None]) -> dict | None:
-    xs = [float(v) for v in values if v is not None]
-    if not xs:
-        return None
-    return {"mean": round(sum(xs) / len(xs), 4), "min": min(xs), "max": max(xs), "n": len(xs)}
-
-
 def ok(run: ClaimsRun) -> bool:
     return run.status == "ok"
 
@@ -94,6 +74,11 @@ def select(runs: Iterable[ClaimsRun], bench: str, queue: str, setup: str, column
         and r.setup == setup
         and (not column or r.params.get("column") == column)
     ]
+
+
+def values(runs: Iterable[ClaimsRun], figure: str) -> list[float]:
+    """The figure of every run that ended ok and has it."""
+    return [float(v) for r in runs if ok(r) and (v := r.figures.get(figure)) is not None]
 
 
 def row_keys(runs: Iterable[ClaimsRun]) -> list[tuple[str, str, str, str]]:
@@ -116,13 +101,12 @@ def published_figure(bench: str, queue: str, figure: str, column: str = "") -> f
 
 
 def rows(record: ClaimsRecord) -> list[dict]:
-    """Each configuration's figures: published, and the lab's mean/min/max over its ok runs."""
+    """Each configuration's figures: published, and here the median of its ok runs with its 95 % interval and n."""
     out = []
     for bench, setup, column, queue in row_keys(record.runs):
         runs = select(record.runs, bench, queue, setup, column)
-        good = [r for r in runs if ok(r)]
         figures = {
-            f: {"published": published_figure(bench, queue, f, column), "lab": stats(r.figures.get(f) for r in good)}
+            f: {"published": published_figure(bench, queue, f, column), "lab": estimate(values(runs, f)).as_json()}
             for f in BENCHES[bench]["figures"]
         }
         out.append(
@@ -145,71 +129,60 @@ def rows(record: ClaimsRecord) -> list[dict]:
 
 
 # -- Claims --------------------------------------------------------------------------------------
-def rep_ratios(runs: list[ClaimsRun], claim: Claim, setup: str) -> list[float]:
-    """The claim's ratio in each repetition where both rows ran to the end (the same rep index);
-    for an absolute claim, each repetition's figure over the published one."""
+def claim_ratio(runs: list[ClaimsRun], claim: Claim, setup: str) -> Ratio:
+    """The claim's ratio with its 95 % interval: the numerator's runs over the denominator's (Welch on
+    logs: every ok run of each side counts, a failed run on one side leaves the other's in); for an
+    absolute claim, the figure's own interval over its published value."""
+    num = values(select(runs, claim.bench, claim.num, setup, claim.column), claim.figure)
     if claim.rule == "absolute":
         published = published_figure(claim.bench, claim.num, claim.figure, claim.column)
-        found = [
-            r.figures.get(claim.figure) for r in select(runs, claim.bench, claim.num, setup, claim.column) if ok(r)
-        ]
-        return [round(v / published, 3) for v in found if v and published]
-    num = {r.rep: r for r in select(runs, claim.bench, claim.num, setup, claim.column) if ok(r)}
-    den = {r.rep: r for r in select(runs, claim.bench, claim.den, setup, claim.column) if ok(r)}
+        est = estimate(num)
+        if est.median is None or not published:
+            return Ratio(None, None, None, est.n, 0)
+        per = lambda x: None if x is None else x / published  # noqa: E731
+        return Ratio(per(est.median), per(est.low), per(est.high), est.n, 0)
+    return ratio(num, values(select(runs, claim.bench, claim.den, setup, claim.column), claim.figure))
+
+
+def workers_here(run: ClaimsRun) -> int:
+    return int(run.params.get("workers") or run.params.get("processes") or 1)
+
+
+def workers_published(bench: str, column: str) -> int:
+    if column.startswith("w") and column[1:].isdigit():
+        return int(column[1:])
+    return int(BENCHES[bench].get("workers", 1))
+
+
+def scale(runs: list[ClaimsRun], claim: Claim, setup: str) -> str:
+    """Where the claim's runs here are smaller than the author's, by how much: N here against N
+    published, and the worker processes where they differ. Empty where the runs are the author's size."""
+    found = select(runs, claim.bench, claim.num, setup, claim.column)
+    if not found:
+        return ""
+    n, published_n = min(r.n for r in found), int(BENCHES[claim.bench]["n"])
+    workers, published_w = workers_here(found[0]), workers_published(claim.bench, claim.column)
+    parts = []
+    if n < published_n:
+        parts.append(f"N {n:,} here, {published_n:,} published")
+    if workers != published_w:
+        parts.append(f"{workers} worker process{'es' if workers > 1 else ''} here, {published_w} published")
+    return "; ".join(parts)
+
+
+def event_seen(runs: list[ClaimsRun], claim: Claim, setup: str) -> list[str]:
+    """What each run of an event's configuration did here: finished or how it failed, with how long
+    its tasks took (first start to last end), their efficiency and the jobs lost."""
     out = []
-    for rep in sorted(set(num) & set(den)):
-        a, b = num[rep].figures.get(claim.figure), den[rep].figures.get(claim.figure)
-        if a and b:
-            out.append(round(a / b, 3))
+    for r in select(runs, claim.bench, claim.num, setup, claim.column):
+        shown = [f"{f} {r.figures[f]}" for f in ("first_last_s", "efficiency") if r.figures.get(f)]
+        shown.append(f"lost {r.accounting.get('lost')}")
+        out.append(f"rep {r.rep}: {'finished' if ok(r) else r.status} ({', '.join(shown)})")
     return out
 
 
-def decide(rule: str, published: float | None, ratios: list[float]) -> str:
-    """A claim's verdict from its ratios, one per repetition (the module's docstring)."""
-    if not ratios:
-        return "no data"
-    if rule == "parity":
-        lo, hi = PARITY
-        inside = [lo <= r <= hi for r in ratios]
-        return "holds" if all(inside) else ("fails" if not any(inside) else "inconclusive")
-    if rule == "absolute":
-        lo, hi = ABSOLUTE
-        inside = [lo <= r <= hi for r in ratios]
-        return "holds" if all(inside) else ("fails" if not any(inside) else "inconclusive")
-    if rule == "much":
-        return "holds" if all(r >= MUCH for r in ratios) else "fails"
-    if rule == "slightly":
-        lo, hi, floor = SLIGHTLY
-        median = statistics.median(ratios)
-        if median > hi and min(ratios) > hi:
-            return "much faster than claimed"
-        if lo <= median <= hi and min(ratios) >= floor:
-            return "holds"
-        return "fails" if median < lo else "inconclusive"
-    if rule == "magnitude":
-        assert published
-        inside = [published / BAND <= r <= published * BAND for r in ratios]
-        if all(inside):
-            return "holds"
-        if published >= 2 and any(r < 2 for r in ratios):
-            return "fails"
-        if not any(inside):
-            return "direction only" if published >= 2 else "fails"
-        return "inconclusive"
-    raise ValueError(f"unknown rule {rule}")
-
-
-def event(runs: list[ClaimsRun], claim: Claim, setup: str) -> tuple[str, list[str]]:
-    found = select(runs, claim.bench, claim.num, setup, claim.column)
-    if not found:
-        return "no data", []
-    statuses = [r.status for r in found]
-    failed = [s for s in statuses if s != "ok"]
-    return ("holds: it failed here too" if failed else "fails: it finished here"), statuses
-
-
 def poll_floor(runs: list[ClaimsRun], claim: Claim, setup: str) -> str:
-    """Where arq's side of a claim sits at its poll floor (within a tenth of it in every repetition), say so:
+    """Where arq's side of a claim sits at its poll floor (within a tenth of it in every run), say so:
     the ratio is then the floor over the other queue's time, and moves with the machine's speed."""
     if claim.num != "arq" and claim.den != "arq":
         return ""
@@ -217,13 +190,20 @@ def poll_floor(runs: list[ClaimsRun], claim: Claim, setup: str) -> str:
     floors = [(r.figures.get(claim.figure), r.figures.get("noop_floor_s")) for r in arq]
     if floors and all(t and f and abs(t - f) <= 0.1 * f for t, f in floors):
         return (
-            f"arq at its poll floor in every repetition ({floors[0][1]} s: a poll every 0.5 s, "
+            f"arq at its poll floor in every run ({floors[0][1]} s: a poll every 0.5 s, "
             "at most queue_read_limit jobs read a poll)"
         )
     return ""
 
 
+def is_quick(record: ClaimsRecord) -> bool:
+    """A quick run (make claims quick=1): a smoke test, whose verdicts are no claim's."""
+    return bool(record.params.get("quick"))
+
+
 def verdicts(record: ClaimsRecord) -> list[dict]:
+    """Each claim in each setup that ran: its ratio with its interval, the rule's verdict
+    (claims_rules.py), the scale of the runs it rests on, and what the ratio rests on."""
     out = []
     for claim in CLAIMS:
         for setup in ("unlimited", "limited"):
@@ -241,23 +221,23 @@ def verdicts(record: ClaimsRecord) -> list[dict]:
                 "rule": claim.rule,
                 "published": claim.published,
                 "note": claim.note,
+                "scale": scale(record.runs, claim, setup),
+                "ratio": None,
+                "seen": [],
             }
             if claim.rule == "event":
-                entry["verdict"], entry["statuses"] = event(record.runs, claim, setup)
-                entry["ratios"] = []
+                entry["seen"] = event_seen(record.runs, claim, setup)
+                statuses = [r.status for r in select(record.runs, claim.bench, claim.num, setup, claim.column)]
+                entry["rule_says"] = rules.event(statuses)
             else:
-                ratios = rep_ratios(record.runs, claim, setup)
-                entry["ratios"] = ratios
-                entry["ratio"] = stats(ratios)
-                entry["verdict"] = decide(claim.rule, claim.published, ratios)
+                r = claim_ratio(record.runs, claim, setup)
+                entry["ratio"] = r.as_json()
+                entry["rule_says"] = rules.decide(claim.rule, claim.published, r)
+            entry["verdict"] = rules.SMOKE if is_quick(record) else entry["rule_says"]
             if cause := poll_floor(record.runs, claim, setup):
                 entry["cause"] = cause
             out.append(entry)
     return out
-
-
-def accounting_ok(accounting: Mapping) -> bool:
-    return accounting.get("lost") == 0 and accounting.get("enqueued") == accounting.get("completed")
 
 
 def lab_rows(record: ClaimsRecord) -> list[dict]:
@@ -268,18 +248,18 @@ def lab_rows(record: ClaimsRecord) -> list[dict]:
         if r["bench"] != "lab_path":
             continue
         bare = r["params"]["bare"]
-        found = [x for x in select(record.runs, bare["bench"], r["queue"], "unlimited", bare["column"]) if ok(x)]
-        lab = r["figures"]["first_last_s"]["lab"]
-        base = stats(x.figures.get(bare["figure"]) for x in found)
+        lab_runs = select(record.runs, "lab_path", r["queue"], r["setup"], r["column"])
+        bare_runs = select(record.runs, bare["bench"], r["queue"], "unlimited", bare["column"])
+        lab, base = values(lab_runs, "first_last_s"), values(bare_runs, bare["figure"])
         out.append(
             {
                 "shape": r["params"]["shape"],
                 "queue": r["queue"],
                 "n": r["n"],
-                "lab": lab,
-                "bare": base,
+                "lab": estimate(lab).as_json(),
+                "bare": estimate(base).as_json(),
                 "bare_from": f"{bare['bench']} {bare['figure']}" + (f" ({bare['column']})" if bare["column"] else ""),
-                "ratio": round(lab["mean"] / base["mean"], 2) if lab and base and base["mean"] else None,
+                "ratio": ratio(lab, base).as_json(),
                 "failed": r["failed"],
             }
         )

@@ -3,7 +3,8 @@
 so the claims are read on the ratios between queues, never on the seconds.
 
 BENCHES: per benchmark, its source (repository, commit, file, licence), what it
-measured, the queue rows and their figures as published. The row keys are
+measured, its N and worker processes as published (streaq's: per column), the
+queue rows and their figures as published. The row keys are
 the lab's labels of what ran (`rq-simple` is RQ's SimpleWorker, `celery-threads`
 Celery with `-P threads`, ...). Figures in seconds unless the name says a rate
 (`rate`: tasks per second).
@@ -38,6 +39,7 @@ BENCHES: dict[str, dict] = {
         "setup": "1,000 jobs per phase, one process: enqueue, then noop, then sleep(random()/20); SAQ concurrency 10, "
                  "arq max_jobs 10 in burst, RQ one forking Worker in burst",
         "n": 1000,
+        "workers": 1,
         "figures": ("enqueue_s", "noop_s", "sleep_s", "noop_own_s", "sleep_own_s"),
         "published": {
             # SAQ's and arq's timers are reset per phase: their own times are the printed ones.
@@ -56,6 +58,7 @@ BENCHES: dict[str, dict] = {
                    "licence": "BSD-2-Clause", "versions": "rq 2.4.x, Python 3.13.2, Redis 7.2.7, M4 MacBook Air"},
         "setup": "1,000 say_hello jobs enqueued, then one worker in burst mode, timed from its construction",
         "n": 1000,
+        "workers": 1,
         "figures": ("process_s",),
         "published": {"rq-worker": {"process_s": 6.64}, "rq-simple": {"process_s": 1.02}},
     },
@@ -84,7 +87,8 @@ BENCHES: dict[str, dict] = {
         "source": {"repo": STREAQ, "commit": "c16c846 / 56567dc", "files": ["benchmarks/"], "licence": "MIT",
                    "versions": "as the no-op table"},
         "setup": "20,000 tasks of sleep(1), concurrency 32 per process, 10/20/40 processes; here the same process "
-                 "counts and N = 5 rounds x processes x 32 (ideal 5 s); efficiency = ideal / measured",
+                 "counts, N = 5 rounds x processes x 32 (ideal 5 s) at 10 and 20, the author's 20,000 at 40; "
+                 "efficiency = ideal / measured",
         "n": 20000,
         "figures": ("enqueue_s", "spawn_done_s", "first_last_s", "efficiency"),
         "published": {
@@ -103,6 +107,7 @@ BENCHES: dict[str, dict] = {
         "setup": "20,000 jobs that print the time, 10 workers, enqueue alone (a print per job), then the workers; "
                  "the author's measure: worker start -> the last job's printed time; here N = 4,000",
         "n": 20000,
+        "workers": 10,
         "figures": ("enqueue_s", "start_last_s", "first_last_s"),
         "published": {
             "rq": {"enqueue_s": 4.03, "start_last_s": 51.05},
@@ -123,6 +128,7 @@ BENCHES: dict[str, dict] = {
                    "licence": "-", "versions": "Python 3.13, Redis 7; library versions not stated"},
         "setup": "1,000 tasks, one worker process, 10 at a time; tasks/s over first start -> last end",
         "n": 1000,
+        "workers": 1,
         "figures": ("rate",),
         "published": {
             "taskiq": {"rate": 95.90}, "dramatiq": {"rate": 90.79}, "streaq": {"rate": 85.70},
@@ -135,6 +141,7 @@ BENCHES: dict[str, dict] = {
                    "versions": "as the io task"},
         "setup": "1,000 tasks, one worker process, 10 at a time; tasks/s over first start -> last end",
         "n": 1000,
+        "workers": 1,
         "figures": ("rate",),
         "published": {
             "taskiq": {"rate": 235.16}, "dramatiq": {"rate": 56.35}, "streaq": {"rate": 251.14},
@@ -148,6 +155,7 @@ BENCHES: dict[str, dict] = {
         "setup": "N fib(randint(1,200)) jobs sent, then `dramatiq -p 8` / `celery worker -c 8` (acks_late) / "
                  "`rq worker-pool -n 8`; timed from the worker's Popen until the counter reaches N (0.1 s polls)",
         "n": 10000,
+        "workers": 8,
         "figures": ("process_s", "rate"),
         "published": {},
     },

@@ -1,21 +1,24 @@
 """make claims' report: a markdown twin and one self-contained HTML page (inline
 CSS, no script, nothing fetched), in the comparison report's style. Pure
-functions; every figure comes from records/claims.py (`rows`, `verdicts`),
-computed from the runs. Each figure's cell carries what it stands for as data-*
-attributes (benchmark, setup, column, queue, figure, mean/min/max/n, published),
-each claim's row its ratios and verdict, so a test reads the page's figures back
-and checks them against the runs."""
+functions; every figure comes from records/claims.py (`rows`, `verdicts`,
+`lab_rows`), computed from the runs: a median with its 95 % interval and n
+(labctl/stats.py). Each figure's cell carries what it stands for as data-*
+attributes (benchmark, setup, column, queue, figure, median/low/high/n,
+published), each claim's row its ratio, interval, scale and verdict, each lab
+path row its figures and ratio, so a test reads the page back and checks it
+against the runs (tests/claims_report.py)."""
 
 from __future__ import annotations
 
 import html
-import json
 from collections.abc import Iterable, Mapping
 
-from labctl.records.claims import ClaimsRecord, lab_rows, rows, verdicts
+from labctl.records import claims_rules as rules
+from labctl.records.claims import ClaimsRecord, is_quick, lab_rows, rows, verdicts
 from labctl.records.claims_published import BENCHES
-from labctl.render.compare_page import CSS, num, spread
+from labctl.render.compare_page import CSS
 from labctl.render.table import markdown_table
+from labctl.stats import Ratio, from_json, num, text
 
 # What each benchmark's setup changes or keeps against its author's, and what in it weighs on a figure.
 QUIRKS: dict[str, list[str]] = {
@@ -47,7 +50,8 @@ QUIRKS: dict[str, list[str]] = {
     ],
     "streaq_sleep": [
         "The literal 10/20/40 processes (arq's figure is contention between processes, which 2 processes "
-        "would flatter); N = 5 rounds x processes x 32, so the ideal is 5 s; efficiency = 5 s / first_last_s.",
+        "would flatter); at 10 and 20, N = 5 rounds x processes x 32, so the ideal is 5 s; at 40, the author's "
+        "20,000, once (arq's failure there is an event); efficiency = ideal / first_last_s.",
         "Booting 40 interpreters on 2 cores takes seconds: spawn_done_s carries it, first_last_s does not.",
     ],
     "steventen": [
@@ -99,10 +103,68 @@ def _label(row: Mapping) -> str:
     return f"{row['queue']} ({workers})"
 
 
+def as_ratio(data: Mapping | None) -> Ratio:
+    data = data or {}
+    return Ratio(data.get("value"), data.get("low"), data.get("high"), data.get("n_a") or 0, data.get("n_b") or 0)
+
+
 def ratio_text(v: Mapping) -> str:
+    """A claim's figure here: `4.62 [4.41–4.84] (n=3/3)` (a figure over its published value: `(n=3)`);
+    for an event, what each run did."""
     if v.get("rule") == "event":
-        return "; ".join(v.get("statuses") or []) or "-"
-    return spread(v.get("ratio")) if v.get("ratio") else "-"
+        return "; ".join(v.get("seen") or []) or "-"
+    r = as_ratio(v.get("ratio"))
+    if r.value is None:
+        return "-"
+    counts = f"n={r.n_a}" + (f"/{r.n_b}" if v.get("rule") != "absolute" else "")
+    interval = f" [{num(r.low)}–{num(r.high)}]" if r.low is not None and r.high is not None else ""
+    return f"{num(r.value)}{interval} ({counts})"
+
+
+def scale_text(v: Mapping) -> str:
+    return f"scaled: {v['scale']}" if v.get("scale") else "as published"
+
+
+def verdict_text(v: Mapping) -> str:
+    """The verdict as the tables print it: the rule's answer first (a quick run's: the smoke test's), then
+    whether the runs it rests on are smaller than the author's (by how much: the runs' column), then
+    what the ratio rests on."""
+    out = v["verdict"]
+    if v.get("scale"):
+        out += ", on runs scaled below the author's"
+    if v.get("cause"):
+        out += f"; {v['cause']}"
+    return out
+
+
+def smoke_line(record: ClaimsRecord) -> str:
+    """What a quick run's verdicts are: none of the claims'."""
+    if not is_quick(record):
+        return ""
+    return (
+        "A quick run (N x 0.1, one repetition) is a smoke test: every benchmark ran and every job was counted, "
+        "but its verdicts are not the claims' verdicts (one run has no interval, and its N is a tenth of the "
+        "full run's). The claims are decided by `make claims` at its defaults."
+    )
+
+
+def rules_lines() -> list[str]:
+    """The rules as the report states them (claims_rules.py, docs/claims.md)."""
+    lo, hi = rules.PARITY
+    return [
+        "Each claim is decided on the 95 % interval of its ratio (Welch on logs over every ok run of each "
+        "side; an absolute figure's own interval over its published value): holds where the interval lies "
+        "inside the rule's band, fails where it lies wholly outside, not decided where it straddles an edge.",
+        f"magnitude (a published ratio R): [R/{rules.BAND:g}, {rules.BAND:g}R]; wholly outside but on the "
+        "published side of 1: direction only.",
+        f'parity ("on par"): [{lo:.2f}, {hi:g}].',
+        f'slightly ("slightly faster", rates): ({rules.SLIGHTLY[0]:g}, {rules.SLIGHTLY[1]:g}]; wholly above: '
+        "faster than claimed.",
+        f'much ("much faster", rates): at least {rules.MUCH:g}; wholly below it but above 1: direction only.',
+        f"absolute (a sleep-bound rate, here over published): [{rules.ABSOLUTE[0]:g}, {rules.ABSOLUTE[1]:g}].",
+        "event (a run the author saw fail): holds where every run of it failed here, fails where every run finished.",
+        "Fewer than two ok runs on a side: too few runs.",
+    ]
 
 
 # -- Markdown ------------------------------------------------------------------------------------
@@ -116,12 +178,17 @@ def verdicts_markdown(record: ClaimsRecord | Mapping) -> str:
             num(v.get("published")),
             ratio_text(v),
             v["rule"],
-            v["verdict"] + (f" ({v['cause']})" if v.get("cause") else ""),
+            scale_text(v),
+            verdict_text(v),
         ]  # fmt: skip
         for v in verdicts(record)
     ]
-    header = ["claim", "what", "setup", "published", "here: mean (range)", "rule", "verdict"]
-    return markdown_table(header, body, {"claim", "what", "setup", "here: mean (range)", "rule", "verdict"})
+    header = ["claim", "what", "setup", "published", "here: median [95 % interval] (n)", "rule", "runs", "verdict"]
+    table = markdown_table(header, body, {"claim", "what", "setup", "here: median [95 % interval] (n)", "rule", "runs", "verdict"})  # fmt: skip
+    if not body:
+        table = "No claim's benchmark ran."
+    smoke = smoke_line(record)
+    return f"{smoke}\n\n{table}" if smoke else table
 
 
 def figures_markdown(record: ClaimsRecord) -> str:
@@ -136,7 +203,7 @@ def figures_markdown(record: ClaimsRecord) -> str:
             cells = []
             for f in figures:
                 fig = r["figures"][f]
-                cells.append(f"{num(fig['published'])} / {spread(fig['lab'])}")
+                cells.append(f"{num(fig['published'])} / {text(from_json(fig['lab']))}")
             failed = "; ".join(r["failed"]) or "-"
             body.append([_label(r), r["setup"], r["n"], r["reps"], *cells, r["lost"], r["duplicates"], failed])
         header = ["queue", "setup", "N", "reps", *(f"{f} published / here" for f in figures), "lost", "dup", "failed"]
@@ -144,9 +211,25 @@ def figures_markdown(record: ClaimsRecord) -> str:
     return "\n".join(out)
 
 
+def lab_ratio_text(data: Mapping | None) -> str:
+    r = as_ratio(data)
+    if r.value is None:
+        return "-"
+    interval = f" [{num(r.low)}–{num(r.high)}]" if r.low is not None and r.high is not None else ""
+    return f"{num(r.value)}{interval}"
+
+
 def lab_markdown(record: ClaimsRecord) -> str:
     body = [
-        [r["shape"], r["queue"], r["n"], spread(r["lab"]), spread(r["bare"]), r["bare_from"], num(r["ratio"])]
+        [
+            r["shape"],
+            r["queue"],
+            r["n"],
+            text(from_json(r["lab"])),
+            text(from_json(r["bare"])),
+            r["bare_from"],
+            lab_ratio_text(r["ratio"]),
+        ]  # fmt: skip
         for r in lab_rows(record)
     ]
     header = ["job shape", "queue", "N", "lab: first → last s", "bare s", "bare from", "lab / bare"]
@@ -159,12 +242,14 @@ def markdown(record: ClaimsRecord | Mapping) -> str:
     lines = [
         f"# make claims {record.run}",
         "",
-        f"`{record.command}`: {num(record.wall_s)} s. Figures: mean (min–max) over the repetitions; published "
-        "figures are another machine's, so read the ratios.",
+        f"`{record.command}`: {num(record.wall_s)} s. Figures: the median over the repetitions, its 95 % "
+        "interval and n (labctl/stats.py); published figures are another machine's, so read the ratios.",
         "",
         "## The claims",
         "",
         verdicts_markdown(record),
+        "",
+        *(f"- {line}" for line in rules_lines()),
         "",
         "## Every figure, published / here",
         "",
@@ -207,10 +292,15 @@ def _figure_cell(row: Mapping, figure: str) -> str:
     )
     if fig["published"] is not None:
         attrs += f' data-published="{fig["published"]}"'
-    if lab:
-        attrs += "".join(f' data-{k}="{lab[k]}"' for k in ("mean", "min", "max", "n"))
-    text = f"{num(fig['published'])} / {spread(lab)}"
-    return f"<td class='n fig'{attrs}>{esc(text)}</td>"
+    attrs += _data_attrs(lab, ("median", "low", "high", "n"))
+    shown = f"{num(fig['published'])} / {text(from_json(lab))}"
+    return f"<td class='n fig'{attrs}>{esc(shown)}</td>"
+
+
+def _data_attrs(values: Mapping | None, keys: Iterable[str], prefix: str = "") -> str:
+    """`data-<prefix><key>="<value>"` for each key that has a value."""
+    values = values or {}
+    return "".join(f' data-{prefix}{k.replace("_", "-")}="{esc(values[k])}"' for k in keys if values.get(k) is not None)
 
 
 def figures_section(record: ClaimsRecord) -> str:
@@ -255,15 +345,16 @@ def figures_section(record: ClaimsRecord) -> str:
 
 
 def verdicts_section(record: ClaimsRecord) -> str:
-    columns = ("claim", "what", "setup", "figure", "published", "here: mean (range)", "rule", "verdict")
-    head = _row(_th(h) for h in (*columns, "what it rests on"))
+    columns = ("claim", "what", "setup", "figure", "published", "here: median [95 % interval] (n)", "rule", "runs")
+    head = _row(_th(h) for h in (*columns, "verdict", "what it rests on"))
     body = []
     for v in verdicts(record):
         attrs = (
-            f' data-claim="{esc(v["id"])}" data-setup="{esc(v["setup"])}" data-verdict="{esc(v["verdict"])}"'
-            f" data-ratios='{json.dumps(v['ratios'])}'"
+            f' data-claim="{esc(v["id"])}" data-setup="{esc(v["setup"])}" data-rule="{esc(v["rule"])}"'
+            f' data-verdict="{esc(v["verdict"])}" data-rule-says="{esc(v["rule_says"])}"'
+            f' data-scale="{esc(v["scale"])}"' + _data_attrs(v.get("ratio"), ("value", "low", "high", "n_a", "n_b"))
         )
-        cls = "ok" if v["verdict"].startswith("holds") else "warn"
+        cls = "ok" if v["verdict"] == rules.HOLDS else "warn"
         body.append(
             f"<tr{attrs}>"
             + "".join(
@@ -275,9 +366,8 @@ def verdicts_section(record: ClaimsRecord) -> str:
                     _td(num(v.get("published")), True),
                     _td(ratio_text(v), True),
                     _td(v["rule"]),
-                    f"<td class={cls}>{esc(v['verdict'])}"
-                    + (f"<br><span class=muted>{esc(v['cause'])}</span>" if v.get("cause") else "")
-                    + "</td>",
+                    _td(scale_text(v), attrs=" class=warn" if v.get("scale") else ""),
+                    f"<td class={cls}>{esc(verdict_text(v))}</td>",
                     f"<td class=muted>{esc(v.get('note'))}</td>",
                 ]
             )
@@ -295,9 +385,12 @@ def lab_section(record: ClaimsRecord) -> str:
     )
     body = []
     for r in found:
-        attrs = f' data-shape="{esc(r["shape"])}" data-queue="{esc(r["queue"])}" data-ratio="{esc(r["ratio"])}"'
-        lab, bare = r["lab"] or {}, r["bare"] or {}
-        attrs += f' data-lab="{esc(lab.get("mean"))}" data-bare="{esc(bare.get("mean"))}"'
+        attrs = (
+            f' data-shape="{esc(r["shape"])}" data-queue="{esc(r["queue"])}"'
+            + _data_attrs(r["lab"], ("median", "low", "high", "n"), "lab-")
+            + _data_attrs(r["bare"], ("median", "low", "high", "n"), "bare-")
+            + _data_attrs(r["ratio"], ("value", "low", "high"), "ratio-")
+        )
         body.append(
             f"<tr{attrs}>"
             + "".join(
@@ -305,10 +398,10 @@ def lab_section(record: ClaimsRecord) -> str:
                     _td(r["shape"]),
                     _td(r["queue"]),
                     _td(r["n"], True),
-                    _td(spread(r["lab"]), True),
-                    _td(spread(r["bare"]), True),
+                    _td(text(from_json(r["lab"])), True),
+                    _td(text(from_json(r["bare"])), True),
                     _td(r["bare_from"]),
-                    _td(num(r["ratio"]), True),
+                    _td(lab_ratio_text(r["ratio"]), True),
                 ]
             )
             + "</tr>"
@@ -316,7 +409,8 @@ def lab_section(record: ClaimsRecord) -> str:
     return (
         "<p>The same jobs through the lab's API, adapters and ledger (the lab's io/simple task: an INCRBY and the "
         "ledger's settle per task), set against the author's path here: lab / bare above 1 is the lab's cost "
-        "on that job. The lab's figure is read from its ledger, polled every 10 ms.</p>"
+        "on that job. The lab's figure is read from its ledger, polled every 10 ms. The lab's path runs once: "
+        "its ratio has an interval only where both sides have two runs or more.</p>"
         f"<table id='lab-path'><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
     )
 
@@ -388,13 +482,11 @@ ul.quirks {{ color: #444; font-size: 13px; }}</style></head><body>
 <p><code>{esc(record.command)}</code> ran {esc(record.time)} for {esc(num(record.wall_s))} s. Each benchmark as
 its author runs it, scaled where two cores cannot hold it; first with no CPU limit, as the authors ran, then
 with each worker container at the lab's limits. Published figures are another machine's: the ratios between
-queues are what should carry. Figures: mean (min–max) over the repetitions (a range, not a deviation).</p>
+queues are what should carry. Figures: the median over the repetitions, its 95 % interval and n.</p>
+{f"<p id='smoke' class=warn>{esc(smoke_line(record))}</p>" if is_quick(record) else ""}
 <h2>The claims</h2>
 {verdicts_section(record)}
-<p class="muted">Rules: a published ratio R holds where every repetition's ratio lies in [R/1.5, 1.5R]; for
-R &ge; 2 it fails where any is below 2 and is "direction only" where all are at least 2 but outside the band.
-"On par": every ratio in [0.67, 1.5]. "Slightly faster": the median rate ratio in [1.0, 1.5], none below 0.95.
-"Much faster": every ratio at least 2.</p>
+<ul id='rules' class="muted">{"".join(f"<li>{esc(line)}</li>" for line in rules_lines())}</ul>
 <h2>Every figure: published / here</h2>
 {figures_section(record)}
 <h2>The same jobs through the lab's own path</h2>

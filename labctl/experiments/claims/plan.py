@@ -1,18 +1,22 @@
 """The benchmarks and their configurations: each as its author runs it, scaled
-where it cannot fit two cores (`configs`), and the function that measures one
-run of one configuration (`MEASURE`: authors.py, ports.py, lab_path.py).
+where it cannot fit two cores or the hour the full run is sized for
+(`configs`), and the function that measures one run of one configuration
+(`MEASURE`: authors.py, ports.py, lab_path.py).
 
-Sizes (full run, scale=1): SAQ simple 1,000 (limited 250); RQ's doc 1,000
-(250); streaq no-op 4,000 at 1/2/4/8 processes (1/5 of 20,000, 2/10 of the
-processes per core; limited 1,000 at 1 process); streaq sleep(1) at the
-literal 10/20/40 processes, 5 rounds of 32 per process; steventen 4,000 at
-his 10 workers; the blog 1,000 (limited: cpu 300); Dramatiq's fib 4,000
-(limited 1,000, RQ 250). `scale` multiplies every N.
+Sizes (full run, scale=1; docs/claims.md, "What runs"): SAQ simple 1,000
+(limited 250); RQ's doc 1,000 (250); streaq no-op 4,000 at 1/2/4/8 processes
+(1/5 of 20,000, 2/10 of the processes per core; limited 1,000 at 1 process);
+streaq sleep(1) at the literal 10/20 processes, 5 rounds of 32 per process,
+and at 40 processes the author's 20,000, once; steventen 4,000 at his 10
+workers; the blog 1,000 (limited: cpu 300); Dramatiq's fib 4,000 (limited
+1,000, RQ 250). `scale` multiplies every N but the sleep(1) set's. A
+configuration no claim reads runs once (`configs`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from labctl.experiments.claims.authors import STEVENTEN_COMMANDS, rq_doc, saq_simple, steventen, streaq
 from labctl.experiments.claims.lab_path import lab_configs, lab_path
@@ -20,6 +24,8 @@ from labctl.experiments.claims.ports import BLOG_WORKERS, blog, dramatiq_fib
 from labctl.experiments.claims.steps import LIMITED, Config, scaled
 from labctl.records.claims import ClaimsRun
 from labctl.records.claims_published import (
+    BENCHES,
+    CLAIMS,
     STREAQ_CONCURRENCY,
     STREAQ_NOOP_WORKERS,
     STREAQ_SLEEP_ROUNDS,
@@ -39,13 +45,25 @@ MEASURE: dict[str, Callable[..., ClaimsRun | list[ClaimsRun]]] = {
     "lab_path": lab_path,
 }
 BENCH_ORDER = tuple(MEASURE)
-# One repetition at most: streaq's sleep(1) set is set by its concurrency (little spread, minutes
-# of wall time), and the lab's own path is a comparison beside the benchmarks, not one of them.
-MOST_REPS = {"streaq_sleep": 1, "lab_path": 1}
+STREAQ_QUEUES = ("streaq", "saq", "taskiq", "arq")
+
+
+def rests_a_claim(c: Config) -> bool:
+    """Whether some claim's ratio reads this configuration's figure (records/claims_published.py)."""
+    column = str(c.params.get("column", ""))
+    return any(cl.bench == c.bench and c.queue in (cl.num, cl.den) and cl.column == column for cl in CLAIMS)
 
 
 def configs(bench: str, setup: str, scale: float, quick: bool) -> list[Config]:
-    """The configurations of one benchmark in one setup (none where the setup is skipped)."""
+    """The configurations of one benchmark in one setup (none where the setup is skipped). A
+    configuration no claim rests on (a process count no claim reads, a row shown beside the claimed
+    ones, the lab's own path) runs once: only a claim needs the interval the repetitions give."""
+    return [
+        c if c.most_reps or rests_a_claim(c) else replace(c, most_reps=1) for c in _configs(bench, setup, scale, quick)
+    ]
+
+
+def _configs(bench: str, setup: str, scale: float, quick: bool) -> list[Config]:
     lim = setup == LIMITED
     if bench == "saq_simple":
         n = scaled(250 if lim else 1000, scale)
@@ -58,18 +76,22 @@ def configs(bench: str, setup: str, scale: float, quick: bool) -> list[Config]:
         return [
             Config(bench, q, setup, n, "author", {"workers": w, "column": f"w{col}", "sleep": 0})
             for col, w in columns.items()
-            for q in ("streaq", "saq", "taskiq", "arq")
+            for q in STREAQ_QUEUES
         ]
     if bench == "streaq_sleep":
         if lim:
             return []  # 0.2 CPU keeps up with this rate: the limit would change nothing
-        rounds = STREAQ_SLEEP_ROUNDS if not quick else 1
-        workers = STREAQ_SLEEP_WORKERS if not quick else (10,)
-        return [
-            Config(bench, q, setup, rounds * w * STREAQ_CONCURRENCY, "author", {"workers": w, "column": f"w{w}", "sleep": 1, "rounds": rounds})
-            for w in workers
-            for q in ("streaq", "saq", "taskiq", "arq")
+        if quick:
+            return [Config(bench, q, setup, 10 * STREAQ_CONCURRENCY, "author", {"workers": 10, "column": "w10", "sleep": 1}) for q in STREAQ_QUEUES]  # fmt: skip
+        # 10 and 20 processes: 5 rounds of 32 each, every repetition (the ratios C3 rests on); 40 processes:
+        # the author's own 20,000 tasks, once (arq's published failure there is an event, not a ratio).
+        *rounds, last = STREAQ_SLEEP_WORKERS
+        out = [
+            Config(bench, q, setup, STREAQ_SLEEP_ROUNDS * w * STREAQ_CONCURRENCY, "author", {"workers": w, "column": f"w{w}", "sleep": 1})
+            for w in rounds
+            for q in STREAQ_QUEUES
         ]  # fmt: skip
+        return out + [Config(bench, q, setup, BENCHES[bench]["n"], "author", {"workers": last, "column": f"w{last}", "sleep": 1}, most_reps=1) for q in STREAQ_QUEUES]  # fmt: skip
     if bench == "steventen":
         if lim:
             return []  # ten interpreters booting in 0.2 CPU: the figure would be import time

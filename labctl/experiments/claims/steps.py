@@ -21,6 +21,7 @@ class Config:
     n: int
     path: str
     params: dict[str, Any] = field(default_factory=dict)
+    most_reps: int = 0  # at most this many repetitions (0: the run's --reps)
 
     @property
     def label(self) -> str:
