@@ -296,7 +296,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("names", nargs="*", help="mutants to run (default: all): " + ", ".join(m.name for m in MUTANTS))
     parser.add_argument("--keep", action="store_true", help="keep the copy of the tree and its stack (paths printed)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print pytest's output for each mutant")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="1 only: the faults share one stack, so they run one at a time"
+    )
     args = parser.parse_args(argv)
+    if args.jobs != 1:
+        parser.error("--jobs 1 only: every fault runs on the one stack of the copy, one after the other")
     unknown = set(args.names) - {m.name for m in MUTANTS}
     if unknown:
         parser.error(f"unknown mutant(s): {', '.join(sorted(unknown))}")
