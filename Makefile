@@ -50,7 +50,7 @@ test-integration: ## the integration tests only (a real redis-server, the API an
 test-compose: ## start the real compose project and test it (needs a Docker engine)
 	$(UV) run pytest -v tests/compose $(args)
 
-test-claims: ## make claims for real, quick and small: two authors' benchmarks and the lab's path, every job counted (needs a Docker engine)
+test-claims: ## make claims for real, scaled down (a few minutes): two authors' benchmarks and the lab's path, every job counted (needs a Docker engine)
 	$(UV) run pytest -v tests/claims $(args)
 
 test-swarm: ## the stack on a single-node Swarm of this engine, then the engine as it was (needs a Docker engine in no swarm)
