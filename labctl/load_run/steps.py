@@ -15,7 +15,8 @@ a record of it in results/<run>.json. A run is these steps (run_load):
                  empty; --wait waits until every task settled (at most --drain-timeout)
   measure        the probe's report; peak memory, CPU and throttling from Prometheus, and
                  the API's enqueue counter as it scraped it through the load
-  write_record   Grafana annotations, results/<run>.json, its table row, the Grafana link
+  write_record   Grafana annotations, results/<run>.json
+  show_record    the run in a dozen lines: rate, latency, tasks, drain, memory, where its files are
 The Locust containers (and the probe) are removed at the end, on Ctrl-C or an error too.
 """
 
@@ -45,7 +46,7 @@ from labctl.polling import wait_until
 from labctl.queues import service_of
 from labctl.records.run import RunInputs, RunRecord, build_run_record
 from labctl.records.store import Store
-from labctl.render import run_table
+from labctl.render import run_summary, run_table
 from labctl.render.console import Console
 
 PROBE_MIN_WINDOW_S = 2.0
@@ -408,26 +409,18 @@ def write_record(
         )
     )
     annotate(run, "end", window[1], duration_s=window[1] - window[0])
-    path = run.store.save(record)
-    run.say(f"\nrecord: {path}" + (f" (Locust's report: {', '.join(report_files)})" if report_files else ""))
+    run.store.save(record)
     return record
 
 
 def show_record(run: LoadRun, record: RunRecord, window: tuple[float, float], wait: TaskWait | None) -> None:
-    run.say(run_table.table([record]))
-    for warning in record.warnings:
-        run.say(f"WARNING: {warning}")
-    if probe := record.probe:
-        run.say(
-            f"probe: {probe.get('ok')}/{probe.get('sent')} ok ({100 * (probe.get('success_rate') or 0):.1f}%), "
-            f"worst gap {probe.get('worst_gap_s')} s"
-        )
+    """The run in a dozen lines (render/run_summary.py); every column: make results full=1."""
     queue = None if run.params.worker_label in (None, "all") else run.params.worker_label
     # While the tasks are still worked through, the link ends at "now": it follows them.
     end = None if wait and wait.watch_ended else window[1]
     assert run.grafana is not None
     link = run.grafana.run_link("queues" if run.queue_run else "api", window[0], end, queue)
-    run.say(f"Grafana, this run: {link}")
+    run.say("\n" + "\n".join(run_summary.lines(record, str(run.store.path(record.run)), link)))
 
 
 def run_load(

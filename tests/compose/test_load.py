@@ -64,8 +64,16 @@ def test_an_arq_run_returns_after_its_drain_watch_and_settles_later(stack, arq_q
     assert arq_queue_run["ledger_at_return"]["totals"]["pending"] > 0, arq_queue_run["ledger_at_return"]
     assert re.search(r"\d+ requests +\d+\.\ds", out) and "ledger enqueued" in out, out  # live progress
     assert "the drain goes on" in out and "tasks/s" in out and "make results" in out, out
-    assert "Grafana, this run:" in out and "&to=now" in out, out  # the link follows the drain
-    assert "| arq |" in out and run in out  # the table row at the end
+    # It ends with the run in a dozen lines (render/run_summary.py), the Grafana link last,
+    # following the drain ("to=now").
+    summary = out[out.rindex(f"\nrun {run}: worker=arq endpoint=io/simple, 100 users") + 1 :].splitlines()
+    assert len(summary) <= 13 and summary[-1].startswith("  Grafana  http") and "&to=now" in summary[-1], summary
+    assert any(line.startswith("  tasks    ") and " pending" in line for line in summary), summary
+    assert any(line.startswith("  drain    still draining at ") for line in summary), summary
+    assert any(
+        line.startswith("  record   ") and line.endswith(f"{run}.json (every column: make results full=1)")
+        for line in summary
+    )
 
     assert (record["run"], record["worker"], record["endpoint"], record["users"], record["iterations"]) == (
         run,

@@ -1,0 +1,110 @@
+"""How `make load` ends: a run in a few lines a person reads at a glance (its rate,
+latency, tasks, drain, memory, throttling, where its record and reports are);
+every column of it stays in `make results full=1`. Pure functions of the record."""
+
+from __future__ import annotations
+
+import time
+
+from labctl.platform.containers import limit_text
+from labctl.records.run import RunRecord
+from labctl.stats import num
+
+MiB = 1 << 20
+
+
+def _limit(record: RunRecord, service: str) -> str:
+    if service == "api":
+        return limit_text(record.limits.get("api"))
+    return limit_text((record.limits.get("workers") or {}).get(service))
+
+
+def _what(record: RunRecord) -> str:
+    if record.scenario != "queue":
+        return f"scenario={record.scenario}"
+    return f"worker={record.worker} endpoint={record.endpoint}"
+
+
+def _tasks(record: RunRecord) -> str | None:
+    t = record.tasks
+    if t is None:
+        return None
+    pending = t.enqueued - t.completed - t.failed
+    lost = "-" if t.lost is None else str(t.lost)
+    return (
+        f"{t.enqueued} enqueued: {t.completed} done, {t.failed} failed, {pending} pending, "
+        f"{lost} lost, {t.duplicates} run twice"
+    )
+
+
+def _drain(record: RunRecord) -> str | None:
+    t = record.tasks
+    if t is None:
+        return None
+    if t.settled and t.time_to_execute_all_s is not None:
+        return f"every task done {num(t.time_to_execute_all_s)} s after the first enqueue ({num(t.drain_s)} s after the load)"
+    watch = t.draining or {}
+    if record.is_draining():
+        left = watch.get("projected_empty_s")
+        when = ""
+        if left is not None and watch.get("watch_ended_at"):
+            when = f", empty in about {left / 60:.0f} min (~{time.strftime('%H:%M', time.localtime(watch['watch_ended_at'] + left))})"
+        rate = f" at {num(watch['rate_per_s'])} tasks/s" if watch.get("rate_per_s") else ""
+        return (
+            f"still draining{rate}: {watch.get('backlog')} left{when}; make results shows the run once it has settled"
+        )
+    if t.emptied_by:
+        return f"the rest run by {t.emptied_by}"
+    return None
+
+
+def _resources(record: RunRecord) -> tuple[str | None, str | None]:
+    resources = record.resources or {}
+    peaks, throttled = [], []
+    for service in dict.fromkeys([*record.subjects, "api"]):
+        r = resources.get(service) or {}
+        if r.get("peak_memory_bytes"):
+            peaks.append(f"{service} {r['peak_memory_bytes'] / MiB:.0f} MB of {_limit(record, service)}")
+        if r.get("cpu_throttled_periods_pct") is not None:
+            throttled.append(f"{service} {num(r['cpu_throttled_periods_pct'])} %")
+    return (", ".join(peaks) or None, ", ".join(throttled) or None)
+
+
+def lines(record: RunRecord, record_path: str, grafana_link: str | None = None) -> list[str]:
+    """At most 13 lines: what ran, and what came of it."""
+    duration = f"{num(record.duration_s)} s" if record.duration_s is not None else "-"
+    out = [
+        f"run {record.run}: {_what(record)}, {record.users} users, {duration} of load, "
+        f"API {_limit(record, 'api')}"
+        + (
+            f", worker {_limit(record, record.worker)}"
+            if record.worker and record.worker in record.limits.get("workers", {})
+            else ""
+        ),
+        f"  rate     {num(record.rps)} req/s: {record.requests} requests, {record.failures} failed",
+        f"  latency  median {num(record.median_ms)} ms, p95 {num(record.p95_ms)} ms, p99 {num(record.p99_ms)} ms",
+    ]
+    if tasks := _tasks(record):
+        out.append(f"  tasks    {tasks}")
+    if drain := _drain(record):
+        out.append(f"  drain    {drain}")
+    peaks, throttled = _resources(record)
+    if peaks:
+        out.append(f"  memory   peak {peaks}")
+    if throttled:
+        out.append(f"  CPU      throttled periods: {throttled}")
+    if probe := record.probe:
+        out.append(
+            f"  probe    {probe.get('ok')}/{probe.get('sent')} answered ok "
+            f"({100 * (probe.get('success_rate') or 0):.1f} %), worst gap {probe.get('worst_gap_s')} s"
+        )
+    for warning in record.warnings[:2]:
+        out.append(f"  WARNING  {warning}")
+    if len(record.warnings) > 2:
+        out.append(f"  WARNING  and {len(record.warnings) - 2} more: make results full=1")
+    out.append(f"  record   {record_path} (every column: make results full=1)")
+    if record.locust_report:
+        out.append(f"  Locust   {', '.join(r for r in record.locust_report if r.endswith('.html'))} beside it")
+    if grafana_link:
+        out.append(f"  Grafana  {grafana_link}")
+    return out

@@ -1,0 +1,60 @@
+"""How make load ends: the run in at most 13 lines (labctl/render/run_summary.py), read
+from the committed sample records, settled and still draining."""
+
+import json
+from pathlib import Path
+
+from labctl.records.run import RunRecord
+from labctl.render import run_summary
+
+RECORDS = Path(__file__).parent / "records"
+
+
+def sample(name: str, **changes) -> RunRecord:
+    data = json.loads((RECORDS / name).read_text())
+    for key, value in changes.items():
+        data[key] = value
+    return RunRecord.model_validate(data)
+
+
+def test_a_settled_run_in_a_dozen_lines():
+    record = sample("run-1.json")
+    out = run_summary.lines(record, f"results/{record.run}.json", "http://127.0.0.1:3000/d/lab-queues")
+    assert len(out) <= 13, out
+    text = "\n".join(out)
+    assert out[0].startswith(f"run {record.run}: worker=faststream endpoint=io/simple, 100 users")
+    assert "649 req/s: 15000 requests, 0 failed" in text
+    assert "median 170 ms, p95 270 ms, p99 300 ms" in text
+    assert "15000 enqueued: 15000 done, 0 failed, 0 pending, 0 lost, 0 run twice" in text
+    assert "every task done 33.0 s after the first enqueue" in text
+    assert "faststream 39 MB of 0.2cpu/200M" in text and "api 95 MB" in text
+    assert f"results/{record.run}.json (every column: make results full=1)" in text
+    assert text.endswith("Grafana  http://127.0.0.1:3000/d/lab-queues")
+
+
+def test_a_run_still_draining_says_how_much_is_left_and_when():
+    base = json.loads((RECORDS / "run-1.json").read_text())
+    tasks = dict(base["tasks"], completed=9000, settled=False, time_to_execute_all_s=None, drain_s=None)
+    tasks["draining"] = {
+        "backlog": 6000,
+        "rate_per_s": 50.0,
+        "projected_empty_s": 120.0,
+        "watch_ended_at": 1795858200.0,
+    }
+    record = sample("run-1.json", tasks=tasks)
+    assert record.is_draining()
+    text = "\n".join(run_summary.lines(record, "results/x.json"))
+    assert "9000 done, 0 failed, 6000 pending" in text
+    assert "still draining at 50 tasks/s: 6000 left, empty in about 2 min" in text
+    assert "Grafana" not in text
+
+
+def test_warnings_beyond_two_point_to_the_full_record():
+    record = sample("run-1.json", warnings=[f"warning {i}" for i in range(5)])
+    out = run_summary.lines(record, "results/x.json")
+    assert len(out) <= 13, out
+    assert [line for line in out if "WARNING" in line] == [
+        "  WARNING  warning 0",
+        "  WARNING  warning 1",
+        "  WARNING  and 3 more: make results full=1",
+    ]
