@@ -192,7 +192,7 @@ compare-args = $(foreach p,$(COMPARE_PARAMS),$(if $(strip $($(p))),--$(subst _,-
 compare: ## every queue under the same limits and load, in rounds of random order until each RPS interval is narrow; one report: make compare [workers="arq saq" quick=1 rounds=3 max_rounds=8 budget_min=40 seed=N setting=article]
 	@$(LABCTL) compare --workers '$(workers)' $(compare-args) --results-dir '$(results_dir)'
 
-compare-agree: ## two comparisons of the same queues side by side: medians apart, pairs called both ways: make compare-agree a=compare-<time> b=compare-<time>
+compare-agree: ## two comparisons of the same queues side by side: medians apart, pairs called both ways: make compare-agree a=compare-<time> b=compare-<time> [within_pct=10]
 	@$(LABCTL) compare-agree --a '$(a)' --b '$(b)' $(if $(within_pct),--within-pct '$(within_pct)') --results-dir '$(results_dir)'
 
 # ---- What the lab costs ----------------------------------------------------------------

@@ -23,7 +23,9 @@ def register(app: typer.Typer) -> None:
 def compare_agree(
     a: Annotated[str, typer.Option(help="a comparison (compare-<time>)")],
     b: Annotated[str, typer.Option(help="another, of the same queues")],
-    within_pct: Annotated[float, typer.Option(help="how far apart two medians may be")] = agree_experiment.WITHIN_PCT,
+    within_pct: Annotated[
+        float, typer.Option(help="how far apart two medians may be by a shift their runs show")
+    ] = agree_experiment.WITHIN_PCT,
     results_dir: ResultsDir = RESULTS_DIR,
 ) -> int:
     return agree_experiment.agree(results_dir, a, b, console(), within_pct)

@@ -303,13 +303,16 @@ def off_speed(rows: Iterable[Mapping], pct: float = SPEED_OFF_PCT) -> list[str]:
 
 
 def agreement(a: CompareRecord, b: CompareRecord, key: str = "rps") -> dict[str, Any]:
-    """Two comparisons of the same queues set side by side: each queue's median in both and
-    their ratio, the largest difference, and the ordered pairs one calls different
-    (stats.pairs_called) that the other calls the other way round."""
+    """Two comparisons of the same queues set side by side: each queue's median in both,
+    how far apart they are, the ratio second / first with its interval (a shift between
+    the two shown only where it excludes 1), the largest difference, and the ordered pairs
+    one calls different (stats.pairs_called) that the other calls the other way round."""
     medians = {q: (a.figure(q, key).median, b.figure(q, key).median) for q in a.queues if q in b.queues}
     diffs = {q: abs(x / y - 1) * 100 for q, (x, y) in medians.items() if x and y}
-    called_a = stats.pairs_called(values_by_queue(a.runs, key))
-    called_b = stats.pairs_called(values_by_queue(b.runs, key))
+    runs_a, runs_b = values_by_queue(a.runs, key), values_by_queue(b.runs, key)
+    shifts = {q: stats.ratio(runs_b.get(q, []), runs_a.get(q, [])) for q in medians}
+    called_a = stats.pairs_called(runs_a)
+    called_b = stats.pairs_called(runs_b)
     flipped = sorted(
         f"{x} {verdict} than {y}" for (x, y), verdict in called_a.items() if called_b.get((x, y)) not in (None, verdict)
     )
@@ -317,6 +320,7 @@ def agreement(a: CompareRecord, b: CompareRecord, key: str = "rps") -> dict[str,
         "medians": medians,
         "diff_pct": diffs,
         "largest_diff_pct": max(diffs.values(), default=None),
+        "shifts": shifts,
         "called": (len(called_a) // 2, len(called_b) // 2),
         "flipped": flipped,
     }

@@ -634,7 +634,8 @@ over the same part of each run as its RPS: a limited container's rate follows th
 
 # -- Two comparisons side by side (make compare-agree) ------------------------------------------
 def agreement_markdown(a: CompareRecord, b: CompareRecord, result: Mapping, within_pct: float) -> str:
-    """Each queue's median RPS in both, their difference, its rank in each, and the pairs called both ways."""
+    """Each queue's median RPS in both, their difference, the shift second / first with its
+    interval, its rank in each, and the pairs called both ways."""
     rank_a = {e["queue"]: e["rank"] for e in a.ranking.get("rps") or []}
     rank_b = {e["queue"]: e["rank"] for e in b.ranking.get("rps") or []}
     rows = [
@@ -643,20 +644,24 @@ def agreement_markdown(a: CompareRecord, b: CompareRecord, result: Mapping, with
             stats.text(a.figure(q, "rps")),
             stats.text(b.figure(q, "rps")),
             f"{result['diff_pct'][q]:.1f}" if q in result["diff_pct"] else "-",
+            f"{stats.ratio_text(result['shifts'][q])} {result['shifts'][q].verdict}",
             f"{rank_a.get(q, '-')} / {rank_b.get(q, '-')}",
         ]
         for q in result["medians"]
     ]
     largest = result["largest_diff_pct"]
+    far = [q for q, pct in result["diff_pct"].items() if pct > within_pct]
+    shown = [q for q in far if result["shifts"][q].differs]
     called_a, called_b = result["called"]
     lines = [
-        f"{a.run} beside {b.run}: median RPS [95 % CI] (n) in each, how far apart the medians are, and each "
-        "queue's rank in each.",
+        f"{a.run} beside {b.run}: median RPS [95 % CI] (n) in each, how far apart the medians are, the "
+        "second's over the first's with its 95 % interval, and each queue's rank in each.",
         "",
-        markdown_table(["queue", a.run, b.run, "apart %", "rank"], rows, {"queue"}),
+        markdown_table(["queue", a.run, b.run, "apart %", "second / first", "rank"], rows, {"queue"}),
         "",
-        f"Largest difference between the medians: {num(largest)} % (within {within_pct:g} %: "
-        f"{'yes' if largest is not None and largest <= within_pct else 'no'}).",
+        f"Largest difference between the medians: {num(largest)} %. More than {within_pct:g} % apart: "
+        f"{', '.join(far) or 'none'}; of those, by a shift the runs show (its interval excludes 1): "
+        f"{', '.join(shown) or 'none'}.",
         f"Pairs of queues called different: {called_a} in {a.run}, {called_b} in {b.run}; called the other way "
         f"round by the other: {', '.join(result['flipped']) or 'none'}.",
     ]

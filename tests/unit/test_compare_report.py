@@ -334,13 +334,30 @@ def test_make_compare_agree_says_whether_two_comparisons_give_the_same_answer(tm
         Store(tmp_path).save(compare_record.CompareRecord(run=name, time=name, runs=runs))
 
     save("compare-a", {"fast": [200, 202, 198], "slow": [100, 101, 99]})
+    # A shift the tight runs show, smaller than within_pct.
     save("compare-b", {"fast": [195, 197, 193], "slow": [103, 104, 102]})
     save("compare-c", {"fast": [100, 101, 99], "slow": [200, 202, 198]})
+    # slow's medians farther apart than within_pct (100 over 80), its runs spread so wide that
+    # the shift is not shown: more rounds, not another answer.
+    save("compare-d", {"fast": [199, 201, 200], "slow": [80, 125, 60]})
+    # The same gap, by a shift its runs show.
+    save("compare-e", {"fast": [199, 201, 200], "slow": [80, 81, 79]})
     said: list[str] = []
     ui = type("UI", (), {"say": lambda self, text: said.append(text)})()
     assert agree.agree(tmp_path, "compare-a", "compare-b", ui) == 0
     assert "called the other way round by the other: none" in said[-1]
+    assert "More than 10 % apart: none" in said[-1]
     assert agree.agree(tmp_path, "compare-a", "compare-c", ui) == 1
     assert "fast faster than slow" in said[-1]
+    assert agree.agree(tmp_path, "compare-a", "compare-d", ui) == 0
+    assert "More than 10 % apart: slow; of those, by a shift the runs show (its interval excludes 1): none" in said[-1]
+    assert (
+        "| slow | 100 [97.5–103] (n=3) | 80 [33.7–211] (n=3) | 25.0 | 0.80 [0.34–2.11] no difference shown |"
+        in said[-1]
+    )
+    assert agree.agree(tmp_path, "compare-a", "compare-e", ui) == 1
+    assert "of those, by a shift the runs show (its interval excludes 1): slow" in said[-1]
+    assert agree.agree(tmp_path, "compare-a", "compare-d", ui, within_pct=25) == 0
+    assert agree.agree(tmp_path, "compare-a", "compare-e", ui, within_pct=25) == 0
     with pytest.raises(LabError, match="no comparison compare-x"):
         agree.agree(tmp_path, "compare-a", "compare-x", ui)
