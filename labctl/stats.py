@@ -207,20 +207,21 @@ class Ranked:
 
 def ranking(runs: Mapping[str, Iterable[float | int | None]], lower_is_better: bool = False) -> list[Ranked]:
     """Each name's rank: 1 + the number of others whose ratio to it is shown to be better
-    (its interval excludes 1). Names no run tells apart share a rank; sorted by rank,
-    then by median."""
+    (its interval excludes 1), those others listed best first. Names no run tells apart
+    share a rank; sorted by rank, then by median."""
     values = {name: _clean(v) for name, v in runs.items()}
+    sign = 1 if lower_is_better else -1
     rows = []
     for name, xs in values.items():
-        above = []
+        above: list[str] = []
         for other, ys in values.items():
             if other == name:
                 continue
             verdict = ratio(ys, xs).verdict
             if verdict == (SLOWER if lower_is_better else FASTER):
                 above.append(other)
+        above.sort(key=lambda other: sign * statistics.median(values[other]))  # the best first
         rows.append(Ranked(name, 1 + len(above), estimate(xs), tuple(above)))
-    sign = 1 if lower_is_better else -1
     return sorted(rows, key=lambda r: (r.rank, sign * (r.estimate.median or 0.0), r.name))
 
 

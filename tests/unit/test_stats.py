@@ -100,7 +100,10 @@ def test_a_ranking_groups_what_the_runs_cannot_tell_apart():
     }
     ranked = {r.name: r for r in stats.ranking(runs)}
     assert ranked["a"].rank == ranked["b"].rank == 1
-    assert ranked["c"].rank == 3 and set(ranked["c"].above) == {"a", "b"}
+    assert ranked["c"].rank == 3 and ranked["c"].above == ("a", "b")  # the best first
+    assert {r.name: r.above for r in stats.ranking(runs, lower_is_better=True)}["a"] == ("c",)
+    backwards = dict(reversed(list(runs.items())))  # the order given does not decide the order shown
+    assert {r.name: r.above for r in stats.ranking(backwards)}["c"] == ("a", "b")
     assert [r.name for r in stats.ranking(runs)][:2] == ["a", "b"]
     lower = {r.name: r.rank for r in stats.ranking(runs, lower_is_better=True)}
     assert lower["c"] == 1 and lower["a"] == lower["b"]
