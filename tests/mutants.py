@@ -48,7 +48,7 @@ import tempfile
 import threading
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -949,7 +949,12 @@ def main(argv: list[str] | None = None) -> int:
         for done in [pool.submit(judge, m) for m in sorted(runnable, key=lambda m: -m.timeout_s)]:
             done.result()
 
-    table = [rows[m.name] for m in chosen]
+    return report([rows[m.name] for m in chosen], started, say)
+
+
+def report(table: list[tuple[Mutant, str, str, float]], started: float, say: Callable[[str], None]) -> int:
+    """The mutation table, a fault a row, and the exit code: 2 when some fault could not be
+    judged, 1 when one was not caught, 0 when every one was."""
     say("\n| fault | caught by (first failing test) | verdict | s |")
     say("|---|---|---|---|")
     for mutant, detail, state, seconds in table:

@@ -39,8 +39,6 @@ from pathlib import Path
 
 from tests.mutants import (
     CAUGHT,
-    NO_VERDICT,
-    NOT_CAUGHT,
     ROOT,
     Mutant,
     Outcome,
@@ -48,6 +46,7 @@ from tests.mutants import (
     check_applies,
     copy_tree,
     mutated,
+    report,
     run_tests,
     verdict,
 )
@@ -349,15 +348,7 @@ def main(argv: list[str] | None = None) -> int:
             remove_stack(tree, env, say)
             shutil.rmtree(tree, ignore_errors=True)
 
-    say("\n| fault | caught by (first failing test) | verdict | s |")
-    say("|---|---|---|---|")
-    for mutant, detail, state, seconds in rows:
-        say(f"| {mutant.fault} | `{detail}` | {state} | {seconds:.0f} |")
-    say(f"\n{sum(s == CAUGHT for _, _, s, _ in rows)} of {len(rows)} caught in {time.monotonic() - started:.0f} s")
-    states = {state for _, _, state, _ in rows}
-    if states & {"ERROR", NO_VERDICT}:
-        return 2
-    return 1 if NOT_CAUGHT in states else 0
+    return report(rows, started, say)
 
 
 def run_one(mutant: Mutant, tree: Path, env: dict[str, str], faults: Faults, verbose: bool, say):

@@ -107,3 +107,15 @@ def test_another_suites_faults_are_its_own_modules_and_a_missing_one_says_so(cap
     monkeypatch.setitem(M.SUITES, "compose", "tests.no_such_mutants_module")
     assert M.main(["--suite", "compose"]) == 2
     assert "tests/no_such_mutants_module.py does not exist yet" in capsys.readouterr().err
+
+
+def test_the_table_of_faults_gives_the_exit_code_of_its_worst_verdict():
+    def row(state: str) -> tuple:
+        return (M.MUTANTS[0], "tests/x.py::test_y", state, 1.0)
+
+    said: list[str] = []
+    assert M.report([row(M.CAUGHT), row(M.CAUGHT)], 0.0, said.append) == 0
+    assert said[-1].startswith("\n2 of 2 caught in ")
+    assert f"| {M.MUTANTS[0].fault} | `tests/x.py::test_y` | {M.CAUGHT} | 1 |" in said
+    assert M.report([row(M.CAUGHT), row(M.NOT_CAUGHT)], 0.0, said.append) == 1
+    assert M.report([row(M.NOT_CAUGHT), row(M.NO_VERDICT)], 0.0, said.append) == 2
