@@ -241,7 +241,9 @@ def test_an_event_loop_scenario_leaves_a_record_with_the_probe(stack, results_di
     )
     assert probe["worst_gap_s"] is not None and probe["worst_gap_s"] < probe["window_s"], probe
     assert record["resources"]["api"]["peak_memory_bytes"] > 0
-    assert "probe:" in proc.stdout and run in proc.stdout
+    # The run's summary names the run and says what the probe saw.
+    assert f"\nrun {run}: scenario=upstream, 10 users" in proc.stdout, proc.stdout
+    assert f"\n  probe    {probe['ok']}/{probe['sent']} answered ok " in proc.stdout, proc.stdout
     assert_locust_is_gone(stack)
     table = stack.make("results", f"results_dir={results_dir}", timeout=120).stdout
     row = next(line for line in table.splitlines() if f"| {run} |" in line)
