@@ -302,15 +302,18 @@ def off_speed(rows: Iterable[Mapping], pct: float = SPEED_OFF_PCT) -> list[str]:
     return [r["run"] for r in rows if abs(r["machine_speed"] / median - 1) * 100 > pct]
 
 
-def agreement(a: CompareRecord, b: CompareRecord, key: str = "rps") -> dict[str, Any]:
+def agreement(a: CompareRecord, b: CompareRecord, within_pct: float, key: str = "rps") -> dict[str, Any]:
     """Two comparisons of the same queues set side by side: each queue's median in both,
     how far apart they are, the ratio second / first with its interval (a shift between
-    the two shown only where it excludes 1), the largest difference, and the ordered pairs
-    one calls different (stats.pairs_called) that the other calls the other way round."""
+    the two shown only where it excludes 1), the largest difference, the queues more than
+    `within_pct` % apart (`far`) and those of them apart by a shift the runs show
+    (`disagreeing`), and the ordered pairs one calls different (stats.pairs_called) that
+    the other calls the other way round."""
     medians = {q: (a.figure(q, key).median, b.figure(q, key).median) for q in a.queues if q in b.queues}
     diffs = {q: abs(x / y - 1) * 100 for q, (x, y) in medians.items() if x and y}
     runs_a, runs_b = values_by_queue(a.runs, key), values_by_queue(b.runs, key)
     shifts = {q: stats.ratio(runs_b.get(q, []), runs_a.get(q, [])) for q in medians}
+    far = [q for q, pct in diffs.items() if pct > within_pct]
     called_a = stats.pairs_called(runs_a)
     called_b = stats.pairs_called(runs_b)
     flipped = sorted(
@@ -321,6 +324,8 @@ def agreement(a: CompareRecord, b: CompareRecord, key: str = "rps") -> dict[str,
         "diff_pct": diffs,
         "largest_diff_pct": max(diffs.values(), default=None),
         "shifts": shifts,
+        "far": far,
+        "disagreeing": [q for q in far if shifts[q].differs],
         "called": (len(called_a) // 2, len(called_b) // 2),
         "flipped": flipped,
     }

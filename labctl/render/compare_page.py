@@ -650,8 +650,6 @@ def agreement_markdown(a: CompareRecord, b: CompareRecord, result: Mapping, with
         for q in result["medians"]
     ]
     largest = result["largest_diff_pct"]
-    far = [q for q, pct in result["diff_pct"].items() if pct > within_pct]
-    shown = [q for q in far if result["shifts"][q].differs]
     called_a, called_b = result["called"]
     lines = [
         f"{a.run} beside {b.run}: median RPS [95 % CI] (n) in each, how far apart the medians are, the "
@@ -660,8 +658,8 @@ def agreement_markdown(a: CompareRecord, b: CompareRecord, result: Mapping, with
         markdown_table(["queue", a.run, b.run, "apart %", "second / first", "rank"], rows, {"queue"}),
         "",
         f"Largest difference between the medians: {num(largest)} %. More than {within_pct:g} % apart: "
-        f"{', '.join(far) or 'none'}; of those, by a shift the runs show (its interval excludes 1): "
-        f"{', '.join(shown) or 'none'}.",
+        f"{', '.join(result['far']) or 'none'}; of those, by a shift the runs show (its interval excludes 1): "
+        f"{', '.join(result['disagreeing']) or 'none'}.",
         f"Pairs of queues called different: {called_a} in {a.run}, {called_b} in {b.run}; called the other way "
         f"round by the other: {', '.join(result['flipped']) or 'none'}.",
     ]

@@ -161,10 +161,10 @@ def test_two_comparisons_agree_where_no_pair_flips_and_the_medians_are_near():
 
     a = record({"fast": [200, 202, 198], "slow": [100, 101, 99], "mid": [150, 160, 140]})
     b = record({"fast": [190, 192, 188], "slow": [104, 105, 103], "mid": [150, 151, 149]})
-    same = compare_record.agreement(a, b)
+    same = compare_record.agreement(a, b, within_pct=10)
     assert same["flipped"] == [] and same["largest_diff_pct"] == pytest.approx(100 * (200 / 190 - 1))
     c = record({"fast": [100, 101, 99], "slow": [200, 202, 198], "mid": [150, 151, 149]})
-    flipped = compare_record.agreement(a, c)["flipped"]
+    flipped = compare_record.agreement(a, c, within_pct=10)["flipped"]
     assert "fast faster than slow" in flipped and "slow slower than fast" in flipped
 
 

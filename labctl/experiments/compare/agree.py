@@ -31,12 +31,7 @@ def comparison(store: Store, name: str) -> CompareRecord:
 def agree(directory: Path, a: str, b: str, ui: Console, within_pct: float = WITHIN_PCT) -> int:
     store = Store(directory)
     first, second = comparison(store, a), comparison(store, b)
-    result = agreement(first, second)
+    result = agreement(first, second, within_pct)
     ui.say(compare_page.agreement_markdown(first, second, result, within_pct))
-    agreed = bool(result["medians"]) and not result["flipped"] and not disagreeing(result, within_pct)
+    agreed = bool(result["medians"]) and not result["flipped"] and not result["disagreeing"]
     return EXIT_OK if agreed else EXIT_FAILED
-
-
-def disagreeing(result: dict, within_pct: float) -> list[str]:
-    """The queues whose medians are more than `within_pct` % apart by a shift the runs show."""
-    return [q for q, pct in result["diff_pct"].items() if pct > within_pct and result["shifts"][q].differs]
