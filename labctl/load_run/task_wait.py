@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from labctl.clients.api import ledger
 from labctl.polling import Progress, wait_until
 from labctl.records.run import backlog_of
+from labctl.render.run_summary import empty_in
 
 
 @dataclass
@@ -154,14 +155,6 @@ def watch_tasks(
     return wait
 
 
-def duration_text(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 def outcome_lines(wait: TaskWait, *, run: str, watch_s: float | None, timeout_s: float, stall_s: float) -> list[str]:
     """What the run says about its tasks once the wait is over."""
     t = wait.totals
@@ -181,8 +174,7 @@ def outcome_lines(wait: TaskWait, *, run: str, watch_s: float | None, timeout_s:
         return [f"DRAIN TIMEOUT after {timeout_s:.0f} s: {t.get('pending')} task(s) still pending (recorded as lost)"]
     rate, projected = wait.rate_per_s, wait.projected_s
     if rate and projected is not None:
-        eta = time.strftime("%H:%M", time.localtime(time.time() + projected))
-        projection = f"draining at {rate:.1f} tasks/s: empty in about {duration_text(projected)} (~{eta})"
+        projection = f"draining at {rate:.1f} tasks/s: {empty_in(projected, time.time())}"
     else:
         projection = "no task settled while watched: no projection"
     return [

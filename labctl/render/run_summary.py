@@ -25,6 +25,19 @@ def _what(record: RunRecord) -> str:
     return f"worker={record.worker} endpoint={record.endpoint}"
 
 
+def duration_text(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def empty_in(projected_s: float, at: float) -> str:
+    """When a backlog projected to take `projected_s` from `at` (unix time) should be empty."""
+    return f"empty in about {duration_text(projected_s)} (~{time.strftime('%H:%M', time.localtime(at + projected_s))})"
+
+
 def _tasks(record: RunRecord) -> str | None:
     t = record.tasks
     if t is None:
@@ -46,9 +59,9 @@ def _drain(record: RunRecord) -> str | None:
     watch = t.draining or {}
     if record.is_draining():
         left = watch.get("projected_empty_s")
-        when = ""
-        if left is not None and watch.get("watch_ended_at"):
-            when = f", empty in about {left / 60:.0f} min (~{time.strftime('%H:%M', time.localtime(watch['watch_ended_at'] + left))})"
+        when = (
+            f", {empty_in(left, watch['watch_ended_at'])}" if left is not None and watch.get("watch_ended_at") else ""
+        )
         rate = f" at {num(watch['rate_per_s'])} tasks/s" if watch.get("rate_per_s") else ""
         return (
             f"still draining{rate}: {watch.get('backlog')} left{when}; make results shows the run once it has settled"
