@@ -1,5 +1,6 @@
 """How `make load` ends: a run in a few lines a person reads at a glance (its rate,
-latency, tasks, drain, memory, throttling, where its record and reports are);
+latency, tasks, drain, memory, throttling, the table's notes such as where a Swarm
+ran it, where its record and reports are);
 every column of it stays in `make results full=1`. Pure functions of the record."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ import time
 
 from labctl.platform.containers import limit_text
 from labctl.records.run import RunRecord
+from labctl.render.run_table import notes_of
 from labctl.stats import num
 
 MiB = 1 << 20
@@ -111,13 +113,15 @@ def lines(record: RunRecord, record_path: str, grafana_link: str | None = None) 
             f"  probe    {probe.get('ok')}/{probe.get('sent')} answered ok "
             f"({100 * (probe.get('success_rate') or 0):.1f} %), worst gap {probe.get('worst_gap_s')} s"
         )
+    if notes := notes_of(record):
+        out.append(f"  notes    {notes}")
     for warning in record.warnings[:2]:
         out.append(f"  WARNING  {warning}")
     if len(record.warnings) > 2:
         out.append(f"  WARNING  and {len(record.warnings) - 2} more: make results full=1")
-    out.append(f"  record   {record_path} (every column: make results full=1)")
-    if record.locust_report:
-        out.append(f"  Locust   {', '.join(r for r in record.locust_report if r.endswith('.html'))} beside it")
+    reports = [r for r in record.locust_report or () if r.endswith(".html")]
+    locust = f"; Locust's report {', '.join(reports)} beside it" if reports else ""
+    out.append(f"  record   {record_path} (every column: make results full=1){locust}")
     if grafana_link:
         out.append(f"  Grafana  {grafana_link}")
     return out

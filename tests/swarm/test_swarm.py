@@ -135,7 +135,8 @@ def test_a_load_on_the_stack_keeps_an_exact_ledger_and_says_where_it_ran(stack, 
     out = make(env, "load", "worker=celery", f"iterations={n}", "users=20", "wait=1", f"run={run}",
                f"results_dir={tmp_path}").stdout  # fmt: skip
     record = json.loads((tmp_path / f"{run}.json").read_text())
-    assert "on the Swarm stack" in out and "swarm, 1 node(s)" in out, out
+    # Said when it starts, and in the summary's notes at its end.
+    assert "on the Swarm stack" in out and "\n  notes    swarm, 1 node(s)" in out, out
     platform = record["platform"]
     assert {k: platform[k] for k in ("orchestrator", "stack", "nodes", "node_roles")} == {
         "orchestrator": "swarm", "stack": swarm.stack, "nodes": 1, "node_roles": ["-"],

@@ -58,3 +58,11 @@ def test_warnings_beyond_two_point_to_the_full_record():
         "  WARNING  warning 1",
         "  WARNING  and 3 more: make results full=1",
     ]
+
+
+def test_the_tables_notes_say_where_a_swarm_ran_it_and_the_locust_report_shares_the_record_line():
+    platform = {"orchestrator": "swarm", "stack": "lab", "nodes": 3, "placement": {"api": ["n1"], "faststream": ["n2"]}}
+    record = sample("run-1.json", platform=platform, locust_report=["r.html", "r.csv"])
+    out = run_summary.lines(record, "results/x.json")
+    assert "  notes    swarm, 3 node(s): api n1, faststream n2" in out, out
+    assert "  record   results/x.json (every column: make results full=1); Locust's report r.html beside it" in out
