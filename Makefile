@@ -9,7 +9,7 @@ RUN_ARG = $(if $(run),--run $(run),)
 # The experiments' one command line (labctl/, `$(LABCTL) --help`): each target below passes its parameters on.
 LABCTL = COMPOSE="$(COMPOSE)" $(UV) run python -m labctl
 
-.PHONY: help install lint dashboards test test-unit test-integration test-compose test-claims test-swarm mutants up down ps logs limits reset clean \
+.PHONY: help install lint dashboards test test-unit test-integration test-compose test-claims test-swarm mutants up down ps logs limits purge reset clean \
         run-api run-worker run-monitor flower
 
 help: ## list the targets
@@ -72,6 +72,9 @@ run-monitor: ## run the queue monitor (lab_queue_depth) on the host
 
 flower: ## run Flower on the host against REDIS_URL, on port 5555
 	$(UV) run celery -A workers.celery_queue flower --address=127.0.0.1 --port=$${FLOWER_PORT:-5555}
+
+purge: ## empty a queue's backlog, its tasks counted as purged in the ledger: make purge worker=arq|...|all (its workers stop and start again)
+	@$(LABCTL) purge --worker '$(worker)'
 
 reset: ## delete the lab's ledger keys: every run, or run=NAME (never FLUSHALL)
 	@if $(COMPOSE) ps --status running --services 2>/dev/null | grep -qx api; then \

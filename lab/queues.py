@@ -5,7 +5,8 @@ its row here, its service in docker-compose.yml (plus its scrape job in
 prometheus/prometheus.yml) and its bare counterpart in services/bare/queues.py.
 
 Each adapter module has a `Producer` (used by the API), `depth(redis)` (used by
-the queue monitor) and `main()` (its worker: `python -m <module>`).
+the queue monitor), `purge(redis)` (services/purge.py, `make purge`) and `main()`
+(its worker: `python -m <module>`).
 
 This file is plain data: importing it imports no queue library, and nothing of
 workers/; `adapter(name)` imports one adapter module by its dotted name."""

@@ -107,6 +107,18 @@ MUTANTS: tuple[Mutant, ...] = (
         (("lab/ledger/executions.py", r"    redis\.call\('HINCRBY', KEYS\[2\], f \.\. ':duplicates', 1\)\n", ""),),
         ("tests/integration/test_ledger.py::test_ledger_settles_once_and_counts_duplicates",),
     ),
+    Mutant(
+        "purge-leaves-unacked",
+        "make purge deletes Celery's queue but not the messages delivered and not acknowledged",
+        (("workers/celery_queue.py", r'\(f"\{QUEUE_NAME\}\*", "unacked", "unacked_index"\)', '(f"{QUEUE_NAME}*",)'),),
+        ("tests/integration/test_purge.py::test_a_purge_empties_a_queue_and_every_task_stays_counted[celery]",),
+    ),
+    Mutant(
+        "purge-counted-twice",
+        "a second purge counts a run's purged tasks again",
+        (("lab/ledger/purge.py", r" - \(counts\[cell \.\. ':purged'\] or 0\)", ""),),
+        ("tests/integration/test_purge.py::test_a_purge_empties_a_queue_and_every_task_stays_counted[arq]",),
+    ),
     # -- A stopped or killed worker loses nothing -------------------------------------------
     Mutant(
         "task-dropped-on-sigterm",

@@ -23,6 +23,7 @@ from arq.connections import ArqRedis, RedisSettings
 from arq.worker import Worker
 from redis.asyncio import ConnectionPool
 
+from lab.key_purge import delete_keys
 from lab.protocol import Queue, TaskMessage
 from lab.redis_clients import REDIS_DOWN, async_options
 from lab.settings import Settings, get_settings
@@ -64,6 +65,11 @@ class Producer:
 
 async def depth(redis) -> int:
     return await redis.zcard(QUEUE_KEY)
+
+
+async def purge(redis) -> int:
+    """(make purge, no worker running) The queue, and every job's body, lease and retry count."""
+    return await delete_keys(redis, (QUEUE_KEY, "arq:job:*", "arq:in-progress:*", "arq:retry:*"))
 
 
 # Worker

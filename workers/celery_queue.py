@@ -40,6 +40,7 @@ from celery.signals import worker_init, worker_process_init, worker_process_shut
 
 from lab.blocking_publish import BlockingPublisher
 from lab.heap import freeze_startup_heap
+from lab.key_purge import delete_keys
 from lab.metrics import flush, touch_task_series
 from lab.process_loop import ProcessLoop
 from lab.protocol import Queue, TaskMessage
@@ -124,6 +125,13 @@ def _argsrepr(msg: TaskMessage) -> str:
 
 async def depth(redis) -> int:
     return await redis.llen(QUEUE_NAME)
+
+
+async def purge(redis) -> int:
+    """(make purge, no worker running) The queue's lists (one per priority step) and the
+    messages delivered and not acknowledged (kombu's `unacked`: only this queue's worker
+    uses it). The exchange's bindings stay: without them a publish goes nowhere."""
+    return await delete_keys(redis, (f"{QUEUE_NAME}*", "unacked", "unacked_index"))
 
 
 # Worker: one event loop per worker process (lab/process_loop.py); the threads

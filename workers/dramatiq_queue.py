@@ -49,6 +49,7 @@ from dramatiq.middleware import AsyncIO
 from dramatiq.middleware.prometheus import Prometheus
 
 from lab.blocking_publish import BlockingPublisher
+from lab.key_purge import delete_keys
 from lab.metrics import REGISTRY, Count, LibraryMetrics, Observe, library_exporter
 from lab.protocol import Queue, TaskMessage
 from lab.queues import DRAMATIQ_MAINTENANCE_CHANCE
@@ -165,6 +166,16 @@ class Producer:
 async def depth(redis) -> int:
     """Ids no worker has fetched yet (fetched ones wait in a worker's memory)."""
     return await redis.llen(QUEUE_KEY)
+
+
+async def purge(redis) -> int:
+    """(make purge, no worker running) What Dramatiq's own `flush` deletes (its queue, the
+    messages and the delay queue's), and every worker's acknowledgement set of this queue;
+    the dead letters (.XQ) are failed tasks, counted already, and stay."""
+    names = (QUEUE_KEY, f"{QUEUE_KEY}.msgs", f"{QUEUE_KEY}.DQ", f"{QUEUE_KEY}.DQ.msgs")
+    return await delete_keys(
+        redis, (*names, f"dramatiq:__acks__.*.{QUEUE_NAME}", f"dramatiq:__acks__.*.{QUEUE_NAME}.DQ")
+    )
 
 
 # Worker: one process, DRAMATIQ_THREADS worker threads, one event loop.

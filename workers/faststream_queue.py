@@ -25,6 +25,7 @@ from faststream import AckPolicy, FastStream
 from faststream.redis import RedisBroker, StreamSub
 from redis.exceptions import ResponseError
 
+from lab.key_purge import delete_keys
 from lab.protocol import Queue, TaskMessage
 from lab.redis_clients import REDIS_DOWN, TimelyConnection, async_client
 from lab.settings import Settings, get_settings
@@ -85,6 +86,14 @@ class Producer:
 
 async def depth(redis) -> int | float:
     return await group_lag(redis, STREAM, GROUP)
+
+
+async def purge(redis) -> int:
+    """(make purge, no worker running) The stream, with the entries read and not acknowledged,
+    then its group again at the stream's start (lab/stream_groups.py)."""
+    deleted = await delete_keys(redis, (STREAM,))
+    await ensure_group(redis, STREAM, GROUP)
+    return deleted
 
 
 # Worker

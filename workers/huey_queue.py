@@ -61,6 +61,7 @@ from redis import ConnectionPool
 
 from lab.blocking_publish import BlockingPublisher
 from lab.heap import freeze_startup_heap
+from lab.key_purge import delete_keys
 from lab.metrics import flush, touch_task_series
 from lab.process_loop import ProcessLoop
 from lab.protocol import Queue, TaskMessage
@@ -103,6 +104,11 @@ class Producer:
 
 async def depth(redis) -> int:
     return await redis.llen(QUEUE_KEY)
+
+
+async def purge(redis) -> int:
+    """(make purge, no worker running) The queue and its schedule."""
+    return await delete_keys(redis, (QUEUE_KEY, f"huey.schedule.{QUEUE_NAME}"))
 
 
 # Worker: one event loop per worker process (lab/process_loop.py).

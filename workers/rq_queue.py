@@ -63,6 +63,7 @@ from rq.worker_pool import WorkerPool
 
 from lab.blocking_publish import BlockingPublisher
 from lab.heap import freeze_startup_heap
+from lab.key_purge import delete_keys
 from lab.metrics import Count, children_flush_at_exit, flush, listen_to_children
 from lab.protocol import Queue, TaskMessage
 from lab.queues import RQ_MAINTENANCE_INTERVAL_S, RQ_WORKER_TTL_S
@@ -112,6 +113,15 @@ class Producer:
 async def depth(redis) -> int:
     """Job ids no worker has taken yet."""
     return await redis.llen(QUEUE_KEY)
+
+
+async def purge(redis) -> int:
+    """(make purge, no worker running) The queue and its intermediate list, the started,
+    scheduled and deferred registries, every job, and every execution (a job's and a
+    dead worker's lists of them)."""
+    registries = tuple(f"rq:{r}:{QUEUE_NAME}" for r in ("wip", "scheduled", "deferred"))
+    executions = ("rq:execution:*", "rq:executions:*", "rq:worker:*:executions")
+    return await delete_keys(redis, (f"{QUEUE_KEY}*", *registries, "rq:job:*", *executions))
 
 
 # Worker: RQ's WorkerPool, RQ_CONCURRENCY workers, a runner per worker process.

@@ -25,6 +25,7 @@ from saq.job import Status
 from saq.queue.redis import RedisQueue
 from saq.web.aiohttp import create_app
 
+from lab.key_purge import delete_keys
 from lab.protocol import Queue, TaskMessage
 from lab.redis_clients import async_client
 from lab.settings import Settings, get_settings
@@ -68,6 +69,12 @@ class Producer:
 
 async def depth(redis) -> int:
     return await redis.llen(QUEUED_KEY)
+
+
+async def purge(redis) -> int:
+    """(make purge, no worker running) Queued, active and scheduled ids, and every job."""
+    keys = tuple(f"saq:{QUEUE_NAME}:{k}" for k in ("queued", "active", "incomplete", "schedule"))
+    return await delete_keys(redis, (*keys, f"saq:job:{QUEUE_NAME}:*"))
 
 
 # Worker

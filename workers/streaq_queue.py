@@ -31,9 +31,11 @@ from coredis.retry import NoRetryPolicy
 from redis import exceptions as redis_errors
 from streaq import Worker
 
+from lab.key_purge import delete_keys
 from lab.protocol import Queue, TaskMessage
 from lab.redis_clients import async_client
 from lab.settings import Settings, get_settings
+from lab.stream_groups import ensure_group
 from lab.worker_runtime import WorkerRuntime, setup_logging
 
 QUEUE = Queue("streaq")
@@ -168,6 +170,16 @@ async def depth(redis) -> int:
     except redis_errors.ResponseError:  # no group yet: nothing was read
         pending = 0
     return max(0, length - pending)
+
+
+async def purge(redis) -> int:
+    """(make purge, no worker running) Its streams (with the entries read and not done) and
+    every task's data, then its group again at the stream's start, as streaq creates it."""
+    prefix = f"streaq:{QUEUE_NAME}"
+    names = (f"{prefix}:queues*", f"{prefix}:task:data:*", f"{prefix}:task:retry:*", f"{prefix}:index:running")
+    deleted = await delete_keys(redis, names)
+    await ensure_group(redis, STREAM, GROUP)
+    return deleted
 
 
 # Worker

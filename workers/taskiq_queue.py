@@ -36,11 +36,12 @@ from taskiq.middlewares.prometheus_middleware import PrometheusMiddleware
 from taskiq.receiver import Receiver
 from taskiq_redis import RedisStreamBroker
 
+from lab.key_purge import delete_keys
 from lab.metrics import Count, Observe, library_exporter
 from lab.protocol import Queue, TaskMessage
 from lab.redis_clients import REDIS_DOWN, async_options
 from lab.settings import Settings, get_settings
-from lab.stream_groups import group_lag
+from lab.stream_groups import ensure_group, group_lag
 from lab.worker_runtime import WorkerRuntime, setup_logging
 
 QUEUE = Queue("taskiq")
@@ -165,6 +166,14 @@ class Producer:
 
 async def depth(redis) -> int | float:
     return await group_lag(redis, STREAM, GROUP)
+
+
+async def purge(redis) -> int:
+    """(make purge, no worker running) The stream, with the entries read and not acknowledged,
+    then its group again at the stream's start (lab/stream_groups.py)."""
+    deleted = await delete_keys(redis, (STREAM,))
+    await ensure_group(redis, STREAM, GROUP)
+    return deleted
 
 
 # Worker: one process, one receiver.

@@ -5,6 +5,7 @@
 - executions.py: the Lua that records executions starting and ending;
 - enqueue_counts.py: the enqueues counted in memory and their writer;
 - blocking_settle.py: the settle of a worker process with no event loop;
+- purge.py: the script that counts a purged queue's pending tasks;
 - __main__.py: `python -m lab.ledger reset|show|runs`.
 """
 

@@ -10,8 +10,9 @@ lab:run:<run>:work:<queue>:<kind>/<variant>   the counter the tasks INCRBY
 
 from lab.protocol import TaskMessage
 
-# What the ledger counts per queue and kind/variant.
-STATS = ("enqueued", "started", "completed", "failed", "duplicates")
+# What the ledger counts per queue and kind/variant. `purged`: tasks still pending
+# when `make purge` emptied their queue (Ledger.purge); never run, never lost.
+STATS = ("enqueued", "started", "completed", "failed", "duplicates", "purged")
 RUNS = "lab:runs"
 
 

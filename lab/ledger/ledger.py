@@ -7,7 +7,9 @@ is settled once: the first execution that ends records `completed` or
 `failed`; any later execution of the same task_id counts as a duplicate.
 Every execution also counts as `started` when it begins, so `unfinished`
 (started - completed - failed - duplicates) is what is running now, or, once
-a run has drained, the executions cut off by a crash and run again.
+a run has drained, the executions cut off by a crash and run again. A queue
+emptied by `make purge` counts what each run still had pending as `purged`:
+pending = enqueued - completed - failed - purged.
 """
 
 import asyncio
@@ -21,6 +23,7 @@ from lab.batcher import Batcher
 from lab.ledger.enqueue_counts import ENQUEUE_COUNTS, UNDO_ENQUEUE_COUNTS, EnqueueCounts
 from lab.ledger.executions import EXECUTIONS, SettleCommands, executions_call
 from lab.ledger.keys import RUNS, STATS, run_key
+from lab.ledger.purge import PURGE
 from lab.protocol import TaskMessage
 from lab.redis_clients import REDIS_DOWN, Link
 
@@ -213,7 +216,7 @@ class Ledger:
         work = await self.redis.mget([run_key(run, f"work:{q}:{e}") for q, e, _ in rows]) if rows else []
         totals = dict.fromkeys((*STATS, "pending", "unfinished"), 0)
         for (_, _, row), done in zip(rows, work):
-            row["pending"] = row["enqueued"] - row["completed"] - row["failed"]
+            row["pending"] = row["enqueued"] - row["completed"] - row["failed"] - row["purged"]
             row["unfinished"] = row["started"] - row["completed"] - row["failed"] - row["duplicates"]
             row["work"] = int(done or 0)
             for stat in totals:
@@ -226,6 +229,19 @@ class Ledger:
             "last_settled_at": float(raw["last_settled_at"]) if "last_settled_at" in raw else None,
             "read_at": read_at,
         }
+
+    async def purge(self, queue: str) -> dict[str, int]:
+        """Count every task of `queue` still pending as purged, run by run: what
+        `make purge` does once it has deleted the queue's keys with no worker
+        running, so that none of them can settle later. The tasks purged per
+        run (runs with none left out)."""
+        script = self.redis.register_script(PURGE)
+        purged = {}
+        for run in await self.runs():
+            n = await script(keys=[run_key(run, "ledger")], args=[f"{queue}:"])
+            if n:
+                purged[run] = int(n)
+        return purged
 
     async def reset(self, run: str | None = None) -> int:
         """Delete the ledger of one run, or of all runs. Never touches other keys

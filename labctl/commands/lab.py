@@ -1,5 +1,5 @@
-"""make limits, make locust-ui, make stack-up, make stack-down, and the swarm's
-own: what the lab runs on, rather than an experiment on it."""
+"""make limits, make purge, make locust-ui, make stack-up, make stack-down, and the
+swarm's own: what the lab runs on, rather than an experiment on it."""
 
 from __future__ import annotations
 
@@ -14,12 +14,14 @@ from labctl.config import setting
 from labctl.experiments import limits as limits_experiment
 from labctl.experiments import locust_ui as locust_ui_experiment
 from labctl.platform import cluster as cluster_platform
+from labctl.platform import purge as purge_platform
 from labctl.platform import stack as stack_file
 from labctl.platform import stack_deploy
 
 
 def register(app: typer.Typer) -> None:
     app.command("limits", help=help_of(limits_experiment.__doc__))(limits)
+    app.command("purge", help=help_of(purge_platform.__doc__))(purge)
     app.command("locust-ui", help=help_of(locust_ui_experiment.__doc__))(locust_ui)
     app.command("stack-up", help="Deploy the lab as a stack to the Swarm the Docker CLI points at.")(stack_up)
     app.command("stack-down", help="Remove the stack and its port forwarder (the swarm and the volumes stay).")(
@@ -39,6 +41,14 @@ def register(app: typer.Typer) -> None:
 @handled("limits")
 def limits() -> int:
     return limits_experiment.limits(console())
+
+
+@handled("purge")
+def purge(
+    worker: Annotated[str, typer.Option(help="a broker queue (arq, saq, ...) or all")] = "",
+) -> int:
+    purge_platform.purge(worker, console().say)
+    return 0
 
 
 @handled("locust-ui")

@@ -33,6 +33,7 @@ class TaskFigures(Record):
     completed: int = 0
     failed: int = 0
     duplicates: int = 0
+    purged: int = 0  # still pending when `make purge` emptied the queue: never run, never lost
     lost: int | None = None  # still pending when the wait ended; None while the run drains
     unfinished: int | None = None  # executions that began and never ended; None in ledgers before `started`
     settled: bool = False
@@ -264,22 +265,28 @@ def task_figures(
     totals = ledger.get("totals", {})
     first, last = ledger.get("first_enqueued_at"), ledger.get("last_settled_at")
     done = settled and backlog_of(ledger) == 0
+    # A purged run settled without running every task: it has no time to execute them all.
+    ran_all = done and not totals.get("purged")
     return TaskFigures(
         enqueued=totals.get("enqueued", 0),
         completed=totals.get("completed", 0),
         failed=totals.get("failed", 0),
         duplicates=totals.get("duplicates", 0),
+        purged=totals.get("purged", 0),
         lost=None if draining is not None else backlog_of(ledger),
         unfinished=totals.get("unfinished") if "started" in totals else None,
         settled=done,
         draining=dict(draining) if draining is not None else None,
         first_enqueued_at=first,
         last_settled_at=last,
-        time_to_execute_all_s=_round(last - first) if done and first and last else None,
-        drain_s=_round(max(0.0, last - load_ended_at)) if done and last and load_ended_at else None,
+        time_to_execute_all_s=_round(last - first) if ran_all and first and last else None,
+        drain_s=_round(max(0.0, last - load_ended_at)) if ran_all and last and load_ended_at else None,
         per_queue={
             q: {
-                e: {k: row.get(k) for k in ("enqueued", "completed", "failed", "duplicates", "pending", "unfinished")}
+                e: {
+                    k: row.get(k)
+                    for k in ("enqueued", "completed", "failed", "duplicates", "purged", "pending", "unfinished")
+                }
                 for e, row in endpoints.items()
             }
             for q, endpoints in ledger.get("queues", {}).items()

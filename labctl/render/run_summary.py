@@ -44,10 +44,11 @@ def _tasks(record: RunRecord) -> str | None:
     t = record.tasks
     if t is None:
         return None
-    pending = t.enqueued - t.completed - t.failed
+    pending = t.enqueued - t.completed - t.failed - t.purged
     lost = "-" if t.lost is None else str(t.lost)
+    purged = f"{t.purged} purged, " if t.purged else ""
     return (
-        f"{t.enqueued} enqueued: {t.completed} done, {t.failed} failed, {pending} pending, "
+        f"{t.enqueued} enqueued: {t.completed} done, {t.failed} failed, {purged}{pending} pending, "
         f"{lost} lost, {t.duplicates} run twice"
     )
 
@@ -70,6 +71,8 @@ def _drain(record: RunRecord) -> str | None:
         )
     if t.emptied_by:
         return f"the rest run by {t.emptied_by}"
+    if t.purged:
+        return f"the rest purged (make purge): {t.purged} task(s) never run"
     return None
 
 

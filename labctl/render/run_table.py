@@ -147,6 +147,8 @@ def notes_of(record: RunRecord | Mapping) -> str:
         notes.append(f"draining: {watch.get('backlog')} pending at {watch.get('rate_per_s')} tasks/s when watched")
     elif tasks and not tasks.get("settled"):
         notes.append("NOT SETTLED")
+    if tasks and tasks.get("purged"):
+        notes.append(f"{tasks['purged']} purged")
     if record.get("duration_target_s"):
         notes.append(f"duration {record['duration_target_s']:g}s")
     if any("!=" in w or "ledger inconsistent" in w for w in record.get("warnings", [])):

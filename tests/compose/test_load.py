@@ -71,8 +71,7 @@ def test_an_arq_run_returns_after_its_drain_watch_and_settles_later(stack, arq_q
     assert any(line.startswith("  tasks    ") and " pending" in line for line in summary), summary
     assert any(line.startswith("  drain    still draining at ") for line in summary), summary
     assert any(
-        line.startswith("  record   ") and f"{run}.json (every column: make results full=1)" in line
-        for line in summary
+        line.startswith("  record   ") and f"{run}.json (every column: make results full=1)" in line for line in summary
     )
 
     assert (record["run"], record["worker"], record["endpoint"], record["users"], record["iterations"]) == (
@@ -103,6 +102,7 @@ def test_an_arq_run_returns_after_its_drain_watch_and_settles_later(stack, arq_q
         "completed": accepted,
         "failed": 0,
         "duplicates": 0,
+        "purged": 0,
         "pending": 0,
         "unfinished": 0,
     }

@@ -86,6 +86,7 @@ def test_every_task_settles_exactly_once(loaded_run):
         "completed": total,
         "failed": 0,
         "duplicates": 0,
+        "purged": 0,
         "pending": 0,
         "unfinished": 0,
     }

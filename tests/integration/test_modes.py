@@ -35,6 +35,7 @@ def test_enqueue_after_response_still_accounts_for_every_task(isolated_redis):
             "completed": 100,
             "failed": 0,
             "duplicates": 0,
+            "purged": 0,
             "pending": 0,
             "unfinished": 0,
         }

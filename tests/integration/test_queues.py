@@ -45,6 +45,7 @@ def test_every_task_completes_once(lab, queue, endpoint):
         "completed": count,
         "failed": 0,
         "duplicates": 0,
+        "purged": 0,
         "pending": 0,
         "unfinished": 0,
         "value": count * VALUE,

@@ -59,6 +59,7 @@ def test_two_replicas_never_duplicate(lab, queue):
                 "completed": COUNT,
                 "failed": 0,
                 "duplicates": 0,
+                "purged": 0,
                 "pending": 0,
                 "unfinished": 0,
             }

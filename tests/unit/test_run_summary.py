@@ -66,3 +66,26 @@ def test_the_tables_notes_say_where_a_swarm_ran_it_and_the_locust_report_shares_
     out = run_summary.lines(record, "results/x.json")
     assert "  notes    swarm, 3 node(s): api n1, faststream n2" in out, out
     assert "  record   results/x.json (every column: make results full=1); Locust's report r.html beside it" in out
+
+
+def test_a_draining_run_whose_backlog_was_purged_settles_with_its_purged_tasks():
+    """make purge, then make results: the run's figures from a ledger whose pending
+    tasks were counted as purged; all tasks did not run, so no time to run them all."""
+    base = json.loads((RECORDS / "run-1.json").read_text())
+    tasks = dict(base["tasks"], completed=9000, settled=False, time_to_execute_all_s=None, drain_s=None)
+    tasks["draining"] = {"backlog": 6000, "rate_per_s": 50.0, "projected_empty_s": 120.0, "watch_ended_at": 1.0}
+    record = sample("run-1.json", tasks=tasks)
+    cell = {"enqueued": 15000, "completed": 9000, "failed": 0, "duplicates": 0, "purged": 6000, "pending": 0}
+    ledger = {
+        "queues": {"faststream": {"io/simple": cell}},
+        "totals": {**cell, "started": 9000, "unfinished": 0},
+        "first_enqueued_at": 100.0,
+        "last_settled_at": 190.0,
+    }
+    assert record.settle_later(ledger)
+    t = record.tasks
+    assert (t.settled, t.purged, t.lost, t.time_to_execute_all_s, t.drain_s) == (True, 6000, 0, None, None)
+    text = "\n".join(run_summary.lines(record, "results/x.json"))
+    assert "15000 enqueued: 9000 done, 0 failed, 6000 purged, 0 pending, 0 lost" in text, text
+    assert "drain    the rest purged (make purge): 6000 task(s) never run" in text, text
+    assert "notes    " in text and "6000 purged" in text, text
