@@ -263,7 +263,7 @@ def test_a_comparison_shows_the_published_rows_of_its_setting_or_says_why_not(mo
     monkeypatch.setattr(published, "BACKGROUND", {})
     assert compare.published_beside(record["setting"], record["params"]) == (
         None,
-        "its table for 0.2cpu/200M is not transcribed in labctl/records/published.py",
+        "its table for 0.2cpu/200M is not transcribed in labctl/records/data/published_article.toml",
     )
     monkeypatch.setitem(published.RESULTS, "0.2cpu/200M", {"arq": {"rps": 1.0}})
     rows, why = compare.published_beside(record["setting"], record["params"])

@@ -138,5 +138,5 @@ def published_beside(setting: dict, params: dict) -> tuple[dict | None, str]:
     if rows is not None:
         return rows, ""
     if text in published.SETTINGS and params["endpoint"] == published.ENDPOINT and params["users"] == published.USERS:
-        return None, f"its table for {text} is not transcribed in labctl/records/published.py"
+        return None, f"its table for {text} is not transcribed in labctl/records/data/published_article.toml"
     return None, f"this comparison ran {text}, {params['endpoint']}, {params['users']} users"
