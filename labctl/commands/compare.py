@@ -10,7 +10,7 @@ from labctl.commands.common import ResultsDir, console, handled, help_of
 from labctl.config import RESULTS_DIR
 from labctl.experiments import compare as experiment
 from labctl.experiments.compare import agree as agree_experiment
-from labctl.platform.select import orchestrator
+from labctl.platform.orchestrator import orchestrator
 from labctl.queues import QUEUES
 
 

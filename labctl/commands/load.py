@@ -13,7 +13,7 @@ from labctl.experiments import scale as scale_experiment
 from labctl.experiments import sweep as sweep_experiment
 from labctl.load_run import steps
 from labctl.load_run.options import LoadOptions
-from labctl.platform.select import orchestrator
+from labctl.platform.orchestrator import orchestrator
 
 NO_RECORD = "interrupted: the Locust containers were removed; no record written"
 

@@ -31,14 +31,14 @@ def _answers(url: str) -> bool:
 
 def locust_ui(worker: str, endpoint: str, run: str, ui: Console) -> int:
     check(worker, endpoint, run)
-    Compose(profile="load")("build", "locust-master", timeout=900)
+    Compose(profile="load").build("locust-master")
     compose = Compose(profile="locust-ui")
     env = {"LOAD_WORKER": worker, "LOAD_ENDPOINT": endpoint, "LOAD_RUN": run}
-    compose("up", "--detach", "--no-deps", "--force-recreate", "locust-ui", extra_env=env)
+    compose.start_service("locust-ui", env, recreate=True)
     port = setting("LOCUST_UI_PORT", "8089")
     url = f"http://127.0.0.1:{port}/"
     if not wait_until(lambda: _answers(url), timeout_s=30, every_s=0.5):
-        logs = compose("logs", "--tail=20", "locust-ui", check=False).stdout
+        logs = compose.logs("locust-ui", tail=20)
         raise LabError(f"Locust's web UI did not come up; its last lines:\n{logs}")
     ui.say(f"Locust: http://127.0.0.1:{port}  (make locust-ui-down to stop it)")
     return 0

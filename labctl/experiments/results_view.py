@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from labctl.clients.api import ledger
-from labctl.platform.select import orchestrator
+from labctl.platform.orchestrator import orchestrator
 from labctl.records.bench import BenchRecord
 from labctl.records.compare import CompareRecord
 from labctl.records.run import RunRecord

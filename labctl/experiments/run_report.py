@@ -15,7 +15,7 @@ from pathlib import Path
 
 from labctl.clients.prometheus import Prometheus
 from labctl.errors import LabError, LabNotRunning
-from labctl.platform.select import orchestrator
+from labctl.platform.orchestrator import orchestrator
 from labctl.records.store import Store
 from labctl.render.console import Console
 from labctl.render.run_report import Panel, Series, figure_png

@@ -9,7 +9,7 @@ the machine's drift over the experiment and whatever one run leaves to the
 next fall on every count alike. For each run: the queue's worker service is
 scaled to the count (on compose `docker compose up --scale`, on a Swarm stack
 `docker service scale`: whichever `make load` drives,
-labctl/platform/select.py) and waits until every replica is healthy and
+labctl/platform/orchestrator.py) and waits until every replica is healthy and
 scraped by Prometheus; then the same `make load` runs with wait=1 (the next
 run starts with an empty backlog) as the run <base>-<n>r-rep<i>. From its
 record and Prometheus, each run gives:

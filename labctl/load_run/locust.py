@@ -61,7 +61,7 @@ class MasterLog:
         self.lines: queue.Queue = queue.Queue()
         self.tail: list[str] = []
         self.ended = False
-        self.proc = docker.popen("logs", "--follow", container)
+        self.proc = docker.follow_logs(container)
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -110,6 +110,6 @@ def copy_locust_report(container_id: str, store: Store, run: str) -> list[str]:
     saved = []
     for src, name in LOCUST_REPORT.items():
         dest = store.beside(name.format(run=run))
-        if docker.docker("cp", f"{container_id}:{src}", str(dest), check=False, timeout=60).returncode == 0:
+        if docker.copy_out(container_id, src, str(dest)):
             saved.append(dest.name)
     return saved

@@ -6,7 +6,7 @@ default to their env var, else the project's .env, else the lab's default."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,3 @@ class LoadOptions:
     def but(self, **changes: Any) -> LoadOptions:
         """A copy with some options changed (one run of a sweep, a comparison, a scale)."""
         return replace(self, **changes)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)

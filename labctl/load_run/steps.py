@@ -41,7 +41,7 @@ from labctl.load_run.task_wait import TIMELINE_FIELDS, TaskWait, outcome_lines, 
 from labctl.platform import containers as C
 from labctl.platform.lab import Lab, answers
 from labctl.platform.machine_speed import UNIT, SpeedProbe
-from labctl.platform.select import orchestrator
+from labctl.platform.orchestrator import orchestrator
 from labctl.polling import wait_until
 from labctl.queues import service_of
 from labctl.records.run import RunInputs, RunRecord, build_run_record

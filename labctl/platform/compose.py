@@ -58,6 +58,47 @@ class Compose:
     def remove(self, *services: str) -> None:
         self("rm", "--stop", "--force", *services, check=False, timeout=120)
 
+    def stop(self, *services: str) -> None:
+        self("stop", *services, timeout=120)
+
+    def start(self, *services: str, check: bool = True) -> None:
+        self("start", *services, check=check, timeout=120)
+
+    def restart(self, *services: str, extra_env: dict[str, str] | None = None) -> None:
+        self("restart", *services, extra_env=extra_env, timeout=300)
+
+    def start_service(self, service: str, extra_env: dict[str, str] | None = None, recreate: bool = False) -> None:
+        """One service alone (`up -d --no-deps`), under `extra_env`; recreate: a new container even if unchanged."""
+        self("up", "-d", "--no-deps", *(["--force-recreate"] if recreate else []), service, extra_env=extra_env)
+
+    def build(self, *services: str) -> None:
+        self("build", *services, timeout=900)
+
+    def logs(self, service: str, tail: int = 20) -> str:
+        return self("logs", f"--tail={tail}", service, check=False, timeout=60).stdout
+
+    def redis_cli(self, *command: str, check: bool = True) -> subprocess.CompletedProcess:
+        """`redis-cli COMMAND...` in the project's Redis."""
+        return self("exec", "-T", "redis", "redis-cli", *command, check=check, timeout=60)
+
+    def start_one_off(
+        self,
+        service: str,
+        name: str,
+        variables: dict[str, str] | None = None,
+        env: dict[str, str] | None = None,
+        command: tuple[str, ...] = (),
+    ) -> None:
+        """A detached `docker compose run --rm --no-deps --name NAME` of `service` under other
+        compose `variables`, with `env` inside it; `command`: an entrypoint and its arguments
+        in place of the service's own. Removed with docker.remove_container(name)."""
+        flags = [x for key, value in (env or {}).items() for x in ("-e", f"{key}={value}")]
+        entry = ["--entrypoint", command[0]] if command else []
+        self(
+            "run", "--detach", "--rm", "--no-deps", "--name", name, *flags, *entry, service, *command[1:],
+            extra_env=variables, timeout=300,
+        )  # fmt: skip
+
     def start_load(self, services: tuple[str, ...], env: dict[str, str]) -> None:
         """Start a run's one-off services with its environment; the lab's own are not touched."""
         self("up", "--detach", "--no-deps", "--force-recreate", "--build", *services, extra_env=env, timeout=900)
@@ -72,8 +113,7 @@ class Compose:
         and `env` inside it; its name, and removed on leaving."""
         project = self.env.get("COMPOSE_PROJECT_NAME") or "task-queue-lab"
         name = f"{project}-{service}-one-off-{secrets.token_hex(3)}"
-        flags = [x for key, value in env.items() for x in ("-e", f"{key}={value}")]
-        self("run", "--detach", "--rm", "--no-deps", "--name", name, *flags, service, extra_env=variables, timeout=300)
+        self.start_one_off(service, name, variables, env)
         try:
             yield name
         finally:

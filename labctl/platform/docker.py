@@ -133,3 +133,151 @@ def engine_info() -> dict:
         return json.loads(proc.stdout) if proc.returncode == 0 else {}
     except (DockerError, ValueError):
         return {}
+
+
+# -- Named operations: the experiments reach the engine through these alone -----------------
+def _error_of(proc: subprocess.CompletedProcess, what: str) -> str:
+    return "" if proc.returncode == 0 else f"docker {what}: {proc.stderr.strip()[:200]}"
+
+
+def kill_container(container: str) -> str:
+    """SIGKILL to its main process; the error, "" when done."""
+    return _error_of(docker("kill", "--signal", "KILL", container, check=False), f"kill {container}")
+
+
+def start_container(container: str) -> str:
+    return _error_of(docker("start", container, check=False), f"start {container}")
+
+
+def restart_container(container: str) -> str:
+    return _error_of(docker("restart", container, check=False), f"restart {container}")
+
+
+def wait_exited(container: str, timeout: float = 60) -> bool:
+    """Until the container has stopped (`docker wait`); False if that failed."""
+    return docker("wait", container, check=False, timeout=timeout).returncode == 0
+
+
+def set_memory(container: str, memory: int, swap: int) -> str:
+    """Its memory limit and memory+swap (bytes), live; the error, "" when done."""
+    proc = docker("update", "--memory", str(memory), "--memory-swap", str(swap), container, check=False)
+    return "" if proc.returncode == 0 else f"docker update --memory {container}: {proc.stderr.strip()[:200]}"
+
+
+def nano_cpus(container: str) -> int:
+    """Its CPU limit in billionths of a CPU (0: none, or not known)."""
+    proc = docker("inspect", "-f", "{{.HostConfig.NanoCpus}}", container, check=False, timeout=60)
+    return int(proc.stdout.strip() or 0) if proc.returncode == 0 else 0
+
+
+def set_cpus(container: str, cpus: float) -> None:
+    docker("update", "--cpus", f"{cpus:g}", container, timeout=60)
+
+
+def parse_bytes(text: str) -> float:
+    """A size as docker stats writes it (a number, then B, KiB, MiB, GiB, kB, MB or GB) in bytes."""
+    units = {"b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "kb": 1e3, "mb": 1e6, "gb": 1e9}
+    text = text.strip().lower()
+    for unit in sorted(units, key=len, reverse=True):
+        if text.endswith(unit):
+            return float(text[: -len(unit)]) * units[unit]
+    return float(text)
+
+
+def memory_used(container: str) -> float | None:
+    """The memory it uses now (docker stats), in bytes; None if the engine did not say."""
+    out = docker("stats", "--no-stream", "--format", "{{json .}}", container, check=False).stdout
+    return parse_bytes(json.loads(out)["MemUsage"].split("/")[0]) if out.strip() else None
+
+
+def run_python(container: str, script: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """`script` run by the container's python as root (`docker exec -i -u 0 ... python -`)."""
+    return docker("exec", "-i", "-u", "0", container, "python", "-", *args, check=False, timeout=timeout, input=script)
+
+
+def exec_in(container: str, *command: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """`docker exec CONTAINER COMMAND...`, its exit code the caller's to judge."""
+    return docker("exec", container, *command, check=False, timeout=timeout)
+
+
+def follow_events(container: str, event: str, since: float) -> subprocess.Popen:
+    """The engine's `event` events of one container from `since` (unix time) on, one action a line."""
+    return popen(
+        "events", "--since", f"{since:.3f}", "--filter", f"container={container}", "--filter", f"event={event}",
+        "--format", "{{.Action}}",
+    )  # fmt: skip
+
+
+def follow_logs(container: str) -> subprocess.Popen:
+    """Its output (stdout and stderr) as it comes, until the container stops."""
+    return popen("logs", "--follow", container)
+
+
+def exec_interactive(container: str, *command: str) -> subprocess.Popen:
+    """`docker exec -i`: a process in the container, spoken to through its stdin and stdout."""
+    return popen("exec", "-i", container, *command, stdin=True)
+
+
+def copy_out(container: str, src: str, dest: str) -> bool:
+    """A file copied out of a container (running or exited); False if it is not there."""
+    return docker("cp", f"{container}:{src}", dest, check=False, timeout=60).returncode == 0
+
+
+def address(container: str) -> str:
+    """Its first IP address on its networks."""
+    out = docker("inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}", container)
+    return out.stdout.split()[0]
+
+
+def image_exists(image: str) -> bool:
+    return docker("image", "inspect", image, check=False, timeout=60).returncode == 0
+
+
+def build_image(tag: str, target: str = "app") -> None:
+    """The project's Dockerfile built up to `target`."""
+    run(["docker", "build", "--target", target, "-t", tag, "."], timeout=1800)
+
+
+def run_detached(
+    name: str, image: str, *command: str, network: str | None = None, env: Mapping[str, str] | None = None
+) -> None:
+    """A long-running named container (`docker run -d`); docker.remove_container(name) ends it."""
+    flags = [*(["--network", network] if network else []), *_env_flags(env)]
+    docker("run", "-d", "--name", name, *flags, image, *command, timeout=120)
+
+
+def run_once(
+    image: str,
+    *command: str,
+    name: str | None = None,
+    network: str | None = None,
+    volumes: Sequence[str] = (),
+    workdir: str | None = None,
+    env: Mapping[str, str] | None = None,
+    cpus: str | None = None,
+    memory: str | None = None,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess:
+    """A container run to its end and removed (`docker run --rm`); its exit code the caller's to judge."""
+    flags = [
+        *(["--name", name] if name else []),
+        *(["--network", network] if network else []),
+        *(x for v in volumes for x in ("-v", v)),
+        *(["-w", workdir] if workdir else []),
+        *_env_flags(env),
+        *(["--cpus", cpus] if cpus else []),
+        *(["--memory", memory] if memory else []),
+    ]
+    return docker("run", "--rm", *flags, image, *command, check=False, timeout=timeout)
+
+
+def stop_container(container: str, grace_s: int | None = None) -> str:
+    """SIGTERM, then SIGKILL after `grace_s` (None: the container's own stop timeout, which
+    compose sets from stop_grace_period); the error, "" when done."""
+    flags = ("--time", str(grace_s)) if grace_s is not None else ()
+    proc = docker("stop", *flags, container, check=False, timeout=(grace_s or 60) + 60)
+    return _error_of(proc, f"stop {container}")
+
+
+def _env_flags(env: Mapping[str, str] | None) -> list[str]:
+    return [x for k, v in (env or {}).items() for x in ("-e", f"{k}={v}")]

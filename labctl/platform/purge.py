@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from labctl.errors import LabError, LabNotRunning, ParamError
 from labctl.platform.lab import Lab
-from labctl.platform.select import orchestrator
+from labctl.platform.orchestrator import orchestrator
 from labctl.queues import BROKER_NAMES
 
 # The load's containers: while one runs, the API takes new tasks.

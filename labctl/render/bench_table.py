@@ -172,12 +172,6 @@ def table(records: list[BenchRecord | dict]) -> str:
     return markdown_table(HEADER, cells, TEXT) + "\n\n" + LEGEND
 
 
-def rows(record: BenchRecord | dict) -> list[str]:
-    """One markdown row per queue (arq twice): RPS, latency, API memory and drain, bare beside lab.
-    A ratio below the budget is marked ✗, one whose interval holds the budget `unsure`."""
-    return ["| " + " | ".join(cells) + " |" for cells in rows_cells(_data(record))]
-
-
 def _row_notes(bare: dict, lab: dict) -> list[str]:
     """What the notes column says of a queue's load, bare and lab: generator, errors, publishing, rounds."""
     notes = []

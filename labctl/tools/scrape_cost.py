@@ -28,14 +28,9 @@ HEADERS = {
 }
 
 
-def address(container_id: str) -> str:
-    out = docker.docker("inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}", container_id)
-    return out.stdout.split()[0]
-
-
 def scrape_cost_ms(container_id: str, scrapes: int, idle_s: float, port: int = 9000) -> float:
     """CPU milliseconds one scrape costs the container, its idle use subtracted."""
-    request = urllib.request.Request(f"http://{address(container_id)}:{port}/metrics", headers=HEADERS)
+    request = urllib.request.Request(f"http://{docker.address(container_id)}:{port}/metrics", headers=HEADERS)
 
     def cpu() -> float:
         return cpu_seconds(container_id) or 0.0

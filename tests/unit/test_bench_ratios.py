@@ -60,8 +60,8 @@ def test_an_interval_that_holds_the_budget_is_unsure_whichever_side_its_median_i
     below = B.rps_ratio(*(row(BARE, [x * 0.96 for x in ACROSS])[side] for side in ("bare", "lab")))
     assert below.unsure and not below.meets
     cells = {
-        line.split("|")[1].strip(): line.split("|")[6].strip()
-        for line in bench_table.rows(
+        cells[0]: cells[5]
+        for cells in bench_table.rows_cells(
             record(
                 row(BARE, CLEAR, queue="rq"),
                 row(BARE, ACROSS, queue="huey"),
@@ -114,8 +114,8 @@ def test_an_older_record_reads_and_renders_without_an_interval():
     # One round: its own ratio, and still no interval.
     one = row([500.0], [470.0])
     assert B.rps_ratio(one["bare"], one["lab"]) == B.BudgetRatio(0.94, None, None, 1, False)
-    lines = bench_table.rows(record(older, {**one, "queue": "saq"}))
-    assert [line.split("|")[6].strip() for line in lines] == ["0.89 ✗ (no interval)", "0.94 (no interval)"]
+    lines = bench_table.rows_cells(record(older, {**one, "queue": "saq"}))
+    assert [cells[5] for cells in lines] == ["0.89 ✗ (no interval)", "0.94 (no interval)"]
     [short] = B.ratios(record(older))
     assert short["rps_ratio"] == 0.89 and short["drain_ratio"] is None
     assert short["rps_ratio_interval"]["n"] == 0 and short["rps_ratio_interval"]["low"] is None

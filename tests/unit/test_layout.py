@@ -196,6 +196,71 @@ def test_only_labctl_platform_starts_processes():
     assert not bad, "processes started outside labctl/platform:\n" + "\n".join(bad)
 
 
+# What the docker CLI and compose take first: a call handing one of these to a docker or
+# compose runner builds a docker argument list.
+DOCKER_VERBS = {
+    "build", "cp", "events", "exec", "image", "inspect", "kill", "logs", "network", "node", "pause", "port",
+    "ps", "restart", "rm", "run", "scale", "service", "stack", "start", "stats", "stop", "swarm", "unpause",
+    "up", "update", "volume", "wait", "compose", "docker", "down", "config", "info", "container",
+}  # fmt: skip
+# Platform runners the rest of labctl might call with such a list (labctl/platform/docker.py).
+RUNNERS = {"run", "docker", "popen"}
+
+
+def docker_argument_lists(source: str, path: Path) -> list[str]:
+    """Docker or compose argument lists in `source`: a list or tuple that starts with "docker",
+    a platform runner (`docker.run|docker|popen`) called directly, and a docker or compose
+    object called with a verb as its first argument (`compose("up", ...)`, `c("stop", q)`)."""
+    found = []
+    for node in ast.walk(ast.parse(source, str(path))):
+        if isinstance(node, ast.List | ast.Tuple) and node.elts:
+            first = node.elts[0]
+            if isinstance(first, ast.Constant) and first.value == "docker":
+                found.append(f'{path}:{node.lineno} ["docker", ...]')
+        if not isinstance(node, ast.Call):
+            continue
+        callee = ast.unparse(node.func)
+        if (
+            isinstance(node.func, ast.Attribute)
+            and node.func.attr in RUNNERS
+            and callee.split(".")[0] in {"docker", "cli"}
+        ):
+            found.append(f"{path}:{node.lineno} {callee}(...)")
+            continue
+        first_arg = node.args[0] if node.args else None
+        verb = first_arg.value if isinstance(first_arg, ast.Constant) and isinstance(first_arg.value, str) else None
+        named = any(word in callee.lower() for word in ("docker", "compose", "cli")) or callee == "c"
+        if verb in DOCKER_VERBS and named:
+            found.append(f"{path}:{node.lineno} {callee}({verb!r}, ...)")
+    return found
+
+
+def test_docker_argument_lists_are_built_in_labctl_platform_alone():
+    """The rest of labctl reaches the engine through named platform operations
+    (platform/docker.py, compose.py, swarm.py, ...), never with an argument list of its own."""
+    files = [f for f in python_files() if f.parts[0] == "labctl" and f.parts[1] != "platform"]
+    bad = [v for f in files for v in docker_argument_lists((ROOT / f).read_text(), f)]
+    assert not bad, "docker argument lists outside labctl/platform:\n" + "\n".join(bad)
+    inside = [f for f in python_files() if f.parts[:2] == ("labctl", "platform")]
+    assert sum(len(docker_argument_lists((ROOT / f).read_text(), f)) for f in inside) > 20, "the check finds none"
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ('docker.docker("inspect", cid)\n', ["x.py:1 docker.docker(...)"]),
+        ('cli.popen("events")\n', ["x.py:1 cli.popen(...)"]),
+        ('self.compose("restart", "api")\n', ["x.py:1 self.compose('restart', ...)"]),
+        ('Compose(profile="load")("build", "locust-master")\n', ["x.py:1 Compose(profile='load')('build', ...)"]),
+        ('c("stop", queue)\n', ["x.py:1 c('stop', ...)"]),
+        ('run(["docker", "build", "."])\n', ['x.py:1 ["docker", ...]']),
+        ('docker.inspect(cid)\nself.compose.stop(queue)\nparser.add_argument("run")\n', []),
+    ],
+)
+def test_the_docker_list_check_names_each(source, expected):
+    assert docker_argument_lists(source, Path("x.py")) == expected
+
+
 @pytest.mark.parametrize(
     ("path", "source", "expected"),
     [

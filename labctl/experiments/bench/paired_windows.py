@@ -76,11 +76,9 @@ class Counter:
     """services/bare/drain.py --watch in the bench's client container, kept up for the whole drain."""
 
     def __init__(self, client: str, counter: str, run: str):
-        self.proc = docker.popen(
-            "exec", "-i", client, "python", "-m", "services.bare.drain",
-            "--watch", "--counter", counter, "--ledger-run", run,
-            stdin=True,
-        )  # fmt: skip
+        self.proc = docker.exec_interactive(
+            client, "python", "-m", "services.bare.drain", "--watch", "--counter", counter, "--ledger-run", run
+        )
 
     def __call__(self) -> dict[str, int]:
         assert self.proc.stdin is not None and self.proc.stdout is not None and self.proc.stderr is not None
@@ -120,18 +118,15 @@ def cpu_limit_lifted(ids: list[str]) -> Iterator[None]:
     For the unmeasured tail of a drain: a queue that runs a few tasks a second
     under its limit (RQ forks a work horse per job) would otherwise keep the
     bench waiting for many minutes on tasks nobody measures."""
-    limits = {}
+    limits = {cid: docker.nano_cpus(cid) for cid in ids}
     for cid in ids:
-        proc = docker.docker("inspect", "-f", "{{.HostConfig.NanoCpus}}", cid, check=False, timeout=60)
-        limits[cid] = int(proc.stdout.strip() or 0) if proc.returncode == 0 else 0
-    for cid in ids:
-        docker.docker("update", "--cpus", str(os.cpu_count() or 1), cid, timeout=60)
+        docker.set_cpus(cid, os.cpu_count() or 1)
     try:
         yield
     finally:
         for cid, nano in limits.items():
             if nano:
-                docker.docker("update", "--cpus", f"{nano / 1e9:g}", cid, timeout=60)
+                docker.set_cpus(cid, nano / 1e9)
 
 
 def sides(i: int) -> tuple[str, str]:

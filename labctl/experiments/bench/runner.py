@@ -117,27 +117,14 @@ class Bench:
         exec` in it: drives follow each other within a second, where a container
         start apiece put seconds, and the machine's drift, between them."""
         self.client_name = f"bench-client-{self.stamp}"
-        self.compose(
-            "run",
-            "-d",
-            "--rm",
-            "--no-deps",
-            "--name",
-            self.client_name,
-            "--entrypoint",
-            "sleep",
-            "bench-client",
-            "infinity",
-            extra_env=self.env,
-            timeout=300,
-        )
+        self.compose.start_one_off("bench-client", self.client_name, self.env, command=("sleep", "infinity"))
 
     def client_down(self) -> None:
         docker.remove_container(self.client_name)
 
     def client(self, *args: str, timeout: float = 600) -> dict:
         try:
-            proc = docker.docker("exec", self.client_name, *args, check=False, timeout=timeout)
+            proc = docker.exec_in(self.client_name, *args, timeout=timeout)
         except DockerError:
             raise LabError(f"`{' '.join(args)}` in the bench client did not finish within {timeout:.0f} s") from None
         if proc.returncode != 0:
@@ -207,13 +194,13 @@ class Bench:
         draws, and their mean carries that spread halved (docs/bench.md). The lab's
         API is ready once its producer of the queue is (the library imported), as
         the bare API's is at its start."""
-        self.compose("restart", "bench-api", "api", extra_env=self.env, timeout=300)
+        self.compose.restart("bench-api", "api", extra_env=self.env)
         for service, path in (("bench-api", "/healthz"), ("api", f"/readyz?queues={queue}")):
             if not answers(self.compose, service, 8000, path, every_s=0.2):
                 raise LabError(f"{service} did not answer within 60 s of its restart: docker compose logs {service}")
 
     def redis(self, *command: str) -> str:
-        return self.compose("exec", "-T", "redis", "redis-cli", *command, timeout=60).stdout.strip()
+        return self.compose.redis_cli(*command).stdout.strip()
 
     def bench_queue(self, queue: str) -> dict:
         say, c = self.say, self.compose
@@ -222,10 +209,10 @@ class Bench:
             row["worker_limits"] = self.worker_limits(queue)
             self.wait_for_empty(queue)
             say(f"[{queue}] stopping the lab's {queue} worker: the tasks wait in the queue")
-            c("stop", queue, timeout=120)
+            c.stop(queue)
         self.redis("DEL", done_key(queue), *KEYS)
         say(f"[{queue}] starting bench-api ({C.limit_text(self.api_limits)}, ENQUEUE_MODE={self.mode})")
-        c("up", "-d", "--no-deps", "bench-api", extra_env=self.env, timeout=300)
+        c.start_service("bench-api", self.env)
         run = f"bench-{self.stamp}-{queue}"
         rounds: dict[str, list[dict]] = {"bare": [], "lab": []}
         apis = {
@@ -253,7 +240,7 @@ class Bench:
         bare_target = row["bare"]["enqueued"]
         lab_target = row["lab"]["enqueued"]
         if queue == "background":  # ran inside the APIs; nothing to drain
-            c("rm", "--stop", "--force", "bench-api", check=False, timeout=120)
+            c.remove("bench-api")
             return row
         if self.mode == "after-response":  # a 202 came before its publish: count what was published
             drain = lambda *question: self.client("python", "-m", "services.bare.drain", *question)
@@ -269,7 +256,7 @@ class Bench:
         finally:
             counter.close()
             # The bare API stays up through the drain: a backlog too short for it is topped up through both APIs.
-            c("rm", "--stop", "--force", "bench-api", check=False, timeout=120)
+            c.remove("bench-api")
         return row
 
     def top_up(self, queue: str, run: str, n: int) -> dict[str, int]:
@@ -320,20 +307,8 @@ class Bench:
             yield
             return
         name = f"bench-empty-{queue}-{self.stamp}"
-        flags = [x for key, value in settings.items() for x in ("-e", f"{key}={value}")]
         unlimited = {f"{LIMIT_KNOBS[queue]}_CPUS": str(os.cpu_count() or 1), f"{LIMIT_KNOBS[queue]}_MEM": "1G"}
-        self.compose(
-            "run",
-            "-d",
-            "--rm",
-            "--no-deps",
-            "--name",
-            name,
-            *flags,
-            queue,
-            extra_env={**self.env, **unlimited},
-            timeout=300,
-        )
+        self.compose.start_one_off(queue, name, {**self.env, **unlimited}, settings)
         try:
             yield
         finally:
@@ -342,22 +317,12 @@ class Bench:
     def drain_queue(self, queue: str, row: dict, counter: Counter, bare_target: int, lab_target: int) -> None:
         """The bare worker and the lab's drain in turns (paired_windows.py); then the lab's empties its queue."""
         c, bench_svc = self.compose, f"bench-{queue}"
-        bare_start = lambda *extra: (
-            lambda: c(
-                "up",
-                "-d",
-                "--no-deps",
-                "--force-recreate",
-                bench_svc,
-                extra_env={**self.env, **dict(extra)},
-                timeout=300,
-            )
-        )
+        bare_start = lambda *extra: lambda: c.start_service(bench_svc, {**self.env, **dict(extra)}, recreate=True)
         bare = lambda *extra: Side("bare", bare_target, bare_start(*extra), lambda: c.ids(bench_svc))
         lab = Side(
             "lab",
             lab_target,
-            lambda: c("start", queue, timeout=120),
+            lambda: c.start(queue),
             lambda: c.ids(queue),
         )
         self.say(f"[{queue}] drains: the bare worker and the lab's, in turns ({bare_target} and {lab_target} tasks)")
@@ -368,7 +333,7 @@ class Bench:
                 result = drain.run()
             row["prometheus_paused"] = [round(paused_from, 1), round(time.time(), 1)]
         finally:
-            c("rm", "--stop", "--force", bench_svc, check=False, timeout=120)
+            c.remove(bench_svc)
         row["drain_window_s"], row["bare_drain"], row["lab_drain"] = result["window_s"], result["bare"], result["lab"]
         row["drain_topped_up"] = result["topped_up"]
         # What each queue now holds in all, top-ups included: the fast arq drain below goes on from there.
@@ -380,22 +345,11 @@ class Bench:
             return
         # arq once more at ARQ_POLL_DELAY=0.01, on what is left of both queues;
         # the lab's at that setting is a one-off container beside the stopped service.
-        c("stop", queue, timeout=120)
+        c.stop(queue)
         say_fast = f"[arq] again at ARQ_POLL_DELAY={FAST_ARQ_POLL}"
         self.say(say_fast)
         name = f"bench-lab-arq-{self.stamp}"
-        one_off = lambda: c(
-            "run",
-            "-d",
-            "--rm",
-            "--no-deps",
-            "--name",
-            name,
-            "-e",
-            f"ARQ_POLL_DELAY={FAST_ARQ_POLL}",
-            "arq",
-            extra_env=self.env,
-        )
+        one_off = lambda: c.start_one_off("arq", name, self.env, {"ARQ_POLL_DELAY": FAST_ARQ_POLL})
         fast_lab = Side("lab", lab_target, one_off, lambda: docker.container_ids(name))
         fast = self.paired(counter, bare(("ARQ_POLL_DELAY", FAST_ARQ_POLL)), fast_lab, queue, row["run"])
         try:
@@ -410,9 +364,9 @@ class Bench:
             self.say(f"{say_fast}: the lab's one-off worker empties its queue (not measured) ...")
             fast.wait_until_done(fast_lab)
         finally:
-            c("rm", "--stop", "--force", bench_svc, check=False, timeout=120)
+            c.remove(bench_svc)
             docker.remove_container(name)
-            c("start", queue, check=False, timeout=120)
+            c.start(queue, check=False)
 
     def run(self, queues: list[str]) -> BenchRecord:
         rows = []
@@ -425,12 +379,10 @@ class Bench:
                 rows.append(row)
         finally:
             self.client_down()
-            self.compose(
-                "rm", "--stop", "--force", "bench-api", *(f"bench-{q}" for q in LIMIT_KNOBS), check=False, timeout=120
-            )
+            self.compose.remove("bench-api", *(f"bench-{q}" for q in LIMIT_KNOBS))
             for queue in queues:
                 if queue != "background":
-                    self.compose("start", queue, check=False, timeout=120)
+                    self.compose.start(queue, check=False)
         return BenchRecord.model_validate(
             {
                 "run": f"bench-{self.stamp}",

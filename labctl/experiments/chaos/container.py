@@ -3,10 +3,10 @@ restart-redis, oom): injected through the engine while a load runs, then undone.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from lab.ledger.keys import run_key
 from labctl.clients.prometheus import rfc3339
@@ -16,29 +16,15 @@ from labctl.platform.compose import Compose
 from labctl.queues import service_of
 
 CONTAINER_FAULTS = ("kill-worker", "stop-worker", "restart-redis", "oom")
+ENGINE_ACTION = {
+    "kill-worker": cli.kill_container,
+    "stop-worker": cli.stop_container,
+    "restart-redis": cli.restart_container,
+}
 OOM_MARGIN = 16 * 2**20
 
-# Run as root inside the worker container (root may raise another process's
-# oom_score_adj; no capability needed). The worker's main process is the
-# child of the container's init (tini); `docker exec` processes have parent 0.
-BALLOON = """
-import os, sys, time
-def parent(pid):
-    with open(f"/proc/{pid}/status") as f:
-        return int(next(line for line in f if line.startswith("PPid:")).split()[1])
-for pid in os.listdir("/proc"):
-    if pid.isdigit() and int(pid) != os.getpid() and parent(pid) == 1:
-        with open(f"/proc/{pid}/oom_score_adj", "w") as f:
-            f.write("1000")
-hog = []
-for _ in range(int(sys.argv[1])):
-    hog.append(b"\\x01" * 2**20)  # written, so really resident
-    time.sleep(0.005)
-"""
-
-
-def docker(*args: str, timeout: float = 120, input: str | None = None) -> subprocess.CompletedProcess:
-    return cli.docker(*args, check=False, timeout=timeout, input=input)
+# The memory hog run as root inside the worker container (balloon.py beside this file).
+BALLOON = Path(__file__).with_name("balloon.py")
 
 
 class Fault:
@@ -68,46 +54,28 @@ class Fault:
                     "`make up REDIS_APPENDONLY=yes` first"
                 )
 
-    def _run(self, *args: str) -> None:
-        proc = docker(*args)
-        if proc.returncode != 0:
-            self.errors.append(f"docker {' '.join(args)}: {proc.stderr.strip()[:200]}")
+    def _done(self, error: str) -> None:
+        if error:
+            self.errors.append(error)
 
     def inject(self) -> None:
         cid = self.container()
         self.events["injected_at"] = time.time()
-        if self.fault == "kill-worker":
-            self._run("kill", "--signal", "KILL", cid)
-        elif self.fault == "stop-worker":
-            self._run("stop", cid)
-        elif self.fault == "restart-redis":
-            self._run("restart", cid)
+        if self.fault in ("kill-worker", "stop-worker", "restart-redis"):
+            self._done(ENGINE_ACTION[self.fault](cid))
         elif self.fault == "oom":
             # The engine's own record of OOM kills (OOMKilled in `inspect` only says
             # how the container's last run ended), followed live: the engine keeps
             # too few past events to ask afterwards, healthchecks crowd them out.
-            self._oom_watch = cli.popen(
-                "events",
-                "--since",
-                f"{time.time() - 1:.3f}",
-                "--filter",
-                f"container={cid}",
-                "--filter",
-                "event=oom",
-                "--format",
-                "{{.Action}}",
-            )
-            info = json.loads(docker("inspect", cid).stdout)[0]["HostConfig"]
+            self._oom_watch = cli.follow_events(cid, "oom", since=time.time() - 1)
+            info = cli.inspect(cid)[0]["HostConfig"]
             self._limits = (info["Memory"], info["MemorySwap"])
-            stats = docker("stats", "--no-stream", "--format", "{{json .}}", cid).stdout
-            used = parse_bytes(json.loads(stats)["MemUsage"].split("/")[0]) if stats.strip() else 100 * 2**20
-            tight = int(used + OOM_MARGIN)
-            self._run("update", "--memory", str(tight), "--memory-swap", str(tight), cid)
+            tight = int((cli.memory_used(cid) or 100 * 2**20) + OOM_MARGIN)
+            self._done(cli.set_memory(cid, tight, tight))
             self.events["oom_limit_bytes"] = tight
             # The hog asks for the whole limit; the worker is killed long before
             # (and the hog with it, when the container stops).
-            proc = docker("exec", "-i", "-u", "0", cid, "python", "-", str(tight // 2**20), input=BALLOON, timeout=60)
-            if proc.returncode == 0:
+            if cli.run_python(cid, BALLOON.read_text(), str(tight // 2**20)).returncode == 0:
                 self.errors.append("oom: the memory hog allocated the whole limit and nothing was killed")
         self.say(f"chaos: {self.fault} on {self.service} injected")
 
@@ -118,7 +86,7 @@ class Fault:
         while the API is down, before the fault is undone; `events["held"]`."""
         if self.service != "api" or self.fault not in ("kill-worker", "stop-worker"):
             return
-        if docker("wait", self.container(), timeout=60).returncode != 0:
+        if not cli.wait_exited(self.container()):
             self.errors.append("the API did not go down: what it held was not read")
             return
         proc = self.compose.exec("redis", "redis-cli", "HGETALL", run_key(run, "ledger"))
@@ -131,13 +99,13 @@ class Fault:
     def restore(self) -> None:
         cid = self.container()
         if self.fault in ("kill-worker", "stop-worker"):
-            self._run("start", cid)
+            self._done(cli.start_container(cid))
         elif self.fault == "oom" and self._limits:
             memory, swap = self._limits
-            self._run("update", "--memory", str(memory), "--memory-swap", str(swap), cid)
-            state = json.loads(docker("inspect", cid).stdout)[0]["State"]
+            self._done(cli.set_memory(cid, memory, swap))
+            state = cli.inspect(cid)[0]["State"]
             if not state.get("Running"):
-                self._run("start", cid)
+                self._done(cli.start_container(cid))
             # The restart policy, not this restore, brought the killed worker back.
             started = rfc3339(state.get("StartedAt", ""))
             if started > self.events["injected_at"]:
@@ -152,7 +120,7 @@ class Fault:
 
     def container_state(self) -> dict:
         cid = self.container()
-        info = json.loads(docker("inspect", cid).stdout)[0]
+        info = cli.inspect(cid)[0]
         state = {
             "restart_count": info.get("RestartCount"),
             "oom_killed": info["State"].get("OOMKilled"),
@@ -173,12 +141,3 @@ def pending_in(ledger_hash: dict[str, str]) -> int:
         if name.count(":") == 2 and stat in totals:
             totals[stat] += int(value)
     return totals["enqueued"] - totals["completed"] - totals["failed"]
-
-
-def parse_bytes(text: str) -> float:
-    units = {"b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "kb": 1e3, "mb": 1e6, "gb": 1e9}
-    text = text.strip().lower()
-    for unit in sorted(units, key=len, reverse=True):
-        if text.endswith(unit):
-            return float(text[: -len(unit)]) * units[unit]
-    return float(text)

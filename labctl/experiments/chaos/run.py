@@ -17,7 +17,7 @@ from labctl.load_run.options import LoadOptions
 from labctl.load_run.steps import run_load
 from labctl.platform.compose import Compose
 from labctl.platform.lab import Lab
-from labctl.platform.select import orchestrator
+from labctl.platform.orchestrator import orchestrator
 from labctl.platform.swarm import Swarm
 from labctl.queues import QUEUES
 from labctl.records.chaos import ChaosSection, chaos_totals

@@ -67,13 +67,11 @@ class Machine:
 
     # -- Redis -------------------------------------------------------------------------------
     def up(self) -> None:
-        if docker.docker("image", "inspect", self.image, check=False, timeout=60).returncode != 0:
+        if not docker.image_exists(self.image):
             self.say(f"building the lab's image {self.image} (docker build; a fresh clone's first run) ...")
-            docker.run(["docker", "build", "--target", "app", "-t", self.image, "."], timeout=1800)
+            docker.build_image(self.image)
         docker.remove_container(REDIS)
-        docker.docker(
-            "run", "-d", "--name", REDIS, REDIS_IMAGE, "redis-server", "--save", "", "--appendonly", "no", timeout=120
-        )
+        docker.run_detached(REDIS, REDIS_IMAGE, "redis-server", "--save", "", "--appendonly", "no")
         if not wait_until(lambda: self.redis("PING") == "PONG", timeout_s=30, every_s=0.2):
             raise LabError(f"{REDIS} did not answer PING within 30 s")
 
@@ -81,8 +79,7 @@ class Machine:
         docker.remove_container(REDIS)
 
     def redis(self, *command: str) -> str:
-        proc = docker.docker("exec", REDIS, "redis-cli", *command, check=False, timeout=60)
-        return proc.stdout.strip()
+        return docker.exec_in(REDIS, "redis-cli", *command).stdout.strip()
 
     def flush(self) -> None:
         self.redis("FLUSHALL")
@@ -91,14 +88,11 @@ class Machine:
         """A long-running container of the lab's own (its API), in the claims Redis's namespace."""
         full = f"claims-{name}-{self.stamp}"
         docker.remove_container(full)
-        env_args = [x for k, v in env.items() for x in ("-e", f"{k}={v}")]
-        docker.docker(
-            "run", "-d", "--name", full, "--network", f"container:{REDIS}", *env_args, self.image, *command, timeout=120
-        )
+        docker.run_detached(full, self.image, *command, network=f"container:{REDIS}", env=env)
         return full
 
     def stop_service(self, name: str) -> None:
-        docker.docker("stop", "--time", "20", name, check=False, timeout=60)
+        docker.stop_container(name, grace_s=20)
         docker.remove_container(name)
 
     def redis_hash(self, key: str) -> dict[str, str]:
@@ -152,28 +146,18 @@ class Machine:
             # Within a 0.2-CPU quota the harness's own polls would take a share of it: fewer there.
             "poll_s": max(poll_s, 0.05) if limited else poll_s,
         }
-        limits = ["--cpus", str(self.limits["cpus"]), "--memory", str(self.limits["memory"])] if limited else []
-        args = [
-            "run",
-            "--rm",
-            "--name",
-            name,
-            "--network",
-            f"container:{REDIS}",
-            "-v",
-            f"{self.work}:{MOUNT}:ro",
-            "-w",
-            cwd if cwd.startswith("/") else f"{MOUNT}/{cwd}",
-            "-e",
-            f"PYTHONPATH={MOUNT}/lib",
-            *limits,
-            self.image,
-            "python",
-            f"{MOUNT}/lib/harness.py",
-            json.dumps(spec),
-        ]
         try:
-            proc = docker.docker(*args, check=False, timeout=timeout_s + 120)
+            proc = docker.run_once(
+                self.image, "python", f"{MOUNT}/lib/harness.py", json.dumps(spec),
+                name=name,
+                network=f"container:{REDIS}",
+                volumes=[f"{self.work}:{MOUNT}:ro"],
+                workdir=cwd if cwd.startswith("/") else f"{MOUNT}/{cwd}",
+                env={"PYTHONPATH": f"{MOUNT}/lib"},
+                cpus=str(self.limits["cpus"]) if limited else None,
+                memory=str(self.limits["memory"]) if limited else None,
+                timeout=timeout_s + 120,
+            )  # fmt: skip
         finally:
             docker.remove_container(name)
         lines = proc.stdout.strip().splitlines()
@@ -234,7 +218,7 @@ VERSIONS_SCRIPT = (
 
 def image_versions(image: str) -> dict:
     """The libraries' versions in the image the steps run on, as installed."""
-    proc = docker.docker("run", "--rm", image, "python", "-c", VERSIONS_SCRIPT, *PACKAGES, check=False, timeout=120)
+    proc = docker.run_once(image, "python", "-c", VERSIONS_SCRIPT, *PACKAGES)
     try:
         return json.loads(proc.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
