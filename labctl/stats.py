@@ -31,6 +31,7 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from scipy import stats as _scipy
 
@@ -105,7 +106,7 @@ class Estimate:
         half = self.half_width_pct
         return half is not None and half <= pct
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {"median": self.median, "low": self.low, "high": self.high, "n": self.n}
 
 
@@ -131,7 +132,7 @@ def estimate(values: Iterable[float | int | None], level: float = LEVEL) -> Esti
     return Estimate(median, min(low, median), max(high, median), len(xs), log)
 
 
-def from_json(data: Mapping | None) -> Estimate:
+def from_json(data: Mapping[str, Any] | None) -> Estimate:
     if not data:
         return NONE
     return Estimate(data.get("median"), data.get("low"), data.get("high"), int(data.get("n") or 0))
@@ -168,7 +169,7 @@ class Ratio:
         """The interval holds `threshold`: the figure may be on either side of it."""
         return self.low is not None and self.high is not None and self.low <= threshold <= self.high
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {"value": self.value, "low": self.low, "high": self.high, "n_a": self.n_a, "n_b": self.n_b}
 
 

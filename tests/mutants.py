@@ -554,7 +554,7 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             (
                 "labctl/records/compare.py",
-                r"(def steady_rps\(record: Mapping, warmup_s: float\)(?:.|\n)*?)"
+                r"(def steady_rps\(record: Mapping\[str, Any\], warmup_s: float\)(?:.|\n)*?)"
                 r"window = steady_window\(record, warmup_s\)",
                 "\\1window = steady_window(record, None)",
             ),

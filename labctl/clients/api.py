@@ -4,6 +4,7 @@ a run's ledger, and the liveness probe's report."""
 from __future__ import annotations
 
 import json
+from typing import Any, cast
 
 import httpx
 
@@ -26,7 +27,7 @@ def api_address(lab: Lab, queues: tuple[str, ...] = ()) -> str:
     return api
 
 
-def ledger(api: str, run: str) -> dict | None:
+def ledger(api: str, run: str) -> dict[str, Any] | None:
     """GET /api/v1/runs/{run}: the run's ledger, or None (no such run, or no answer)."""
     try:
         r = httpx.get(f"http://{api}/api/v1/runs/{run}", timeout=5)
@@ -35,7 +36,7 @@ def ledger(api: str, run: str) -> dict | None:
     return r.json() if r.status_code == 200 else None
 
 
-def probe_report(lab: Lab, since: float, until: float) -> dict | None:
+def probe_report(lab: Lab, since: float, until: float) -> dict[str, Any] | None:
     """GET /report of the liveness probe (compose service `probe`), from inside its container (no published port)."""
     code = (
         "import urllib.request as u;"
@@ -45,4 +46,4 @@ def probe_report(lab: Lab, since: float, until: float) -> dict | None:
     proc = lab.exec("probe", "python", "-c", code)
     if proc.returncode != 0:
         return None
-    return json.loads(proc.stdout)
+    return cast(dict[str, Any], json.loads(proc.stdout))

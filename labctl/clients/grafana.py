@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 
 from labctl.config import dotenv
@@ -24,14 +26,14 @@ def annotation(
     at: float,
     duration_s: float | None = None,
     tag: str | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """A run's annotation: at its start a point, at its end ("end", with the
     run's duration) the region from `at - duration_s` to `at`."""
     text = (
         f"lab-run run={run} worker={worker} endpoint={endpoint} users={users} "
         f"api_limits={api_limits} worker_limits={worker_limits}"
     )
-    body: dict = {"time": int(at * 1000), "tags": ["lab-run", run, tag or worker], "text": text}
+    body: dict[str, Any] = {"time": int(at * 1000), "tags": ["lab-run", run, tag or worker], "text": text}
     if kind == "end":
         body["text"] += f" duration={round(duration_s or 0)}s"
         body["time"], body["timeEnd"] = round((at - (duration_s or 0)) * 1000), int(at * 1000)
@@ -75,7 +77,7 @@ class Grafana:
             except httpx.HTTPError as exc:
                 self.problem = f"Grafana at {self.addr} does not answer ({exc}): no run annotations"
 
-    def _call(self, method: str, path: str, body: dict) -> tuple[dict | None, str | None]:
+    def _call(self, method: str, path: str, body: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
         try:
             r = httpx.request(
                 method, f"http://{self.addr}{path}", json=body, auth=("admin", self.password or ""), timeout=5
@@ -86,7 +88,7 @@ class Grafana:
             return None, f"Grafana annotation not written: HTTP {r.status_code} {r.text[:200]}"
         return r.json(), None
 
-    def annotate(self, body: dict) -> str | None:
+    def annotate(self, body: dict[str, Any]) -> str | None:
         """Write a run's annotation: the start opens it, the end ("timeEnd" in the
         body) closes it into a region. None when written (or Grafana is absent:
         said once, at the start), else why not."""

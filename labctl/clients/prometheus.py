@@ -7,7 +7,9 @@ from __future__ import annotations
 import math
 import re
 import time
+from collections.abc import Callable
 from datetime import datetime
+from typing import Any, cast
 
 import httpx
 
@@ -20,15 +22,15 @@ class Prometheus:
     def __init__(self, addr: str):
         self.url = f"http://{addr}"
 
-    def query(self, expr: str, at: float | None = None) -> list[dict]:
+    def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
         params = {"query": expr, **({"time": f"{at:.3f}"} if at else {})}
         r = httpx.get(f"{self.url}/api/v1/query", params=params, timeout=15)
         body = r.json()
         if body.get("status") != "success":
             raise LabError(f"Prometheus rejected {expr!r}: {body.get('error')}")
-        return body["data"]["result"]
+        return cast(list[dict[str, Any]], body["data"]["result"])
 
-    def query_range(self, expr: str, start: float, end: float, step: float) -> list[dict]:
+    def query_range(self, expr: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
         r = httpx.get(
             f"{self.url}/api/v1/query_range",
             params={"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"},
@@ -37,7 +39,7 @@ class Prometheus:
         body = r.json()
         if body.get("status") != "success":
             raise LabError(f"Prometheus rejected {expr!r}: {body.get('error')}")
-        return body["data"]["result"]
+        return cast(list[dict[str, Any]], body["data"]["result"])
 
     def counter_samples(self, selector: str, start: float, end: float) -> list[list[float]]:
         """A counter's raw samples from `start` to `end` as Prometheus scraped them:
@@ -64,7 +66,7 @@ class Prometheus:
                 out[row["metric"].get(label, "")] = value
         return out
 
-    def ensure_load_jobs(self, lab: Lab, say) -> None:
+    def ensure_load_jobs(self, lab: Lab, say: Callable[[str], None]) -> None:
         """A Prometheus started before prometheus.yml had the load jobs reads it
         again on SIGHUP (it reads its config only at start)."""
         try:
@@ -74,12 +76,13 @@ class Prometheus:
         if "job_name: locust-master" not in config and lab.reload_prometheus():
             say("Prometheus ran an older prometheus.yml without the load jobs: reloaded it (SIGHUP)")
 
-    def targets(self) -> list[dict]:
+    def targets(self) -> list[dict[str, Any]]:
         """The active scrape targets ([] when Prometheus does not answer)."""
         try:
-            return httpx.get(f"{self.url}/api/v1/targets", params={"state": "active"}, timeout=10).json()["data"][
-                "activeTargets"
-            ]
+            targets: list[dict[str, Any]] = httpx.get(
+                f"{self.url}/api/v1/targets", params={"state": "active"}, timeout=10
+            ).json()["data"]["activeTargets"]
+            return targets
         except (httpx.HTTPError, KeyError, ValueError):
             return []
 
@@ -112,7 +115,7 @@ class Prometheus:
 
         return wait_until(scraped, timeout_s=timeout, every_s=1)
 
-    def resources(self, services: list[str], start: float, end: float) -> dict[str, dict]:
+    def resources(self, services: list[str], start: float, end: float) -> dict[str, dict[str, Any]]:
         """Per service over [start, end]: peak memory (max_over_time), CPU used
         (cores, mean over replicas), its limit, and the share of the CPU periods in which
         it ran that its limit held it back (%, over every replica's periods)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 from labctl.clients.prometheus import Prometheus
 from labctl.errors import LabError, LabNotRunning
@@ -22,26 +23,30 @@ from labctl.render.run_report import Panel, Series, figure_png
 
 RATE = "[10s]"  # five scrapes at the 2 s scrape interval
 
+# A line of a panel: (legend template, PromQL, line style); a panel: (title, y label, its lines).
+Query = tuple[str, str, dict[str, Any]]
+PanelSpec = tuple[str, str, list[Query]]
 
-def _shared_queries(record: dict) -> tuple[tuple, list[tuple], list[tuple]]:
+
+def _shared_queries(record: dict[str, Any]) -> tuple[Query, list[Query], list[Query]]:
     """The requests sent, Locust's latency quantiles and the CPU against the limits: in both kinds of panels."""
     subjects = record.get("subjects") or ["api"]
     services = "|".join(dict.fromkeys([*subjects, "api"]))
     gen = "locust-master|locust-worker"
-    locust_q: list[tuple[str, str, dict]] = [
+    locust_q: list[Query] = [
         ("Locust p50", f"histogram_quantile(0.5, sum by (le) (rate(locust_response_time_seconds_bucket{RATE})))", {}),
         ("Locust p95", f"histogram_quantile(0.95, sum by (le) (rate(locust_response_time_seconds_bucket{RATE})))", {}),
         ("Locust p99", f"histogram_quantile(0.99, sum by (le) (rate(locust_response_time_seconds_bucket{RATE})))", {}),
     ]
-    sent = ("requests sent (Locust)", f"sum(rate(locust_requests_total{RATE}))", {"color": "black", "lw": 2})
-    cpu = [
+    sent: Query = ("requests sent (Locust)", f"sum(rate(locust_requests_total{RATE}))", {"color": "black", "lw": 2})
+    cpu: list[Query] = [
         ("{service} CPU", f'sum by (service) (rate(lab_cpu_seconds_total{{service=~"{services}|{gen}"}}{RATE}))', {}),
         ("{service} limit", f'max by (service) (lab_cpu_limit_cores{{service=~"{services}"}})', {"ls": "--", "lw": 1}),
     ]
     return sent, locust_q, cpu
 
 
-def _queue_panels(record: dict, sent: tuple, locust_q: list[tuple], cpu: list[tuple]) -> list:
+def _queue_panels(record: dict[str, Any], sent: Query, locust_q: list[Query], cpu: list[Query]) -> list[PanelSpec]:
     """A queue run's panels: enqueued against completed, the backlog, the tasks' end-to-end latency."""
     queues = "|".join((record.get("tasks") or {}).get("per_queue", {}) or [record.get("worker") or ".*"])
     return [
@@ -88,7 +93,7 @@ def _queue_panels(record: dict, sent: tuple, locust_q: list[tuple], cpu: list[tu
     ]
 
 
-def _api_panels(sent: tuple, locust_q: list[tuple], cpu: list[tuple]) -> list:
+def _api_panels(sent: Query, locust_q: list[Query], cpu: list[Query]) -> list[PanelSpec]:
     """Any other run's panels: the API's answers, the event loop and the probe."""
     return [
         (
@@ -117,7 +122,7 @@ def _api_panels(sent: tuple, locust_q: list[tuple], cpu: list[tuple]) -> list:
     ]
 
 
-def panels_for(record: dict) -> list[tuple[str, str, list[tuple[str, str, dict]]]]:
+def panels_for(record: dict[str, Any]) -> list[PanelSpec]:
     """(title, y label, [(legend template, PromQL, line style)]) for the run's four panels."""
     sent, locust_q, cpu = _shared_queries(record)
     if record.get("scenario") == "queue":
@@ -125,7 +130,7 @@ def panels_for(record: dict) -> list[tuple[str, str, list[tuple[str, str, dict]]
     return _api_panels(sent, locust_q, cpu)
 
 
-def fetch(prom: Prometheus, panel: tuple, start: float, t0: float, t1: float, step: float) -> Panel:
+def fetch(prom: Prometheus, panel: PanelSpec, start: float, t0: float, t1: float, step: float) -> Panel:
     """One panel's series from Prometheus, x in seconds since the load's start."""
     title, ylabel, queries = panel
     series = []
@@ -137,7 +142,7 @@ def fetch(prom: Prometheus, panel: tuple, start: float, t0: float, t1: float, st
     return Panel(title, ylabel, series)
 
 
-class _Default(dict):
+class _Default(dict[str, str]):
     def __missing__(self, key: str) -> str:
         return "?"
 

@@ -44,6 +44,7 @@ import math
 import random
 import time
 from pathlib import Path
+from typing import Any
 
 from lab.queues import BROKER_NAMES
 from labctl.clients.prometheus import Prometheus
@@ -99,11 +100,11 @@ def step_queries(worker: str, window: str) -> dict[str, str]:
     }
 
 
-def _data(record: RunRecord | dict) -> dict:
+def _data(record: RunRecord | dict[str, Any]) -> dict[str, Any]:
     return record.as_json() if isinstance(record, RunRecord) else record
 
 
-def step_row(replicas: int, record: RunRecord | dict, prom: Prometheus | None, worker: str) -> dict:
+def step_row(replicas: int, record: RunRecord | dict[str, Any], prom: Prometheus | None, worker: str) -> dict[str, Any]:
     """One count's row, from its run's record and Prometheus."""
     record = _data(record)
     tasks = record.get("tasks") or {}
@@ -131,7 +132,7 @@ def step_row(replicas: int, record: RunRecord | dict, prom: Prometheus | None, w
     return row
 
 
-def exact(record: RunRecord | dict) -> bool:
+def exact(record: RunRecord | dict[str, Any]) -> bool:
     """Every request answered 202 was enqueued once and completed once."""
     record = _data(record)
     tasks = record.get("tasks") or {}
@@ -147,7 +148,7 @@ def exact(record: RunRecord | dict) -> bool:
 
 def run_step(
     options: LoadOptions, lab: Lab, replicas: int, run: str, ui: Console, nodes: list[str] | None = None, rep: int = 1
-) -> tuple[dict, RunRecord]:
+) -> tuple[dict[str, Any], RunRecord]:
     """Scale (or spread over `nodes`), wait until scraped, run the load to its last task;
     the run's row and its record."""
     on = f" on {len(nodes)} node(s), {', '.join(nodes)}" if nodes else ""

@@ -39,7 +39,9 @@ class Rate:
         return (n1 - n0) / (t1 - t0)
 
 
-def load_progress(params: Any, p: dict, elapsed: float, ledger_totals: dict | None, rps: float) -> tuple[float, str]:
+def load_progress(
+    params: Any, p: dict[str, Any], elapsed: float, ledger_totals: dict[str, Any] | None, rps: float
+) -> tuple[float, str]:
     """The share of the load done, and the progress line's text."""
     requests, failures = p.get("requests", 0), p.get("failures", 0)
     if params.iterations:
@@ -68,15 +70,15 @@ def load_progress(params: Any, p: dict, elapsed: float, ledger_totals: dict | No
 class Follow:
     """One pass at a time over the master's new log lines and the ledger."""
 
-    def __init__(self, run: LoadRun, on_start: Callable[[dict], None] | None, on_waiting: Callable[[], None]):
+    def __init__(self, run: LoadRun, on_start: Callable[[dict[str, Any]], None] | None, on_waiting: Callable[[], None]):
         self.run, self.on_start, self.on_waiting = run, on_start, on_waiting
-        self.result: dict | None = None
-        self.start_info: dict | None = None
-        self.progress: dict = {}
+        self.result: dict[str, Any] | None = None
+        self.start_info: dict[str, Any] | None = None
+        self.progress: dict[str, Any] = {}
         self.rate = Rate()
         self.began = self.last_change = time.monotonic()
         self.last_requests = -1
-        self.totals: dict | None = {} if run.queue_run else None
+        self.totals: dict[str, Any] | None = {} if run.queue_run else None
         self.next_poll = 0.0
 
     def step(self) -> bool:
@@ -109,7 +111,7 @@ class Follow:
             run.ui.progress(*load_progress(run.params, self.progress, elapsed, self.totals, self.rate.rps))
         return False
 
-    def on_event(self, kind: str, data: dict) -> None:
+    def on_event(self, kind: str, data: dict[str, Any]) -> None:
         if kind == "WAITING":
             self.on_waiting()
         elif kind == "START":

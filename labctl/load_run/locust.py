@@ -58,7 +58,7 @@ class MasterLog:
     the container stops); LAB-* lines are parsed."""
 
     def __init__(self, container: str):
-        self.lines: queue.Queue = queue.Queue()
+        self.lines: queue.Queue[Any] = queue.Queue()
         self.tail: list[str] = []
         self.ended = False
         self.proc = docker.follow_logs(container)
@@ -70,8 +70,8 @@ class MasterLog:
             self.lines.put(line.rstrip("\n"))
         self.lines.put(None)
 
-    def events(self, wait: float) -> list[tuple[str, dict]]:
-        out: list[tuple[str, dict]] = []
+    def events(self, wait: float) -> list[tuple[str, dict[str, Any]]]:
+        out: list[tuple[str, dict[str, Any]]] = []
         deadline = time.monotonic() + wait
         while True:
             try:

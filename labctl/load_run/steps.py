@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -62,26 +62,26 @@ class LoadRun:
     ui: Console
     store: Store
     api: str = ""
-    limits: dict = field(default_factory=dict)
-    knobs: dict = field(default_factory=dict)
+    limits: dict[str, Any] = field(default_factory=dict)
+    knobs: dict[str, Any] = field(default_factory=dict)
     grafana: Grafana | None = None
     prom_addr: str | None = None
-    before: dict = field(default_factory=dict)
+    before: dict[str, Any] = field(default_factory=dict)
     log: MasterLog | None = None
     master: str = ""
     probe_started: bool = False
-    platform: dict = field(default_factory=dict)  # Lab.describe()
+    platform: dict[str, Any] = field(default_factory=dict)  # Lab.describe()
     containers_since: float = 0.0  # when the Locust containers were started
     # The run's ledger once a second, through the load and the wait for its tasks
     # (task_wait.timeline_row): what the dashboards' task panels are checked against.
     timeline: list[list[float]] = field(default_factory=list)
     # The machine's speed through the load: a limited container's rate follows it.
     speed: SpeedProbe | None = None
-    enqueued_scrapes: dict | None = None  # the API's enqueue counter through the load (measure)
+    enqueued_scrapes: dict[str, Any] | None = None  # the API's enqueue counter through the load (measure)
 
     @property
     def queue_run(self) -> bool:
-        return self.params.scenario == "queue"
+        return cast(str, self.params.scenario) == "queue"
 
     @property
     def subjects(self) -> list[str]:
@@ -206,10 +206,10 @@ def start_locust(run: LoadRun) -> None:
     run.log = MasterLog(run.master)
 
 
-def follow_load(run: LoadRun, on_start: Callable[[dict], None] | None = None) -> dict:
+def follow_load(run: LoadRun, on_start: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Follow the master until its LAB-RESULT, showing progress; the result."""
 
-    def started(info: dict) -> None:
+    def started(info: dict[str, Any]) -> None:
         if on_start is not None:
             on_start(info)
         run.say(f"load started at {time.strftime('%H:%M:%S', time.localtime(info['started_at']))}")
@@ -251,7 +251,9 @@ def annotate(run: LoadRun, phase: str, at: float, duration_s: float | None = Non
         run.say(msg)
 
 
-def wait_for_tasks(run: LoadRun, result: dict, written_off: Callable[[], int | None] | None = None) -> TaskWait | None:
+def wait_for_tasks(
+    run: LoadRun, result: dict[str, Any], written_off: Callable[[], int | None] | None = None
+) -> TaskWait | None:
     """A queue run's wait for its tasks (None for the event-loop scenarios), and what it came to;
     `written_off`: the tasks a fault took for good (watch_tasks)."""
     if not run.queue_run:
@@ -280,7 +282,7 @@ def wait_for_tasks(run: LoadRun, result: dict, written_off: Callable[[], int | N
     return wait
 
 
-def run_window(result: dict, wait: TaskWait | None) -> tuple[float, float]:
+def run_window(result: dict[str, Any], wait: TaskWait | None) -> tuple[float, float]:
     """The run's window for Prometheus: from the first request to the last
     settled task (or to now, while the tasks are still being worked through)."""
     start = result["first_request_at"] or result["test_started_at"]
@@ -292,7 +294,7 @@ def run_window(result: dict, wait: TaskWait | None) -> tuple[float, float]:
     return start, time.time()
 
 
-def _probe(run: LoadRun, result: dict, start: float) -> dict | None:
+def _probe(run: LoadRun, result: dict[str, Any], start: float) -> dict[str, Any] | None:
     # At least PROBE_MIN_WINDOW_S: a run of a few milliseconds would fall
     # between two probes (20 a second) and report nothing.
     end = result["last_response_at"] or time.time()
@@ -306,7 +308,9 @@ def _probe(run: LoadRun, result: dict, start: float) -> dict | None:
     return probe
 
 
-def measure(run: LoadRun, result: dict, window: tuple[float, float]) -> tuple[dict | None, dict | None, list[str]]:
+def measure(
+    run: LoadRun, result: dict[str, Any], window: tuple[float, float]
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None, list[str]]:
     """The probe's report, and each subject's resources over the run's window from Prometheus."""
     start, window_end = window
     notes: list[str] = []
@@ -325,7 +329,7 @@ def measure(run: LoadRun, result: dict, window: tuple[float, float]) -> tuple[di
         return None, probe, [*notes, f"Prometheus query failed: {exc}"]
 
 
-def enqueued_scrapes(run: LoadRun, prom: Prometheus, result: dict) -> dict:
+def enqueued_scrapes(run: LoadRun, prom: Prometheus, result: dict[str, Any]) -> dict[str, Any]:
     """The API's enqueue counter for the run's queues as Prometheus scraped it through the
     load: what a run's steady RPS is read from (records/compare.py). The ledger, read
     through the loaded API, can answer seconds late; the counter is scraped from the
@@ -362,11 +366,11 @@ def collect_locust_report(run: LoadRun) -> list[str]:
 
 def write_record(
     run: LoadRun,
-    result: dict,
+    result: dict[str, Any],
     wait: TaskWait | None,
     window: tuple[float, float],
-    resources: dict | None,
-    probe: dict | None,
+    resources: dict[str, Any] | None,
+    probe: dict[str, Any] | None,
     notes: list[str],
 ) -> RunRecord:
     p = run.params
@@ -427,7 +431,7 @@ def run_load(
     options: LoadOptions,
     lab: Lab | None = None,
     ui: Console | None = None,
-    on_start: Callable[[dict], None] | None = None,
+    on_start: Callable[[dict[str, Any]], None] | None = None,
     written_off: Callable[[], int | None] | None = None,
 ) -> RunRecord:
     """One load run and its record; `on_start(start_info)` is called when Locust's users start;

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 from labctl.clients.api import ledger
 from labctl.polling import Progress, wait_until
@@ -19,7 +20,7 @@ from labctl.render.run_summary import empty_in
 class TaskWait:
     """How the wait for a run's tasks ended."""
 
-    ledger: dict | None = None
+    ledger: dict[str, Any] | None = None
     settled: bool = False  # every task settled
     stalled: bool = False  # nothing settled for drain_stall seconds: those tasks are not coming
     timed_out: bool = False  # wait=1 and drain_timeout ran out
@@ -31,8 +32,8 @@ class TaskWait:
     timeline: list[list[float]] = field(default_factory=list)  # timeline_row() once a second
 
     @property
-    def totals(self) -> dict:
-        return (self.ledger or {}).get("totals", {})
+    def totals(self) -> dict[str, Any]:
+        return cast(dict[str, Any], (self.ledger or {}).get("totals", {}))
 
     @property
     def backlog(self) -> int:
@@ -43,7 +44,7 @@ class TaskWait:
         """Seconds until the backlog is empty at the rate seen, None without a rate."""
         return self.backlog / self.rate_per_s if self.rate_per_s else None
 
-    def watch_summary(self) -> dict:
+    def watch_summary(self) -> dict[str, Any]:
         """What the record keeps of a watch that ended before the drain did."""
         return {
             "backlog": self.backlog,
@@ -57,7 +58,7 @@ class TaskWait:
 TIMELINE_FIELDS = ("at", "enqueued", "completed", "failed", "pending")
 
 
-def timeline_row(led: dict) -> list[float]:
+def timeline_row(led: dict[str, Any]) -> list[float]:
     """The ledger's totals: the unix time they were read (the report's own, else now), enqueued,
     completed, failed, pending (backlog_of)."""
     totals = led.get("totals", {})
@@ -70,8 +71,8 @@ def timeline_row(led: dict) -> list[float]:
     ]
 
 
-def settled_count(totals: dict) -> int:
-    return totals.get("completed", 0) + totals.get("failed", 0)
+def settled_count(totals: dict[str, Any]) -> int:
+    return cast(int, totals.get("completed", 0) + totals.get("failed", 0))
 
 
 def rate_of(samples: list[tuple[float, int]], span_s: float = 30.0) -> float | None:
@@ -85,7 +86,7 @@ def rate_of(samples: list[tuple[float, int]], span_s: float = 30.0) -> float | N
     return (n1 - n0) / (t1 - t0) if t1 > t0 else None
 
 
-def is_settled(led: dict | None, accepted: int, load_end: float) -> bool:
+def is_settled(led: dict[str, Any] | None, accepted: int, load_end: float) -> bool:
     """Nothing pending in any queue and endpoint, and the ledger has every
     accepted task (or the load ended 10 s ago: an enqueue the broker refused
     after its 202 is never counted). pending < 0 (more settled than enqueued)
@@ -95,7 +96,7 @@ def is_settled(led: dict | None, accepted: int, load_end: float) -> bool:
     return bool(led) and backlog_of(led) == 0 and (totals.get("enqueued", 0) >= accepted or time.time() - load_end > 10)
 
 
-def settle_progress(totals: dict, since_load_s: float, note: str = "") -> tuple[float, str]:
+def settle_progress(totals: dict[str, Any], since_load_s: float, note: str = "") -> tuple[float, str]:
     """The share of the run's tasks settled, and the progress line's text."""
     done, enq = settled_count(totals), max(1, totals.get("enqueued", 0))
     return done / enq, (

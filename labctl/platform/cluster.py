@@ -31,6 +31,7 @@ import os
 import re
 import subprocess
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 
@@ -92,7 +93,7 @@ def host_env(env: dict[str, str] | None = None) -> dict[str, str]:
     return {**out, **{k: setting(k, v) for k, v in KNOBS.items() if not out.get(k)}}
 
 
-def public_images(config: dict, dockerfile_text: str) -> tuple[list[str], list[str]]:
+def public_images(config: dict[str, Any], dockerfile_text: str) -> tuple[list[str], list[str]]:
     """The images the nodes need from public registries: (what the compose services
     run, every profile, but the lab's own, which make stack-up builds; the bases the
     Dockerfile builds from, its ARG ..._IMAGE defaults)."""
@@ -120,22 +121,22 @@ class Cluster:
         self.registry_port = self.env["CLUSTER_REGISTRY_PORT"]
 
     # -- the docker CLI, three ways --------------------------------------------------------
-    def compose(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
+    def compose(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         cmd = [*docker.compose_command(self.env), "-f", str(COMPOSE_FILE), "-p", self.env["CLUSTER_PROJECT"], *args]
         return docker.run(cmd, env=self.env, check=check, timeout=timeout)
 
-    def host(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+    def host(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         """A docker command on this machine's engine."""
         return docker.run(["docker", *args], env=self.env, check=check, timeout=timeout)
 
-    def on(self, node: str, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+    def on(self, node: str, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         """A docker command on a node's own engine (inside its container)."""
         container = self.container(node)
         if not container:
             raise SwarmError(f"{node} is not running: make cluster-up")
         return self.host("exec", container, "docker", *args, check=check, timeout=timeout)
 
-    def manager(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+    def manager(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         """A docker command on the manager, node-1 (the Swarm's side of the cluster)."""
         env = {**self.env, "DOCKER_HOST": manager_url(self.env)}
         return docker.run(["docker", *args], env=env, check=check, timeout=timeout)
@@ -216,7 +217,7 @@ class Cluster:
     def swarm_state(self, node: str) -> str:
         return self.on(node, "info", "--format", "{{.Swarm.LocalNodeState}}").stdout.strip()
 
-    def node_list(self) -> list[dict]:
+    def node_list(self) -> list[dict[str, Any]]:
         ids = self.manager("node", "ls", "-q").stdout.split()
         return docker.present(self.manager("node", "inspect", *ids, check=False)) if ids else []
 

@@ -8,6 +8,7 @@ import secrets
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from labctl.errors import DockerError
 from labctl.platform import docker
@@ -23,7 +24,7 @@ class Compose:
 
     def __call__(
         self, *args: str, extra_env: dict[str, str] | None = None, check: bool = True, timeout: float = 300
-    ) -> subprocess.CompletedProcess:
+    ) -> subprocess.CompletedProcess[str]:
         return docker.run(
             [*self.cmd, *(["--profile", self.profile] if self.profile else []), *args],
             env={**self.env, **(extra_env or {})},
@@ -48,7 +49,7 @@ class Compose:
         """Every running container of the project."""
         return self("ps", "-q", "--status", "running", timeout=60).stdout.split()
 
-    def inspect(self, service: str) -> list[dict]:
+    def inspect(self, service: str) -> list[dict[str, Any]]:
         ids = self.ids(service)
         try:
             return docker.inspect(*ids)
@@ -77,7 +78,7 @@ class Compose:
     def logs(self, service: str, tail: int = 20) -> str:
         return self("logs", f"--tail={tail}", service, check=False, timeout=60).stdout
 
-    def redis_cli(self, *command: str, check: bool = True) -> subprocess.CompletedProcess:
+    def redis_cli(self, *command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """`redis-cli COMMAND...` in the project's Redis."""
         return self("exec", "-T", "redis", "redis-cli", *command, check=check, timeout=60)
 
@@ -103,7 +104,7 @@ class Compose:
         """Start a run's one-off services with its environment; the lab's own are not touched."""
         self("up", "--detach", "--no-deps", "--force-recreate", "--build", *services, extra_env=env, timeout=900)
 
-    def exec(self, service: str, *cmd: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    def exec(self, service: str, *cmd: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         return self("exec", "-T", service, *cmd, check=False, timeout=timeout)
 
     @contextmanager
@@ -135,7 +136,7 @@ class Compose:
     def replicas(self, service: str) -> int:
         return len(self.ids(service))
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         """Where a run ran, for its record."""
         project = self.env.get("COMPOSE_PROJECT_NAME") or "task-queue-lab"
         return {"orchestrator": "compose", "project": project, "nodes": 1}

@@ -4,6 +4,7 @@ them, read from `docker inspect` entries (or a Swarm task read as one). Pure fun
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from lab.queues import BROKERS
 
@@ -27,7 +28,7 @@ def mem_text(n: int | None) -> str:
     return str(n)
 
 
-def cpus_of(host_config: Mapping) -> float | None:
+def cpus_of(host_config: Mapping[str, Any]) -> float | None:
     """The CPU limit in cores from `docker inspect`'s HostConfig (NanoCpus, or quota/period)."""
     nano = host_config.get("NanoCpus") or 0
     if nano > 0:
@@ -38,11 +39,11 @@ def cpus_of(host_config: Mapping) -> float | None:
     return None
 
 
-def env_of(container: Mapping) -> dict[str, str]:
+def env_of(container: Mapping[str, Any]) -> dict[str, str]:
     return dict(item.split("=", 1) for item in (container.get("Config", {}).get("Env") or []) if "=" in item)
 
 
-def limits_of(containers: Sequence[Mapping], queue: str | None = None) -> dict:
+def limits_of(containers: Sequence[Mapping[str, Any]], queue: str | None = None) -> dict[str, Any]:
     """One service's limits from `docker inspect` of its running containers:
     cpus, memory, replicas, and (for a queue worker) its concurrency per process."""
     if not containers:
@@ -61,12 +62,12 @@ def limits_of(containers: Sequence[Mapping], queue: str | None = None) -> dict:
     return out
 
 
-def knobs_of(containers: Sequence[Mapping], service: str) -> dict[str, str]:
+def knobs_of(containers: Sequence[Mapping[str, Any]], service: str) -> dict[str, str]:
     env = env_of(containers[0]) if containers else {}
     return {k: env[k] for k in KNOBS.get(service, ()) if k in env}
 
 
-def limit_text(limits: Mapping | None) -> str:
+def limit_text(limits: Mapping[str, Any] | None) -> str:
     """`0.2cpu/200M`, as the run annotations write it; `-` when unknown."""
     if not limits or not limits.get("replicas"):
         return "-"
@@ -74,7 +75,7 @@ def limit_text(limits: Mapping | None) -> str:
     return f"{f'{cpus:g}' if cpus else '-'}cpu/{limits.get('memory') or '-'}"
 
 
-def workers_limit_text(workers: Mapping[str, Mapping]) -> str:
+def workers_limit_text(workers: Mapping[str, Mapping[str, Any]]) -> str:
     """One text for the workers of a run: theirs if they agree, else per queue."""
     texts = {q: limit_text(lim) for q, lim in workers.items()}
     if not texts:
@@ -84,7 +85,7 @@ def workers_limit_text(workers: Mapping[str, Mapping]) -> str:
     return ",".join(f"{q}:{t}" for q, t in texts.items())
 
 
-def restart_counts(containers: Mapping[str, Sequence[Mapping]]) -> dict[str, dict[str, list]]:
+def restart_counts(containers: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, dict[str, list[Any]]]:
     """Per service and container (docker inspect): [restart count, last exit was an OOM kill]."""
     return {
         service: {
@@ -95,7 +96,9 @@ def restart_counts(containers: Mapping[str, Sequence[Mapping]]) -> dict[str, dic
     }
 
 
-def restarts_during(before: Mapping[str, Mapping[str, list]], after: Mapping[str, Mapping[str, list]]) -> dict:
+def restarts_during(
+    before: Mapping[str, Mapping[str, list[Any]]], after: Mapping[str, Mapping[str, list[Any]]]
+) -> dict[str, Any]:
     """Restarts of each service's containers between two restart_counts(): a
     container restarted by its restart policy (a crash, an OOM kill) mid-run."""
     out = {}
@@ -111,7 +114,7 @@ def restarts_during(before: Mapping[str, Mapping[str, list]], after: Mapping[str
     return out
 
 
-def limits_table(inspected: list[dict]) -> list[tuple[str, str, str, str, str]]:
+def limits_table(inspected: list[dict[str, Any]]) -> list[tuple[str, str, str, str, str]]:
     """`make limits`: (service, replica, CPUs, memory, container) of each running
     container of a compose project, sorted by service and replica; `-` for no limit."""
     rows = []

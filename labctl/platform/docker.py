@@ -9,6 +9,7 @@ import os
 import shlex
 import subprocess
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from labctl.config import ROOT
 from labctl.errors import DockerError
@@ -24,7 +25,7 @@ def run(
     timeout: float = 120,
     env: Mapping[str, str] | None = None,
     input: str | None = None,
-) -> subprocess.CompletedProcess:
+) -> subprocess.CompletedProcess[str]:
     """Run a docker (or compose) command in the project root, its output captured."""
     try:
         proc = subprocess.run(
@@ -50,11 +51,11 @@ def run(
 
 def docker(
     *args: str, check: bool = True, timeout: float = 120, input: str | None = None
-) -> subprocess.CompletedProcess:
+) -> subprocess.CompletedProcess[str]:
     return run(["docker", *args], check=check, timeout=timeout, input=input)
 
 
-def popen(*args: str, stdin: bool = False) -> subprocess.Popen:
+def popen(*args: str, stdin: bool = False) -> subprocess.Popen[str]:
     """A long-running docker command (logs --follow, events, exec -i) with its output piped."""
     return subprocess.Popen(
         ["docker", *args],
@@ -70,11 +71,11 @@ def compose_command(env: Mapping[str, str] | None = None) -> list[str]:
     return shlex.split((env if env is not None else os.environ).get("COMPOSE") or "docker compose")
 
 
-def inspect(*ids: str, timeout: float = 60) -> list[dict]:
+def inspect(*ids: str, timeout: float = 60) -> list[dict[str, Any]]:
     return json.loads(docker("inspect", *ids, timeout=timeout).stdout) if ids else []
 
 
-def inspect_present(*ids: str, timeout: float = 60) -> list[dict]:
+def inspect_present(*ids: str, timeout: float = 60) -> list[dict[str, Any]]:
     """`docker inspect` of the objects still there: one that went between the call
     that listed it and this one (a task Swarm pruned) is left out, not an error."""
     if not ids:
@@ -83,7 +84,7 @@ def inspect_present(*ids: str, timeout: float = 60) -> list[dict]:
     return present(proc)
 
 
-def present(proc: subprocess.CompletedProcess) -> list[dict]:
+def present(proc: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
     """The objects a `docker inspect` printed; DockerError unless every error was "No such object"."""
     errors = [line for line in proc.stderr.splitlines() if line.strip()]
     if proc.returncode != 0 and (not errors or not all(e.startswith(NO_SUCH_OBJECT) for e in errors)):
@@ -91,7 +92,7 @@ def present(proc: subprocess.CompletedProcess) -> list[dict]:
     return json.loads(proc.stdout) if proc.stdout.strip() else []
 
 
-def state(container: str) -> dict | None:
+def state(container: str) -> dict[str, Any] | None:
     """The container's State as `docker inspect` has it, or None if it is gone."""
     proc = docker("inspect", "--format", "{{json .State}}", container, check=False, timeout=60)
     return json.loads(proc.stdout) if proc.returncode == 0 else None
@@ -126,7 +127,7 @@ def freeze(container: str, action: str = "pause", tries: int = 5) -> None:
         raise DockerError(f"docker {action} {container}: unable to freeze after {tries} tries")
 
 
-def engine_info() -> dict:
+def engine_info() -> dict[str, Any]:
     """`docker info` as JSON ({} without an engine)."""
     try:
         proc = docker("info", "--format", "{{json .}}", check=False, timeout=30)
@@ -136,7 +137,7 @@ def engine_info() -> dict:
 
 
 # -- Named operations: the experiments reach the engine through these alone -----------------
-def _error_of(proc: subprocess.CompletedProcess, what: str) -> str:
+def _error_of(proc: subprocess.CompletedProcess[str], what: str) -> str:
     return "" if proc.returncode == 0 else f"docker {what}: {proc.stderr.strip()[:200]}"
 
 
@@ -190,17 +191,17 @@ def memory_used(container: str) -> float | None:
     return parse_bytes(json.loads(out)["MemUsage"].split("/")[0]) if out.strip() else None
 
 
-def run_python(container: str, script: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+def run_python(container: str, script: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """`script` run by the container's python as root (`docker exec -i -u 0 ... python -`)."""
     return docker("exec", "-i", "-u", "0", container, "python", "-", *args, check=False, timeout=timeout, input=script)
 
 
-def exec_in(container: str, *command: str, timeout: float = 60) -> subprocess.CompletedProcess:
+def exec_in(container: str, *command: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """`docker exec CONTAINER COMMAND...`, its exit code the caller's to judge."""
     return docker("exec", container, *command, check=False, timeout=timeout)
 
 
-def follow_events(container: str, event: str, since: float) -> subprocess.Popen:
+def follow_events(container: str, event: str, since: float) -> subprocess.Popen[str]:
     """The engine's `event` events of one container from `since` (unix time) on, one action a line."""
     return popen(
         "events", "--since", f"{since:.3f}", "--filter", f"container={container}", "--filter", f"event={event}",
@@ -208,12 +209,12 @@ def follow_events(container: str, event: str, since: float) -> subprocess.Popen:
     )  # fmt: skip
 
 
-def follow_logs(container: str) -> subprocess.Popen:
+def follow_logs(container: str) -> subprocess.Popen[str]:
     """Its output (stdout and stderr) as it comes, until the container stops."""
     return popen("logs", "--follow", container)
 
 
-def exec_interactive(container: str, *command: str) -> subprocess.Popen:
+def exec_interactive(container: str, *command: str) -> subprocess.Popen[str]:
     """`docker exec -i`: a process in the container, spoken to through its stdin and stdout."""
     return popen("exec", "-i", container, *command, stdin=True)
 
@@ -257,7 +258,7 @@ def run_once(
     cpus: str | None = None,
     memory: str | None = None,
     timeout: float = 120,
-) -> subprocess.CompletedProcess:
+) -> subprocess.CompletedProcess[str]:
     """A container run to its end and removed (`docker run --rm`); its exit code the caller's to judge."""
     flags = [
         *(["--name", name] if name else []),

@@ -4,7 +4,7 @@ Swarm stack alike: compose.py's Compose and swarm.py's Swarm both are a `Lab`.""
 from __future__ import annotations
 
 import subprocess
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from labctl.polling import wait_until
 
@@ -19,7 +19,7 @@ class Lab(Protocol):
     def ids(self, service: str, include_stopped: bool = False) -> list[str]:
         """The service's container ids (on this node)."""
 
-    def inspect(self, service: str) -> list[dict]:
+    def inspect(self, service: str) -> list[dict[str, Any]]:
         """One `docker inspect`-shaped entry per running container of the service."""
 
     def remove(self, *services: str) -> None:
@@ -28,7 +28,7 @@ class Lab(Protocol):
     def start_load(self, services: tuple[str, ...], env: dict[str, str]) -> None:
         """A run's one-off services (the profile `load`) started with its environment."""
 
-    def exec(self, service: str, *cmd: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    def exec(self, service: str, *cmd: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         """A command in the service's (first) container; its exit code is the caller's to read."""
 
     def reload_prometheus(self) -> bool:
@@ -40,7 +40,7 @@ class Lab(Protocol):
     def replicas(self, service: str) -> int:
         """How many replicas of the service run."""
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         """Where a run ran, for its record."""
 
 

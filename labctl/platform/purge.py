@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any, cast
 
+from lab.queues import BROKER_NAMES
 from labctl.errors import LabError, LabNotRunning, ParamError
 from labctl.platform.lab import Lab
 from labctl.platform.orchestrator import orchestrator
-from labctl.queues import BROKER_NAMES
 
 # The load's containers: while one runs, the API takes new tasks.
 LOAD_SERVICES = ("locust-master", "locust-ui")
@@ -35,7 +36,7 @@ def queues_of(worker: str) -> list[str]:
     return [worker]
 
 
-def purge_queue(lab: Lab, queue: str, say: Callable[[str], None]) -> dict:
+def purge_queue(lab: Lab, queue: str, say: Callable[[str], None]) -> dict[str, Any]:
     """One queue purged with its workers stopped; what services/purge.py printed."""
     replicas = lab.replicas(queue)
     say(f"{queue}: stopping its {replicas} worker(s) ...")
@@ -44,14 +45,14 @@ def purge_queue(lab: Lab, queue: str, say: Callable[[str], None]) -> dict:
         proc = lab.exec("api", "python", "-m", "services.purge", queue, timeout=PURGE_TIMEOUT_S)
         if proc.returncode != 0:
             raise LabError(f"purging {queue} failed: {proc.stderr.strip() or proc.stdout.strip()}")
-        return json.loads(proc.stdout.strip().splitlines()[-1])
+        return cast(dict[str, Any], json.loads(proc.stdout.strip().splitlines()[-1]))
     finally:
         if replicas:
             say(f"{queue}: starting {replicas} worker(s) again ...")
             lab.scale(queue, replicas)
 
 
-def purge(worker: str, say: Callable[[str], None]) -> list[dict]:
+def purge(worker: str, say: Callable[[str], None]) -> list[dict[str, Any]]:
     queues = queues_of(worker)
     lab = orchestrator()
     if not lab.ids("api"):

@@ -38,6 +38,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 import yaml
 
@@ -61,7 +62,7 @@ STACK_VERSION = "3.8"
 
 
 # -- The compose side -------------------------------------------------------------------
-def compose_config(env: dict[str, str] | None = None, profiles: tuple[str, ...] = ()) -> dict:
+def compose_config(env: dict[str, str] | None = None, profiles: tuple[str, ...] = ()) -> dict[str, Any]:
     """`docker compose config` as JSON, with the knobs of `env` (default: this
     process's environment; compose adds .env, or COMPOSE_ENV_FILES)."""
     cmd = docker.compose_command()
@@ -70,14 +71,14 @@ def compose_config(env: dict[str, str] | None = None, profiles: tuple[str, ...] 
     proc = docker.run([*cmd, "config", "--format", "json"], env=os.environ if env is None else env, check=False)
     if proc.returncode != 0:
         raise DockerError(f"docker compose config failed:\n{proc.stderr.strip()}")
-    return json.loads(proc.stdout)
+    return cast(dict[str, Any], json.loads(proc.stdout))
 
 
-def load_override(path: Path = OVERRIDE) -> dict:
+def load_override(path: Path = OVERRIDE) -> dict[str, Any]:
     return yaml.safe_load(path.read_text()) or {}
 
 
-def merged(base: dict, over: dict) -> dict:
+def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     """`over` merged into a copy of `base`: mappings key by key, anything else replaced."""
     out = copy.deepcopy(base)
     for key, value in over.items():
@@ -101,10 +102,10 @@ def placement(role: str, node_roles: set[str], here: str | None) -> list[str]:
     return [f"node.labels.lab.role != {apart}" for apart in APART if apart in node_roles and apart != role]
 
 
-def stack_deploy(service: dict, role: str, node_roles: set[str], here: str | None) -> dict:
+def stack_deploy(service: dict[str, Any], role: str, node_roles: set[str], here: str | None) -> dict[str, Any]:
     """deploy: for the stack: compose's replicas and limits, dnsrr, the restart policy, placement."""
     deploy = service.get("deploy") or {}
-    out: dict = {"endpoint_mode": "dnsrr"}
+    out: dict[str, Any] = {"endpoint_mode": "dnsrr"}
     if "replicas" in deploy:
         out["replicas"] = int(deploy["replicas"])
     limits = (deploy.get("resources") or {}).get("limits") or {}
@@ -119,7 +120,7 @@ def stack_deploy(service: dict, role: str, node_roles: set[str], here: str | Non
     return out
 
 
-def published_ports(name: str, service: dict) -> list[dict]:
+def published_ports(name: str, service: dict[str, Any]) -> list[dict[str, Any]]:
     """The x-publish ports in mode host, at the host port compose would publish them on."""
     wanted = service.get("x-publish") or []
     by_target = {int(p["target"]): p for p in service.get("ports") or []}
@@ -131,7 +132,7 @@ def published_ports(name: str, service: dict) -> list[dict]:
     ]
 
 
-def config_files(name: str, service: dict) -> list[tuple[str, Path]]:
+def config_files(name: str, service: dict[str, Any]) -> list[tuple[str, Path]]:
     """(target path in the container, repository file) for each x-configs entry; a
     file of .stack/ is generated first."""
     out = []
@@ -154,7 +155,9 @@ def config_name(path: Path) -> str:
     return f"{path.name}-{digest}"
 
 
-def stack_service(name: str, service: dict, node_roles: set[str], here: str | None) -> tuple[dict, dict]:
+def stack_service(
+    name: str, service: dict[str, Any], node_roles: set[str], here: str | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """One service of the stack file, and the configs it uses (name -> file)."""
     out = {key: service[key] for key in KEPT if service.get(key) is not None}
     role = service.get("x-role", DEFAULT_ROLE)
@@ -179,24 +182,24 @@ def stack_service(name: str, service: dict, node_roles: set[str], here: str | No
 
 
 # -- The stack file -----------------------------------------------------------------------
-def default_services(config: dict) -> list[str]:
+def default_services(config: dict[str, Any]) -> list[str]:
     """What `make up` starts: every service outside a profile."""
     return sorted(name for name, service in config["services"].items() if not service.get("profiles"))
 
 
 def stack_file(
-    config: dict,
-    override: dict,
+    config: dict[str, Any],
+    override: dict[str, Any],
     services: list[str] | None = None,
     node_roles: set[str] | frozenset[str] = frozenset(),
     here: str | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """The stack file (a dict) for `services` of a `docker compose config`."""
     names = services or default_services(config)
     unknown = [n for n in names if n not in config["services"]]
     if unknown:
         raise ParamError(f"no such compose service(s): {unknown} (are their profiles given?)")
-    out: dict = {"version": STACK_VERSION, "services": {}, "configs": {}}
+    out: dict[str, Any] = {"version": STACK_VERSION, "services": {}, "configs": {}}
     for name in names:
         service = merged(config["services"][name], (override.get("services") or {}).get(name) or {})
         out["services"][name], configs = stack_service(name, service, set(node_roles), here)
@@ -212,7 +215,9 @@ def stack_file(
     return out
 
 
-def forwarded_ports(config: dict, override: dict, services: list[str] | None = None) -> list[tuple[str, int, int]]:
+def forwarded_ports(
+    config: dict[str, Any], override: dict[str, Any], services: list[str] | None = None
+) -> list[tuple[str, int, int]]:
     """(service, host port, container port) of what compose publishes and the stack does
     not: make stack-up's port forwarder publishes these on 127.0.0.1 of the manager."""
     out = []
@@ -224,10 +229,10 @@ def forwarded_ports(config: dict, override: dict, services: list[str] | None = N
     return out
 
 
-def prometheus_for_stack(text: str) -> dict:
+def prometheus_for_stack(text: str) -> dict[str, Any]:
     """prometheus/prometheus.yml for the stack: each name looked up as tasks.<name>
     (every replica's address), the job label without the `tasks.` prefix."""
-    config = yaml.safe_load(text)
+    config: dict[str, Any] = yaml.safe_load(text)
     for job in config["scrape_configs"]:
         for sd in job.get("dns_sd_configs", []):
             sd["names"] = [f"tasks.{n}" for n in sd["names"]]
@@ -241,14 +246,14 @@ def prometheus_for_stack(text: str) -> dict:
     return config
 
 
-class _Dumper(yaml.SafeDumper):
+class _Dumper(yaml.SafeDumper):  # type: ignore[misc]  # PyYAML has no type information here: SafeDumper is Any
     """Every value written out in full: no YAML anchors for lists shared in memory."""
 
-    def ignore_aliases(self, data) -> bool:
+    def ignore_aliases(self, data: object) -> bool:
         return True
 
 
-def write_yaml(path: Path, data: dict, header: str) -> None:
+def write_yaml(path: Path, data: dict[str, Any], header: str) -> None:
     """Written whole, then renamed into place: another process writing or reading the
     same file at once (two test workers, a test beside `make stack-up`) never sees it
     empty or half written, which would also name its Swarm config after the wrong hash."""
@@ -281,7 +286,7 @@ GENERATED = {BUILD_DIR / "prometheus.yml": write_prometheus_config}
 @dataclass
 class Rendered:
     path: Path  # the stack file
-    stack: dict  # its content
+    stack: dict[str, Any]  # its content
     forwards: list[tuple[str, int, int]]  # forwarded_ports()
 
 

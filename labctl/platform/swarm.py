@@ -9,6 +9,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 from labctl.config import setting
 from labctl.errors import SwarmError
@@ -29,7 +30,7 @@ HOSTNAME_CONSTRAINT = "node.hostname != "
 ENDED = ("failed", "rejected")
 
 
-def docker(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+def docker(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return cli.docker(*args, check=check, timeout=timeout)
 
 
@@ -64,7 +65,7 @@ class Swarm:
         return f"{self.stack}_{service}"
 
     # -- the cluster ------------------------------------------------------------------------
-    def nodes(self) -> list[dict]:
+    def nodes(self) -> list[dict[str, Any]]:
         ids = docker("node", "ls", "-q").stdout.split()
         return json.loads(docker("node", "inspect", *ids).stdout) if ids else []
 
@@ -95,13 +96,13 @@ class Swarm:
         prefix = f"{self.stack}_"
         return sorted(n[len(prefix) :] for n in proc.stdout.split() if n.startswith(prefix))
 
-    def tasks(self, service: str) -> list[dict]:
+    def tasks(self, service: str) -> list[dict[str, Any]]:
         """Every task of a service Swarm still keeps (running, and the last failed ones);
         a task pruned between the listing and its inspection is left out."""
         ids = docker("service", "ps", "-q", "--no-trunc", self.name(service), check=False, timeout=60).stdout.split()
         return cli.inspect_present(*ids)
 
-    def running(self, service: str) -> list[dict]:
+    def running(self, service: str) -> list[dict[str, Any]]:
         return [t for t in self.tasks(service) if t["Status"]["State"] == "running" and t["DesiredState"] == "running"]
 
     # -- what a load run asks ---------------------------------------------------------------
@@ -137,7 +138,7 @@ class Swarm:
         label = f"label=com.docker.swarm.service.name={self.name(service)}"
         return docker("ps", "-q", *(["--all"] if include_stopped else []), "--filter", label).stdout.split()
 
-    def inspect(self, service: str) -> list[dict]:
+    def inspect(self, service: str) -> list[dict[str, Any]]:
         """One `docker inspect`-shaped entry per running task (task_containers)."""
         return task_containers(self.name(service), self.tasks(service))
 
@@ -170,7 +171,7 @@ class Swarm:
         if not wait_until(lambda: all(self.ids(s, include_stopped=True) for s in local), timeout_s=TASK_WAIT_S):
             raise SwarmError(f"{local} did not start within {TASK_WAIT_S} s: docker service ps {self.name(local[0])}")
 
-    def exec(self, service: str, *cmd: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    def exec(self, service: str, *cmd: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         ids = self.ids(service)
         if not ids:
             return subprocess.CompletedProcess(cmd, 1, "", f"{service}: no running container on this node")
@@ -237,7 +238,7 @@ class Swarm:
         )  # fmt: skip
         wait_converged(self, {service: replicas}, timeout=UP_TIMEOUT_S, since=since, replaced=True)
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         nodes = [n for n in self.nodes() if n["Status"]["State"] == "ready"]
         return {
             "orchestrator": "swarm",
@@ -248,7 +249,7 @@ class Swarm:
         }
 
 
-def task_containers(name: str, tasks: list[dict]) -> list[dict]:
+def task_containers(name: str, tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A service's running tasks as `docker inspect` would show their containers, from
     each task's spec (the node that runs it may be another): limits, environment,
     restarts. Swarm replaces a failed task by a new one in the same slot: those are
@@ -272,7 +273,7 @@ def task_containers(name: str, tasks: list[dict]) -> list[dict]:
     return sorted(out, key=lambda c: c["Name"])
 
 
-def forwards_of(cmd: list[str], bindings: dict) -> dict[tuple[str, int], str]:
+def forwards_of(cmd: list[str], bindings: dict[str, Any]) -> dict[tuple[str, int], str]:
     """The port forwarder's `python -m services.port_forward LISTEN=SERVICE:PORT ...` and
     its port bindings as (service, container port) -> address:port."""
     out = {}
@@ -314,17 +315,19 @@ def unix_time(text: str | None) -> float:
         return 0.0
 
 
-def stamp(task: dict) -> float:
+def stamp(task: dict[str, Any]) -> float:
     """When the task's state last changed (its Status.Timestamp)."""
     return unix_time((task.get("Status") or {}).get("Timestamp"))
 
 
-def created(task: dict) -> float:
+def created(task: dict[str, Any]) -> float:
     """When the Swarm made the task (a replacement is a new task)."""
     return unix_time(task.get("CreatedAt"))
 
 
-def service_state(tasks: list[dict], want: int, since: float, replaced: bool = False) -> tuple[str | None, list[str]]:
+def service_state(
+    tasks: list[dict[str, Any]], want: int, since: float, replaced: bool = False
+) -> tuple[str | None, list[str]]:
     """(`running/wanted` while a service is not at its replicas or a task of it is still
     shutting down, else None; the distinct errors of its tasks that failed or were
     rejected since `since`, newest first). `replaced`: only tasks made since `since`

@@ -44,7 +44,7 @@ class BenchRecord(Record):
     rows: list[dict[str, Any]] = []
 
 
-def _ratio(lab, bare) -> float | None:
+def _ratio(lab: float | None, bare: float | None) -> float | None:
     """lab / bare to two places, rounded down: the ✗ is judged on the figure
     shown, and 0.899 must not show as a 0.9 that meets the budget."""
     return math.floor(lab / bare * 100 + 1e-9) / 100 if lab and bare else None
@@ -93,7 +93,9 @@ class BudgetRatio:
         }
 
 
-def judged(pairs: Iterable[tuple[float | None, float | None]], num=None, den=None) -> BudgetRatio:
+def judged(
+    pairs: Iterable[tuple[float | None, float | None]], num: float | None = None, den: float | None = None
+) -> BudgetRatio:
     """num/den over `pairs` of (num, den) figures; with none, num / den as they are, without an interval."""
     r = stats.paired_ratio(pairs)
     if r.value is None:
@@ -101,12 +103,12 @@ def judged(pairs: Iterable[tuple[float | None, float | None]], num=None, den=Non
     return BudgetRatio(shown(r.value), shown(r.low), shown(r.high), r.n_a, r.straddles(BUDGET_RATIO))
 
 
-def _paired(a: list | None, b: list | None) -> list[tuple[Any, Any]]:
+def _paired(a: list[Any] | None, b: list[Any] | None) -> list[tuple[Any, Any]]:
     """Two sides' per-pair figures side by side; none when they do not pair up one to one."""
     return list(zip(a, b)) if a and b and len(a) == len(b) else []
 
 
-def window_rates(drain: dict) -> list[float | None]:
+def window_rates(drain: dict[str, Any]) -> list[float | None]:
     """A drain's rate in each window: its tasks over its seconds (the record's
     `rate_rounds` are these, rounded; a record without its windows has only those)."""
     if windows := drain.get("windows"):
@@ -114,7 +116,7 @@ def window_rates(drain: dict) -> list[float | None]:
     return list(drain.get("rate_rounds") or [])
 
 
-def window_cpu_per_task(drain: dict) -> list[float | None]:
+def window_cpu_per_task(drain: dict[str, Any]) -> list[float | None]:
     """A drain's CPU seconds a task in each window (none where its CPU was not read)."""
     return [
         w["cpu_s"] / w["tasks"] if w.get("cpu_s") is not None and w.get("tasks") else None
@@ -122,24 +124,24 @@ def window_cpu_per_task(drain: dict) -> list[float | None]:
     ]
 
 
-def rps_ratio(bare: dict, lab: dict) -> BudgetRatio:
+def rps_ratio(bare: dict[str, Any], lab: dict[str, Any]) -> BudgetRatio:
     """The lab's RPS over the bare app's: round i of one against round i of the other, driven together."""
     return judged(_paired(lab.get("rps_rounds"), bare.get("rps_rounds")), lab.get("rps"), bare.get("rps"))
 
 
-def drain_ratio(b: dict, l: dict) -> BudgetRatio:
+def drain_ratio(b: dict[str, Any], l: dict[str, Any]) -> BudgetRatio:
     """The lab's drain rate over the bare worker's, window pair by window pair."""
     return judged(_paired(window_rates(l), window_rates(b)), l.get("rate"), b.get("rate"))
 
 
-def drain_cpu_ratio(b: dict, l: dict) -> BudgetRatio:
+def drain_cpu_ratio(b: dict[str, Any], l: dict[str, Any]) -> BudgetRatio:
     """The bare worker's CPU a task over the lab's (the ratio two CPU-bound workers would
     show), window pair by window pair."""
     pairs = _paired(window_cpu_per_task(b), window_cpu_per_task(l))
     return judged(pairs, b.get("cpu_us_per_task"), l.get("cpu_us_per_task"))
 
 
-def row_ratios(row: dict) -> dict[str, BudgetRatio]:
+def row_ratios(row: dict[str, Any]) -> dict[str, BudgetRatio]:
     """Every ratio of a queue's row: "rps", and per drain ("drain", and "drain_fast"
     for arq at a fast poll) its rate's and its CPU's ("drain_cpu", "drain_cpu_fast")."""
     out = {"rps": rps_ratio(row.get("bare") or {}, row.get("lab") or {})}
@@ -151,7 +153,7 @@ def row_ratios(row: dict) -> dict[str, BudgetRatio]:
     return out
 
 
-def ratios(record: dict) -> list[dict]:
+def ratios(record: dict[str, Any]) -> list[dict[str, Any]]:
     """Each queue's figures of a bench in a few fields (`make results`, `make
     compare`): the lab's RPS and drain rate against the bare app's (lab ÷ bare,
     the median over the pairs, rounded down as in the table; with its interval, n

@@ -42,7 +42,7 @@ class ChaosSection(Record):
     errors: list[str] = []
 
 
-def chaos_totals(ledger: Mapping, injected_at: float | None) -> dict[str, Any]:
+def chaos_totals(ledger: Mapping[str, Any], injected_at: float | None) -> dict[str, Any]:
     """The ledger's part of a chaos run's section."""
     totals = ledger.get("totals", {})
     last = ledger.get("last_settled_at")

@@ -12,8 +12,8 @@ and `lab_rows` (the lab's own path over the author's, per job shape).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, cast
 
 from pydantic import BaseModel, Field
 
@@ -91,16 +91,16 @@ def row_keys(runs: Iterable[ClaimsRun]) -> list[tuple[str, str, str, str]]:
 
 def published_figure(bench: str, queue: str, figure: str, column: str = "") -> float | None:
     """The author's figure for this row: for streaq's tables, the column's seconds stand for the timed figure."""
-    row = BENCHES[bench]["published"].get(queue, {})
+    row: dict[str, float] = BENCHES[bench]["published"].get(queue, {})
     if column and figure in ("spawn_done_s", "first_last_s"):
         return row.get(column)
     if bench == "streaq_sleep" and column and figure == "efficiency" and row.get(column):
         workers = int(column[1:])
-        return round(BENCHES[bench]["n"] / (workers * 32) / row[column], 3)
+        return round(cast(int, BENCHES[bench]["n"]) / (workers * 32) / row[column], 3)
     return row.get(figure)
 
 
-def rows(record: ClaimsRecord) -> list[dict]:
+def rows(record: ClaimsRecord) -> list[dict[str, Any]]:
     """Each configuration's figures: published, and here the median of its ok runs with its 95 % interval and n."""
     out = []
     for bench, setup, column, queue in row_keys(record.runs):
@@ -139,7 +139,7 @@ def claim_ratio(runs: list[ClaimsRun], claim: Claim, setup: str) -> Ratio:
         est = estimate(num)
         if est.median is None or not published:
             return Ratio(None, None, None, est.n, 0)
-        per = lambda x: None if x is None else x / published  # noqa: E731
+        per: Callable[[float | None], float | None] = lambda x: None if x is None else x / published  # noqa: E731
         return Ratio(per(est.median), per(est.low), per(est.high), est.n, 0)
     return ratio(num, values(select(runs, claim.bench, claim.den, setup, claim.column), claim.figure))
 
@@ -201,7 +201,7 @@ def is_quick(record: ClaimsRecord) -> bool:
     return bool(record.params.get("quick"))
 
 
-def verdicts(record: ClaimsRecord) -> list[dict]:
+def verdicts(record: ClaimsRecord) -> list[dict[str, Any]]:
     """Each claim in each setup that ran: its ratio with its interval, the rule's verdict
     (claims_rules.py), the scale of the runs it rests on, and what the ratio rests on."""
     out = []
@@ -240,7 +240,7 @@ def verdicts(record: ClaimsRecord) -> list[dict]:
     return out
 
 
-def lab_rows(record: ClaimsRecord) -> list[dict]:
+def lab_rows(record: ClaimsRecord) -> list[dict[str, Any]]:
     """The lab's own path beside the bare one, per job shape and queue: the lab's first -> last
     task (its ledger) over the author's path's figure for the same job, lab / bare (above 1: the lab slower)."""
     out = []

@@ -17,6 +17,7 @@ and the rule that decides it (records/claims.py, `decide`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 SAQ = "tobymao/saq"
 STREAQ = "tastyware/streaq"
@@ -31,7 +32,7 @@ STREAQ_SLEEP_WORKERS = (10, 20, 40)
 STREAQ_SLEEP_ROUNDS = 5  # N = rounds x workers x 32: the ideal time is rounds x 1 s
 STREAQ_CONCURRENCY = 32
 
-BENCHES: dict[str, dict] = {
+BENCHES: dict[str, dict[str, Any]] = {
     "saq_simple": {
         "title": "SAQ benchmarks/simple.py",
         "source": {"repo": SAQ, "commit": "b40e3af", "files": ["benchmarks/simple.py", "benchmarks/funcs.py"],

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from pydantic import Field, model_validator
 
@@ -114,11 +114,11 @@ class ArticleRecord(Record):
     report: str | None = None
 
 
-def ratios_to(summary: Mapping[str, Mapping], reference: str, key: str = "rps") -> dict[str, float | None]:
+def ratios_to(summary: Mapping[str, Mapping[str, Any]], reference: str, key: str = "rps") -> dict[str, float | None]:
     """Each queue's figure over the reference queue's (a published row's figures): the ratios
     between queues, which should carry from one machine to another where the figures do not."""
 
-    def value(fields: Mapping | None) -> float | None:
+    def value(fields: Mapping[str, Any] | None) -> float | None:
         figure = (fields or {}).get(key)
         return figure.get("median") if isinstance(figure, Mapping) else figure
 
@@ -126,7 +126,7 @@ def ratios_to(summary: Mapping[str, Mapping], reference: str, key: str = "rps") 
     return {q: round(v / ref, 2) if (v := value(f)) is not None and ref else None for q, f in summary.items()}
 
 
-def run_ratios_to(runs: Iterable[Mapping], reference: str, key: str = "rps") -> dict[str, stats.Ratio]:
+def run_ratios_to(runs: Iterable[Mapping[str, Any]], reference: str, key: str = "rps") -> dict[str, stats.Ratio]:
     """Each queue's figure over the reference queue's, from their runs: the ratio of the
     medians with its interval (stats.ratio)."""
     by_queue = values_by_queue(runs, key)
@@ -139,16 +139,16 @@ def _per(amount: float | None, count: int | None, scale: float = 1000.0) -> floa
     return round(amount * scale / count, 3) if amount is not None and count else None
 
 
-def _mb(n) -> float | None:
+def _mb(n: float | None) -> float | None:
     return round(n / MiB, 1) if n else None
 
 
-def _timeline(record: Mapping) -> list[dict]:
+def _timeline(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     timeline = record.get("timeline") or {}
     return [dict(zip(timeline.get("fields") or [], row)) for row in timeline.get("rows") or []]
 
 
-def steady_window(record: Mapping, warmup_s: float | None) -> tuple[float, float] | None:
+def steady_window(record: Mapping[str, Any], warmup_s: float | None) -> tuple[float, float] | None:
     """The part of the load a run's RPS is read over: from `warmup_s` after its first
     request to a second before its last; the whole load without `warmup_s`."""
     start, end = record.get("load_started_at"), record.get("load_ended_at")
@@ -157,7 +157,7 @@ def steady_window(record: Mapping, warmup_s: float | None) -> tuple[float, float
     return (start + warmup_s, end - 1) if warmup_s is not None else (start, end)
 
 
-def steady_rps(record: Mapping, warmup_s: float) -> float | None:
+def steady_rps(record: Mapping[str, Any], warmup_s: float) -> float | None:
     """Requests per second over the steady part of the load (steady_window). Read from the
     API's enqueue counter as Prometheus scraped it every 2 s (`enqueued_scrapes`; every
     request of a queue run enqueues one task), else from the run's ledger timeline
@@ -171,7 +171,7 @@ def steady_rps(record: Mapping, warmup_s: float) -> float | None:
     return counter_rate([[r["at"], r["enqueued"]] for r in _timeline(record)], *window)
 
 
-def machine_speed(record: Mapping, warmup_s: float | None) -> float | None:
+def machine_speed(record: Mapping[str, Any], warmup_s: float | None) -> float | None:
     """The machine's speed (units of the probe's work a second) over the part of the load
     the run's RPS is read over (steady_window)."""
     window = steady_window(record, warmup_s)
@@ -179,7 +179,7 @@ def machine_speed(record: Mapping, warmup_s: float | None) -> float | None:
     return MachineSpeed.model_validate(speed).units_per_s(*window) if speed and window else None
 
 
-def completed_by(record: Mapping, at: float) -> int | None:
+def completed_by(record: Mapping[str, Any], at: float) -> int | None:
     """Tasks the run had completed by `at`, from its ledger timeline (its last row before)."""
     before = [r for r in _timeline(record) if r["at"] <= at]
     return int(before[-1]["completed"]) if before else None
@@ -190,7 +190,7 @@ def tasks_per_s(enqueued: int | None, all_done_s: float | None) -> float | None:
     return round(enqueued / all_done_s, 2) if enqueued and all_done_s else None
 
 
-def projected_all_done(record: Mapping) -> float | None:
+def projected_all_done(record: Mapping[str, Any]) -> float | None:
     """For a run whose wait for its tasks ended with a backlog: from its first enqueue, the
     time its queue would have taken to run every task at the rate seen while watched."""
     tasks = record.get("tasks") or {}
@@ -198,17 +198,17 @@ def projected_all_done(record: Mapping) -> float | None:
     first, ended, rate = tasks.get("first_enqueued_at"), watch.get("watch_ended_at"), watch.get("rate_per_s")
     if not (first and ended and rate):
         return None
-    return round(ended - first + watch.get("backlog", 0) / rate, 1)
+    return round(cast(float, ended - first + watch.get("backlog", 0) / rate), 1)
 
 
 def run_row(
-    record: Mapping,
+    record: Mapping[str, Any],
     queue: str,
     rep: int,
     cpu_s: Mapping[str, float | None],
     warmup_s: float | None = None,
     window_end: float | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """One load run of a comparison in the report's fields, from its record
     (records/run.py) and the CPU seconds its worker and the API used between the
     load's start and `window_end` (`cpu_s`): the last settled task, or the end of the
@@ -256,17 +256,19 @@ def run_row(
     }
 
 
-def values_by_queue(rows: Iterable[Mapping], key: str, queues: Iterable[str] | None = None) -> dict[str, list]:
+def values_by_queue(
+    rows: Iterable[Mapping[str, Any]], key: str, queues: Iterable[str] | None = None
+) -> dict[str, list[Any]]:
     """Each queue's figures for `key`, one per run, in the order they ran."""
     rows = list(rows)
     names = list(queues) if queues is not None else list(dict.fromkeys(r["queue"] for r in rows))
     return {q: [r.get(key) for r in rows if r["queue"] == q] for q in names}
 
 
-def summarise(rows: Iterable[Mapping], queues: Iterable[str]) -> dict[str, dict[str, dict | None]]:
+def summarise(rows: Iterable[Mapping[str, Any]], queues: Iterable[str]) -> dict[str, dict[str, dict[str, Any] | None]]:
     """Per queue and field, the median of that queue's runs with its interval and n (stats.estimate)."""
     rows = list(rows)
-    out: dict[str, dict[str, dict | None]] = {}
+    out: dict[str, dict[str, dict[str, Any] | None]] = {}
     for q in queues:
         own = [r for r in rows if r["queue"] == q]
         if not own:
@@ -278,7 +280,7 @@ def summarise(rows: Iterable[Mapping], queues: Iterable[str]) -> dict[str, dict[
     return out
 
 
-def ranking(rows: Iterable[Mapping], queues: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+def ranking(rows: Iterable[Mapping[str, Any]], queues: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
     """The queues ranked by each of RANKED: 1 + the number of queues shown higher (the
     interval of their ratio above 1, stats.ranking); queues no run tells apart share a rank."""
     rows = list(rows)
@@ -292,7 +294,7 @@ def ranking(rows: Iterable[Mapping], queues: Iterable[str]) -> dict[str, list[di
     }
 
 
-def off_speed(rows: Iterable[Mapping], pct: float = SPEED_OFF_PCT) -> list[str]:
+def off_speed(rows: Iterable[Mapping[str, Any]], pct: float = SPEED_OFF_PCT) -> list[str]:
     """The runs whose machine speed was further than `pct` % from the median of every run's:
     they ran on a machine slower or faster than the comparison's others."""
     rows = [r for r in rows if r.get("machine_speed")]

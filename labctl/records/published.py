@@ -22,6 +22,7 @@ from __future__ import annotations
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -59,7 +60,7 @@ class Row(_Strict):
     errors_pct: Figure | None = None
     note: str | None = None
 
-    def as_row(self) -> dict:
+    def as_row(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=False, exclude={"note"}) | ({"note": self.note} if self.note else {})
 
 
@@ -86,19 +87,21 @@ ENDPOINT, USERS, ITERATIONS = ARTICLE.load.endpoint, ARTICLE.load.users, ARTICLE
 SETTINGS = tuple(ARTICLE.results)
 QUEUES = tuple(ARTICLE.load.queues)
 CONCURRENCY = dict(ARTICLE.load.concurrency)
-RESULTS: dict[str, dict[str, dict]] = {
+RESULTS: dict[str, dict[str, dict[str, Any]]] = {
     setting: {queue: row.as_row() for queue, row in rows.items()} for setting, rows in ARTICLE.results.items()
 }
 BACKGROUND_SETTING = ARTICLE.background.setting
-BACKGROUND: dict[str, dict] = {
+BACKGROUND: dict[str, dict[str, Any]] = {
     endpoint: row.model_dump(exclude={"note"}) for endpoint, row in ARTICLE.background.rows.items()
 }
 
 
-def rows_for(setting: str, endpoint: str, users: int, results: Mapping = RESULTS) -> dict[str, dict]:
+def rows_for(
+    setting: str, endpoint: str, users: int, results: Mapping[str, Any] = RESULTS
+) -> dict[str, dict[str, Any]]:
     """Every published row at a setting for an endpoint and user count: the enqueue table's
     queues, and `background` from the BackgroundTasks table where it has that endpoint and users."""
-    rows: dict[str, dict] = {}
+    rows: dict[str, dict[str, Any]] = {}
     background = BACKGROUND.get(endpoint)
     if setting == BACKGROUND_SETTING and background and background["users"] == users:
         rows["background"] = {k: background[k] for k in FIELDS}
@@ -107,7 +110,7 @@ def rows_for(setting: str, endpoint: str, users: int, results: Mapping = RESULTS
     return rows
 
 
-def beside(setting: str, endpoint: str, users: int, results: Mapping = RESULTS) -> dict | None:
+def beside(setting: str, endpoint: str, users: int, results: Mapping[str, Any] = RESULTS) -> dict[str, Any] | None:
     """The article's rows for a comparison's setting (its workers' and API's
     limit text, endpoint and users), or None when the article has none for it."""
     rows = rows_for(setting, endpoint, users, results)

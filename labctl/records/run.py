@@ -13,7 +13,7 @@ import statistics
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from pydantic import Field
 
@@ -154,7 +154,7 @@ class RunRecord(Record):
         """Some of the run's tasks are not coming: the wait for them stalled or timed out."""
         return bool(self.tasks and not self.tasks.settled and not self.is_draining())
 
-    def emptied(self, ledger: Mapping, by: str) -> None:
+    def emptied(self, ledger: Mapping[str, Any], by: str) -> None:
         """The run's backlog was run by another worker (`by`) once its watch had measured
         the queue's own drain: the counts from the ledger, whole and exact, with no time
         to execute all tasks (it would be that worker's); the watch's rate and projection stay."""
@@ -165,7 +165,7 @@ class RunRecord(Record):
         self.tasks.draining, self.tasks.emptied_by = watch, by
         self.warnings = [w for w in self.warnings if not w.startswith("still draining")]
 
-    def settle_later(self, ledger: Mapping) -> bool:
+    def settle_later(self, ledger: Mapping[str, Any]) -> bool:
         """Fill in a draining run's task figures from its ledger once nothing is
         pending (`make results` asks); True when the record changed."""
         if not self.is_draining() or not ledger.get("totals") or backlog_of(ledger) > 0:
@@ -196,24 +196,24 @@ class RunInputs:
       and the event-loop scenarios): the record's worker memory and throttling are theirs.
     """
 
-    params: Mapping
-    locust: Mapping
-    ledger: Mapping | None
+    params: Mapping[str, Any]
+    locust: Mapping[str, Any]
+    ledger: Mapping[str, Any] | None
     settled: bool
-    limits: Mapping
-    knobs: Mapping
-    resources: Mapping | None
-    probe: Mapping | None
+    limits: Mapping[str, Any]
+    knobs: Mapping[str, Any]
+    resources: Mapping[str, Any] | None
+    probe: Mapping[str, Any] | None
     locust_workers: int
     subjects: Iterable[str]
-    draining: Mapping | None = None
+    draining: Mapping[str, Any] | None = None
     notes: Iterable[str] = ()
-    restarts: Mapping[str, Mapping] | None = None
+    restarts: Mapping[str, Mapping[str, Any]] | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # platform, window_end, locust_report
 
 
 # -- The generator's own CPU ------------------------------------------------------------
-def generator_check(processes: Iterable[Mapping]) -> dict:
+def generator_check(processes: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Each Locust process's CPU over the run (cores), and whether any was busy
     enough that the load generator, not the lab, set the pace."""
     rows, busy = [], []
@@ -245,18 +245,18 @@ def _round(x: Any, digits: int = 2) -> Any:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(x, digits)
 
 
-def backlog_of(led: Mapping | None) -> int:
+def backlog_of(led: Mapping[str, Any] | None) -> int:
     """Tasks pending, counted queue by queue and endpoint by endpoint: a cell
     with more settled than enqueued (pending < 0) must not hide another's
     backlog in the totals."""
     cells = [c for endpoints in (led or {}).get("queues", {}).values() for c in endpoints.values()]
     if not cells:
-        return max(0, (led or {}).get("totals", {}).get("pending", 0))
+        return max(0, cast(int, (led or {}).get("totals", {}).get("pending", 0)))
     return sum(max(0, c.get("pending", 0)) for c in cells)
 
 
 def task_figures(
-    ledger: Mapping, load_ended_at: float | None, settled: bool, draining: Mapping | None = None
+    ledger: Mapping[str, Any], load_ended_at: float | None, settled: bool, draining: Mapping[str, Any] | None = None
 ) -> TaskFigures:
     """The ledger part of a queue run: counts, time to execute all tasks (first
     enqueue to last completion) and the drain after the load stopped. `draining`:
@@ -295,7 +295,7 @@ def task_figures(
 
 
 # -- Warnings ------------------------------------------------------------------------------
-def _run_warnings(inputs: RunInputs, generator: Mapping, requests: int) -> list[str]:
+def _run_warnings(inputs: RunInputs, generator: Mapping[str, Any], requests: int) -> list[str]:
     """The warnings about the load itself: the caller's notes, the generator, restarts, the count."""
     warnings = list(inputs.notes)
     if generator["warning"]:
@@ -340,7 +340,7 @@ def _task_warnings(tasks: TaskFigures | None, inputs: RunInputs, accepted: int |
 
 
 # -- The record -------------------------------------------------------------------------------
-def _subject_fields(subjects: list[str], resources: Mapping | None) -> dict:
+def _subject_fields(subjects: list[str], resources: Mapping[str, Any] | None) -> dict[str, Any]:
     """The subjects, every service's resources, and the subjects' worst memory peak and throttling."""
     res = resources or {}
     peaks = [res[s]["peak_memory_bytes"] for s in subjects if res.get(s, {}).get("peak_memory_bytes") is not None]
@@ -357,7 +357,7 @@ def _subject_fields(subjects: list[str], resources: Mapping | None) -> dict:
     }
 
 
-def _params_fields(params: Mapping, locust: Mapping, start: float | None) -> dict:
+def _params_fields(params: Mapping[str, Any], locust: Mapping[str, Any], start: float | None) -> dict[str, Any]:
     """What the run asked for, and when its load started."""
     return {
         "schema": SCHEMA,
@@ -373,7 +373,7 @@ def _params_fields(params: Mapping, locust: Mapping, start: float | None) -> dic
     }
 
 
-def _load_fields(locust: Mapping, duration: float | None) -> dict:
+def _load_fields(locust: Mapping[str, Any], duration: float | None) -> dict[str, Any]:
     """The master's counts and latencies, and the rate over the load's duration."""
     requests, failures = locust.get("requests", 0), locust.get("failures", 0)
     return {

@@ -72,18 +72,18 @@ class CountFigures:
         }
 
 
-def _data(record: ScaleRecord | dict) -> dict:
+def _data(record: ScaleRecord | dict[str, Any]) -> dict[str, Any]:
     return record.as_json() if isinstance(record, ScaleRecord) else record
 
 
-def counts_of(record: ScaleRecord | dict) -> list[int]:
+def counts_of(record: ScaleRecord | dict[str, Any]) -> list[int]:
     """The counts as given; an older record's, in the order its rows ran."""
     data = _data(record)
     axis = data.get("axis") or "replicas"
     return list(data.get("counts") or dict.fromkeys(row[axis] for row in data.get("rows", [])))
 
 
-def count_figures(record: ScaleRecord | dict) -> list[CountFigures]:
+def count_figures(record: ScaleRecord | dict[str, Any]) -> list[CountFigures]:
     """Each count's figures over its runs, in the order the counts were given. The
     speed-up is Welch's interval of the ratio (stats.ratio): the runs of two counts are
     independent, taken at different moments in a random order."""

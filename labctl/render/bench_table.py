@@ -6,6 +6,7 @@ is its median over the pairs, its interval and n (labctl/records/bench.py,
 from __future__ import annotations
 
 import statistics
+from typing import Any
 
 from labctl.platform.containers import limit_text
 from labctl.records.bench import (
@@ -33,7 +34,7 @@ LEGEND = (
 )
 
 
-def _data(record: BenchRecord | dict) -> dict:
+def _data(record: BenchRecord | dict[str, Any]) -> dict[str, Any]:
     return record.as_json() if isinstance(record, BenchRecord) else record
 
 
@@ -48,7 +49,7 @@ def ratio_cell(r: BudgetRatio, judge: bool = True) -> str:
     return text + (" unsure" if r.unsure and judge else "")
 
 
-def pair_ratios(bare_rates: list, lab_rates: list) -> list[float]:
+def pair_ratios(bare_rates: list[float | None], lab_rates: list[float | None]) -> list[float]:
     return [lab / bare for bare, lab in zip(bare_rates, lab_rates) if bare and lab is not None]
 
 
@@ -60,7 +61,7 @@ def spread(ratios: list[float]) -> str:
 
 
 # -- The table -----------------------------------------------------------------------------
-def _by_round(what: str, bare_rounds, lab_rounds) -> list[str]:
+def _by_round(what: str, bare_rounds: list[float | None] | None, lab_rounds: list[float | None] | None) -> list[str]:
     """Each round's lab / bare ratio (round i of one side ran next to round i of
     the other). Driven together, one round's RPS ratio moves little about its
     mean (docs/results/2026-11-28-figures-out-of-comments.md), so rounds spread much wider say the machine was not
@@ -71,7 +72,7 @@ def _by_round(what: str, bare_rounds, lab_rounds) -> list[str]:
     return [f"{what} ratio by round {', '.join('-' if r is None else f'{r:g}' for r in ratios)}"]
 
 
-def _drain_pairs(bare_rounds, lab_rounds) -> list[str]:
+def _drain_pairs(bare_rounds: list[float | None], lab_rounds: list[float | None]) -> list[str]:
     """Drains in windows taken in turns (experiments/bench/paired_windows.py): the median and
     range of the pairs' ratios; records of two rounds list each round's."""
     if bare_rounds and lab_rounds and len(bare_rounds) == len(lab_rounds) > 4:
@@ -85,7 +86,7 @@ def _drain_pairs(bare_rounds, lab_rounds) -> list[str]:
 CPU_BOUND_SHARE = 0.8
 
 
-def _idle_windows(drain: dict, cpus) -> int:
+def _idle_windows(drain: dict[str, Any], cpus: float | None) -> int:
     """How many of a side's windows its worker spent partly idle (see CPU_BOUND_SHARE)."""
     if not cpus:
         return 0
@@ -96,7 +97,7 @@ def _idle_windows(drain: dict, cpus) -> int:
     )
 
 
-def _not_cpu_bound(bare: dict, lab: dict, cpus) -> list[str]:
+def _not_cpu_bound(bare: dict[str, Any], lab: dict[str, Any], cpus: float | None) -> list[str]:
     """A note for a drain whose windows were not all CPU-bound. arq at
     a fast poll under a small CPU quota runs at one of two rates: flat out, or,
     sleeping between polls with its few jobs done, at a fraction of it and of
@@ -110,7 +111,7 @@ def _not_cpu_bound(bare: dict, lab: dict, cpus) -> list[str]:
     return [f"windows not CPU-bound (under {CPU_BOUND_SHARE:.0%} of the quota): {', '.join(idle)}"] if idle else []
 
 
-def _drain_cell(b: dict, l: dict, cpus) -> str:
+def _drain_cell(b: dict[str, Any], l: dict[str, Any], cpus: float | None) -> str:
     """The drain ratio, judged. A rate under budget from
     workers whose windows were not all CPU-bound is judged again on the CPU
     each side spent per task (bare ÷ lab: the ratio two CPU-bound workers
@@ -127,11 +128,11 @@ def _drain_cell(b: dict, l: dict, cpus) -> str:
     return f"{ratio_cell(rate, judge=False)} (CPU {ratio_cell(cpu)})"
 
 
-def _or_dash(value) -> str:
+def _or_dash(value: float | None) -> str:
     return "-" if value is None else f"{value:g}"
 
 
-def _mark(value, ok) -> str:
+def _mark(value: float | None, ok: bool) -> str:
     return _or_dash(value) + ("" if ok or value is None else " ✗")
 
 
@@ -167,12 +168,12 @@ TEXT = {
 }
 
 
-def table(records: list[BenchRecord | dict]) -> str:
+def table(records: list[BenchRecord | dict[str, Any]]) -> str:
     cells = (cells for record in records for cells in rows_cells(_data(record)))
     return markdown_table(HEADER, cells, TEXT) + "\n\n" + LEGEND
 
 
-def _row_notes(bare: dict, lab: dict) -> list[str]:
+def _row_notes(bare: dict[str, Any], lab: dict[str, Any]) -> list[str]:
     """What the notes column says of a queue's load, bare and lab: generator, errors, publishing, rounds."""
     notes = []
     if bare.get("generator_bound") or lab.get("generator_bound"):
@@ -191,7 +192,7 @@ def _row_notes(bare: dict, lab: dict) -> list[str]:
     return notes
 
 
-def _load_cells(bare: dict, lab: dict) -> tuple[str, ...]:
+def _load_cells(bare: dict[str, Any], lab: dict[str, Any]) -> tuple[str, ...]:
     """The load's cells, bare beside lab: RPS and its ratio, API CPU per request, latency, API memory."""
     lab_peak = lab.get("api_peak_mb")
     return (
@@ -206,7 +207,9 @@ def _load_cells(bare: dict, lab: dict) -> tuple[str, ...]:
     )
 
 
-def _row_line(record: dict, row: dict, suffix: str, label: str, extra_notes: list[str]) -> list[str]:
+def _row_line(
+    record: dict[str, Any], row: dict[str, Any], suffix: str, label: str, extra_notes: list[str]
+) -> list[str]:
     """One table row: a labelled row (the fast drain) has the drain's cells only."""
     q, bare, lab = row["queue"], row.get("bare") or {}, row.get("lab") or {}
     api = limit_text(record.get("api_limits"))
@@ -228,7 +231,7 @@ def _row_line(record: dict, row: dict, suffix: str, label: str, extra_notes: lis
     return [str(x) for x in cells]
 
 
-def rows_cells(record: dict) -> list[list[str]]:
+def rows_cells(record: dict[str, Any]) -> list[list[str]]:
     """The cells of each row: one per queue, and arq's again at a fast poll."""
     lines = []
     for row in record["rows"]:
@@ -240,7 +243,7 @@ def rows_cells(record: dict) -> list[list[str]]:
     return lines
 
 
-def short_table(record: BenchRecord | dict) -> str:
+def short_table(record: BenchRecord | dict[str, Any]) -> str:
     """One bench as `make results` shows it by default: its ratios, judged as in the full table."""
     cells = [
         [

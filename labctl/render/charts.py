@@ -48,7 +48,7 @@ def svg_with_line_data(text: str, lines: Mapping[str, Mapping[str, object]]) -> 
     """Each line's group (`<g id="GID">`) given data-* attributes: gid -> {name: value};
     a list value is written as JSON."""
 
-    def attrs(match: re.Match) -> str:
+    def attrs(match: re.Match[str]) -> str:
         data = lines.get(match.group(1))
         if data is None:
             return match.group(0)

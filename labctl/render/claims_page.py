@@ -11,7 +11,8 @@ against the runs (tests/claims_report.py)."""
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from labctl.records import claims_rules as rules
 from labctl.records.claims import ClaimsRecord, is_quick, lab_rows, rows, verdicts
@@ -86,15 +87,15 @@ QUIRKS: dict[str, list[str]] = {
 }
 
 
-def esc(x) -> str:
+def esc(x: object) -> str:
     return html.escape("-" if x is None else str(x))
 
 
-def _data(record: ClaimsRecord | Mapping) -> ClaimsRecord:
+def _data(record: ClaimsRecord | Mapping[str, Any]) -> ClaimsRecord:
     return record if isinstance(record, ClaimsRecord) else ClaimsRecord.model_validate(record)
 
 
-def _label(row: Mapping) -> str:
+def _label(row: Mapping[str, Any]) -> str:
     column, workers = row.get("column") or "", row["params"].get("workers")
     if not (column.startswith("w") and column[1:].isdigit()):
         return f"{row['queue']} {column}".strip()
@@ -103,12 +104,12 @@ def _label(row: Mapping) -> str:
     return f"{row['queue']} ({workers})"
 
 
-def as_ratio(data: Mapping | None) -> Ratio:
+def as_ratio(data: Mapping[str, Any] | None) -> Ratio:
     data = data or {}
     return Ratio(data.get("value"), data.get("low"), data.get("high"), data.get("n_a") or 0, data.get("n_b") or 0)
 
 
-def ratio_text(v: Mapping) -> str:
+def ratio_text(v: Mapping[str, Any]) -> str:
     """A claim's figure here: `4.62 [4.41–4.84] (n=3/3)` (a figure over its published value: `(n=3)`);
     for an event, what each run did."""
     if v.get("rule") == "event":
@@ -121,15 +122,15 @@ def ratio_text(v: Mapping) -> str:
     return f"{num(r.value)}{interval} ({counts})"
 
 
-def scale_text(v: Mapping) -> str:
+def scale_text(v: Mapping[str, Any]) -> str:
     return f"scaled: {v['scale']}" if v.get("scale") else "as published"
 
 
-def verdict_text(v: Mapping) -> str:
+def verdict_text(v: Mapping[str, Any]) -> str:
     """The verdict as the tables print it: the rule's answer first (a quick run's: the smoke test's), then
     whether the runs it rests on are smaller than the author's (by how much: the runs' column), then
     what the ratio rests on."""
-    out = v["verdict"]
+    out: str = v["verdict"]
     if v.get("scale"):
         out += ", on runs scaled below the author's"
     if v.get("cause"):
@@ -168,7 +169,7 @@ def rules_lines() -> list[str]:
 
 
 # -- Markdown ------------------------------------------------------------------------------------
-def verdicts_markdown(record: ClaimsRecord | Mapping) -> str:
+def verdicts_markdown(record: ClaimsRecord | Mapping[str, Any]) -> str:
     record = _data(record)
     body = [
         [
@@ -211,7 +212,7 @@ def figures_markdown(record: ClaimsRecord) -> str:
     return "\n".join(out)
 
 
-def lab_ratio_text(data: Mapping | None) -> str:
+def lab_ratio_text(data: Mapping[str, Any] | None) -> str:
     r = as_ratio(data)
     if r.value is None:
         return "-"
@@ -236,7 +237,7 @@ def lab_markdown(record: ClaimsRecord) -> str:
     return markdown_table(header, body, {"job shape", "queue", "bare from"}) if body else "Not run."
 
 
-def markdown(record: ClaimsRecord | Mapping) -> str:
+def markdown(record: ClaimsRecord | Mapping[str, Any]) -> str:
     record = _data(record)
     s = record.setting
     lines = [
@@ -279,11 +280,11 @@ def _th(text: str) -> str:
     return f"<th>{esc(text)}</th>"
 
 
-def _td(text, numeric: bool = False, attrs: str = "") -> str:
+def _td(text: object, numeric: bool = False, attrs: str = "") -> str:
     return f"<td{' class=n' if numeric else ''}{attrs}>{esc(text)}</td>"
 
 
-def _figure_cell(row: Mapping, figure: str) -> str:
+def _figure_cell(row: Mapping[str, Any], figure: str) -> str:
     fig = row["figures"][figure]
     lab = fig["lab"]
     attrs = (
@@ -297,7 +298,7 @@ def _figure_cell(row: Mapping, figure: str) -> str:
     return f"<td class='n fig'{attrs}>{esc(shown)}</td>"
 
 
-def _data_attrs(values: Mapping | None, keys: Iterable[str], prefix: str = "") -> str:
+def _data_attrs(values: Mapping[str, Any] | None, keys: Iterable[str], prefix: str = "") -> str:
     """`data-<prefix><key>="<value>"` for each key that has a value."""
     values = values or {}
     return "".join(f' data-{prefix}{k.replace("_", "-")}="{esc(values[k])}"' for k in keys if values.get(k) is not None)
@@ -455,7 +456,7 @@ def runs_section(record: ClaimsRecord) -> str:
 
 def setting_section(record: ClaimsRecord) -> str:
     s = record.setting
-    table = lambda tid, data: (  # noqa: E731
+    table: Callable[[str, Mapping[str, Any] | None], str] = lambda tid, data: (  # noqa: E731
         f"<table id='{tid}'><tbody>"
         + "".join(_row([_td(k), _td(v)]) for k, v in (data or {}).items())
         + "</tbody></table>"
@@ -471,7 +472,7 @@ def setting_section(record: ClaimsRecord) -> str:
     )
 
 
-def page(record: ClaimsRecord | Mapping) -> str:
+def page(record: ClaimsRecord | Mapping[str, Any]) -> str:
     record = _data(record)
     notes = "".join(f"<li>{esc(n)}</li>" for n in record.notes)
     return f"""<!DOCTYPE html>

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from labctl import stats
 from labctl.platform.containers import limit_text, workers_limit_text
@@ -51,7 +52,7 @@ MARK_WIDE = "†"  # a queue whose RPS interval did not get within the compariso
 
 
 # -- Figures as the tables print them --------------------------------------------------------
-def spread(st: Mapping | None) -> str:
+def spread(st: Mapping[str, Any] | None) -> str:
     """`mean (min–max)` of a figure given as {mean, min, max, n}: the mean alone when they agree."""
     if not st:
         return "-"
@@ -84,7 +85,7 @@ def limits_line(record: CompareRecord) -> str:
     return f"API {limit_text(limits.get('api'))}, workers {workers_limit_text(limits.get('workers') or {})}"
 
 
-def run_length(p: Mapping) -> str:
+def run_length(p: Mapping[str, Any]) -> str:
     if p.get("duration_s"):
         return f"{p['duration_s']:g} s of load per run (RPS over all but its first {p.get('warmup_s', 0):g} s)"
     return f"{p['requests']} requests per run"
@@ -199,7 +200,7 @@ code { background: #f5f5f5; padding: 0 3px; }
 """
 
 
-def esc(x) -> str:
+def esc(x: object) -> str:
     return html.escape("-" if x is None else str(x))
 
 
@@ -216,7 +217,7 @@ def _th(text: str, cls: str = "") -> str:
     return f"<th class='{cls}'>{esc(text)}</th>" if cls else f"<th>{esc(text)}</th>"
 
 
-def _td(text, numeric: bool = False, attrs: str = "") -> str:
+def _td(text: object, numeric: bool = False, attrs: str = "") -> str:
     return f"<td{' class=n' if numeric else ''}{attrs}>{esc(text)}</td>"
 
 
@@ -428,7 +429,7 @@ def _table(table_id: str, header: Iterable[str], rows: Iterable[Iterable[str]]) 
     )
 
 
-def _middle(value, table) -> str:
+def _middle(value: float | None, table: float | None) -> str:
     """A chart's mean over the middle of a run, and its ratio to the table's figure."""
     if value is None:
         return "-"
@@ -500,7 +501,7 @@ def rounds_section(record: CompareRecord) -> str:
     )
 
 
-def _pair(values) -> str:
+def _pair(values: Sequence[float | None] | None) -> str:
     bare, lab = values or (None, None)
     return f"{num(bare)} / {num(lab)}"
 
@@ -583,7 +584,7 @@ def setting_section(record: CompareRecord) -> str:
     )
 
 
-def _limit_cells(lim: Mapping | None) -> tuple:
+def _limit_cells(lim: Mapping[str, Any] | None) -> tuple[Any, ...]:
     lim = lim or {}
     return (lim.get("cpus"), lim.get("memory"), lim.get("replicas"), lim.get("concurrency", "-"))
 
@@ -633,7 +634,7 @@ over the same part of each run as its RPS: a limited container's rate follows th
 
 
 # -- Two comparisons side by side (make compare-agree) ------------------------------------------
-def agreement_markdown(a: CompareRecord, b: CompareRecord, result: Mapping, within_pct: float) -> str:
+def agreement_markdown(a: CompareRecord, b: CompareRecord, result: Mapping[str, Any], within_pct: float) -> str:
     """Each queue's median RPS in both, their difference, the shift second / first with its
     interval, its rank in each, and the pairs called both ways."""
     rank_a = {e["queue"]: e["rank"] for e in a.ranking.get("rps") or []}
@@ -674,7 +675,7 @@ def _setting_of(part: CompareRecord) -> str:
     return (part.published or {}).get("setting") or limits_line(part)
 
 
-def article_rows(part: CompareRecord) -> list[dict]:
+def article_rows(part: CompareRecord) -> list[dict[str, Any]]:
     """Per queue: the lab's figures, the article's, and each RPS over FastStream's (the
     lab's with its interval), and whether the article's ratio lies inside the lab's interval."""
     published_rows = (part.published or {}).get("rows") or {}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import IO
+from typing import IO, Any
 
 from rich.console import Console as RichConsole
 from rich.live import Live
@@ -49,7 +49,7 @@ class Console:
         """The live progress line: `label`, a bar at `fraction` (None: no bar), and `text`."""
         if self.tty:
             grid = Table.grid(padding=(0, 1))
-            cells: list = []
+            cells: list[Any] = []
             if label:
                 cells.append(Text(label.rstrip()))
             if fraction is not None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from lab.queues import BROKER_NAMES
 from labctl.platform.containers import limit_text, workers_limit_text
-from labctl.queues import BROKER_NAMES
 from labctl.records.run import RunRecord
 from labctl.render.table import markdown_table
 
@@ -54,11 +54,11 @@ SHORT_COLUMNS = (
 TEXT_COLUMNS = {"worker", "scenario", "endpoint", "API limits", "worker limits", "API / worker limits", "notes", "run"}
 
 
-def _data(record: RunRecord | Mapping) -> Mapping:
+def _data(record: RunRecord | Mapping[str, Any]) -> Mapping[str, Any]:
     return record.as_json() if isinstance(record, RunRecord) else record
 
 
-def _get(record: Mapping, path: str) -> Any:
+def _get(record: Mapping[str, Any], path: str) -> Any:
     value: Any = record
     for part in path.split("."):
         if not isinstance(value, Mapping):
@@ -67,7 +67,7 @@ def _get(record: Mapping, path: str) -> Any:
     return value
 
 
-def _derived(record: Mapping, key: str) -> Any:
+def _derived(record: Mapping[str, Any], key: str) -> Any:
     workers = (record.get("limits") or {}).get("workers") or {}
     if key == "_api_limits":
         return limit_text((record.get("limits") or {}).get("api"))
@@ -92,7 +92,7 @@ def _derived(record: Mapping, key: str) -> Any:
     raise KeyError(key)
 
 
-def arq_knobs(knobs: Mapping) -> str:
+def arq_knobs(knobs: Mapping[str, Any]) -> str:
     """arq's settings that set its drain, named where arq is measured; the drain itself is
     measured, never assumed: docs/queues.md, "arq's drain"."""
     arq = knobs.get("arq") or {}
@@ -100,7 +100,7 @@ def arq_knobs(knobs: Mapping) -> str:
     return f"arq: ARQ_MAX_JOBS={jobs}, ARQ_POLL_DELAY={delay} s (its drain: docs/queues.md)"
 
 
-def arq_note(record: Mapping) -> str:
+def arq_note(record: Mapping[str, Any]) -> str:
     """The drain rate arq held in this run: while its tasks were watched, or from its first
     enqueue to its last completion; with the settings that set it."""
     tasks = record.get("tasks") or {}
@@ -114,7 +114,7 @@ def arq_note(record: Mapping) -> str:
     return rate + arq_knobs(record.get("knobs") or {}).removeprefix("arq")
 
 
-def where_it_ran(record: Mapping) -> str:
+def where_it_ran(record: Mapping[str, Any]) -> str:
     """`: api node-2, celery node-4+node-5` on a Swarm of several nodes: the nodes
     of the API and the run's workers (the record's platform.placement)."""
     platform = record.get("platform") or {}
@@ -127,7 +127,7 @@ def where_it_ran(record: Mapping) -> str:
     return ": " + ", ".join(parts) if parts else ""
 
 
-def notes_of(record: RunRecord | Mapping) -> str:
+def notes_of(record: RunRecord | Mapping[str, Any]) -> str:
     """Short notes for the table: the knobs that change a queue's numbers, and problems."""
     record = _data(record)
     notes = []
@@ -164,12 +164,14 @@ def cell(value: Any) -> str:
     return str(value).replace("|", "\\|")
 
 
-def row_cells(record: RunRecord | Mapping, columns: tuple = COLUMNS) -> list[str]:
+def row_cells(record: RunRecord | Mapping[str, Any], columns: tuple[Any, ...] = COLUMNS) -> list[str]:
     data = _data(record)
     return [cell(_derived(data, key) if key.startswith("_") else _get(data, key)) for _, key in columns]
 
 
-def table(records: Iterable[RunRecord | Mapping], columns: tuple = COLUMNS, last: int | None = None) -> str:
+def table(
+    records: Iterable[RunRecord | Mapping[str, Any]], columns: tuple[Any, ...] = COLUMNS, last: int | None = None
+) -> str:
     """The records as a markdown table, oldest first; `last`: only the newest that many."""
     rows = sorted((_data(r) for r in records), key=lambda r: (r.get("time") or "", r.get("run") or ""))
     if last is not None:

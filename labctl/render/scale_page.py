@@ -42,7 +42,7 @@ LEGEND = (
 )
 
 
-def _data(summary: ScaleRecord | dict) -> dict:
+def _data(summary: ScaleRecord | dict[str, Any]) -> dict[str, Any]:
     return summary.as_json() if isinstance(summary, ScaleRecord) else summary
 
 
@@ -54,12 +54,12 @@ def cell(value: Any) -> str:
     return str(value)
 
 
-def columns(summary: dict) -> tuple[tuple[str, str], ...]:
+def columns(summary: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     """Every run's columns: over nodes, the node count beside the replicas."""
     return (COLUMNS[0], ("nodes", "nodes"), *COLUMNS[1:]) if summary.get("axis") == "nodes" else COLUMNS
 
 
-def _axis(summary: dict) -> str:
+def _axis(summary: dict[str, Any]) -> str:
     return summary.get("axis") or "replicas"
 
 
@@ -70,7 +70,7 @@ def speedup_cell(figures: CountFigures) -> str:
     return f"{stats.ratio_text(figures.speedup)} {figures.speedup.verdict}"
 
 
-def count_rows(summary: dict) -> tuple[list[str], list[list[str]]]:
+def count_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """The header and rows of the counts' table."""
     axis = _axis(summary)
     counts = count_figures(summary)
@@ -84,7 +84,7 @@ def count_rows(summary: dict) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-def order_line(summary: dict) -> str:
+def order_line(summary: dict[str, Any]) -> str:
     """`Order (seed 7): repetition 1: 4 1 2; repetition 2: 2 4 1`; nothing for an older record."""
     if not summary.get("order"):
         return ""
@@ -92,11 +92,11 @@ def order_line(summary: dict) -> str:
     return f"Order (seed {summary.get('seed')}): {reps}."
 
 
-def run_rows(summary: dict) -> list[list[str]]:
+def run_rows(summary: dict[str, Any]) -> list[list[str]]:
     return [[cell(row.get(key)) for key, _ in columns(summary)] for row in summary["rows"]]
 
 
-def markdown(summary: ScaleRecord | dict) -> str:
+def markdown(summary: ScaleRecord | dict[str, Any]) -> str:
     summary = _data(summary)
     header, rows = count_rows(summary)
     lines = [
@@ -125,11 +125,11 @@ def markdown(summary: ScaleRecord | dict) -> str:
     return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
 
 
-def _rep(row: dict) -> str:
+def _rep(row: dict[str, Any]) -> str:
     return f", repetition {row['rep']}" if row.get("rep") else ""
 
 
-def summary_line(summary: dict) -> str:
+def summary_line(summary: dict[str, Any]) -> str:
     platform, p = summary["platform"], summary["params"]
     where = (
         f"Swarm stack {platform.get('stack')}, {platform.get('nodes')} node(s)"
@@ -161,7 +161,7 @@ PANELS = (
 )
 
 
-def svg_plot(summary: dict) -> str:
+def svg_plot(summary: dict[str, Any]) -> str:
     """The four panels against the count, as an SVG document (text kept as text): each
     count's median with its interval as an error bar, each run a small dot."""
     axis = _axis(summary)
@@ -206,7 +206,7 @@ def _html_table(header: list[str], rows: list[list[str]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def html_page(summary: ScaleRecord | dict) -> str:
+def html_page(summary: ScaleRecord | dict[str, Any]) -> str:
     summary = _data(summary)
     header, rows = count_rows(summary)
     order = f"<p>{html.escape(order_line(summary))}</p>\n" if summary.get("order") else ""

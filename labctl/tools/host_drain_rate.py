@@ -10,6 +10,7 @@ container limits, a Redis of its own (the tests' harness of real processes).
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from lab.settings import Settings
 from labctl.render.console import Console
@@ -20,7 +21,7 @@ from tests.lab import SHORTENED, RedisServer, ledger, new_run, post_tasks, start
 LIBRARY_DEFAULTS = {knob: str(Settings.model_fields[knob.lower()].default) for knob in SHORTENED}
 
 
-def measure(queue: str, count: int, knobs: dict[str, str]) -> dict:
+def measure(queue: str, count: int, knobs: dict[str, str]) -> dict[str, Any]:
     redis = RedisServer().start()
     api = start_api(redis.url, name=f"api-drain-{queue}")
     try:

@@ -44,6 +44,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 from labctl.errors import LabError
 from labctl.platform import docker
@@ -69,7 +70,7 @@ class Side:
     ids: list[str] = field(default_factory=list)
     done: int = 0
     rate: float = 0.0  # its last rate, for the next window's length and whether its backlog lasts
-    windows: list[dict] = field(default_factory=list)
+    windows: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Counter:
@@ -87,7 +88,7 @@ class Counter:
         line = self.proc.stdout.readline()
         if not line:
             raise LabError(f"the drain counter exited: {self.proc.stderr.read()[-2000:]}")
-        return json.loads(line)
+        return cast(dict[str, int], json.loads(line))
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -230,7 +231,7 @@ class PairedDrain:
             self.sides[name].target += n
             self.topped_up[name] = self.topped_up.get(name, 0) + n
 
-    def run(self) -> dict:
+    def run(self) -> dict[str, Any]:
         bare, lab = self.sides["bare"], self.sides["lab"]
         try:
             for side in (bare, lab):
@@ -275,7 +276,7 @@ class PairedDrain:
         return done
 
 
-def summary(side: Side) -> dict:
+def summary(side: Side) -> dict[str, Any]:
     tasks = sum(w["tasks"] for w in side.windows)
     seconds = sum(w["s"] for w in side.windows)
     cpu = [w["cpu_s"] for w in side.windows]

@@ -38,6 +38,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any, cast
 
 from lab.queues import BROKERS
 from labctl.clients.grafana import Grafana, annotation
@@ -91,7 +92,7 @@ class Bench:
         self.api_limits = C.limits_of(api)
         self.api_env = C.env_of(api[0])
         self.mode = self.api_env.get("ENQUEUE_MODE", "await")
-        self.workers: dict[str, list[dict]] = {}
+        self.workers: dict[str, list[dict[str, Any]]] = {}
         # The bench services get the limits the lab's containers really have.
         self.env = {
             "API_CPUS": str(self.api_limits["cpus"] or 0),
@@ -99,7 +100,7 @@ class Bench:
             "ENQUEUE_MODE": self.mode,
         }
 
-    def worker_limits(self, queue: str) -> dict:
+    def worker_limits(self, queue: str) -> dict[str, Any]:
         containers = self.compose.inspect(queue)
         if not containers:
             raise LabError(f"the lab's {queue} worker is not running: make up first")
@@ -122,16 +123,16 @@ class Bench:
     def client_down(self) -> None:
         docker.remove_container(self.client_name)
 
-    def client(self, *args: str, timeout: float = 600) -> dict:
+    def client(self, *args: str, timeout: float = 600) -> dict[str, Any]:
         try:
             proc = docker.exec_in(self.client_name, *args, timeout=timeout)
         except DockerError:
             raise LabError(f"`{' '.join(args)}` in the bench client did not finish within {timeout:.0f} s") from None
         if proc.returncode != 0:
             raise LabError(f"`{' '.join(args)}` in the bench client exited {proc.returncode}:\n{proc.stderr[-3000:]}")
-        return json.loads(proc.stdout.strip().splitlines()[-1])
+        return cast(dict[str, Any], json.loads(proc.stdout.strip().splitlines()[-1]))
 
-    def drive(self, service: str, queue: str, run: str) -> dict:
+    def drive(self, service: str, queue: str, run: str) -> dict[str, Any]:
         ids = self.compose.ids(service)
         container = ids[0] if ids else None
         memory = PeakMemory(container) if container else None
@@ -202,9 +203,9 @@ class Bench:
     def redis(self, *command: str) -> str:
         return self.compose.redis_cli(*command).stdout.strip()
 
-    def bench_queue(self, queue: str) -> dict:
+    def bench_queue(self, queue: str) -> dict[str, Any]:
         say, c = self.say, self.compose
-        row: dict = {"queue": queue}
+        row: dict[str, Any] = {"queue": queue}
         if queue != "background":
             row["worker_limits"] = self.worker_limits(queue)
             self.wait_for_empty(queue)
@@ -214,7 +215,7 @@ class Bench:
         say(f"[{queue}] starting bench-api ({C.limit_text(self.api_limits)}, ENQUEUE_MODE={self.mode})")
         c.start_service("bench-api", self.env)
         run = f"bench-{self.stamp}-{queue}"
-        rounds: dict[str, list[dict]] = {"bare": [], "lab": []}
+        rounds: dict[str, list[dict[str, Any]]] = {"bare": [], "lab": []}
         apis = {
             "bare": (f"bare API, {self.args.requests} requests at concurrency {self.args.users}", "bench-api", ""),
             "lab": (f"lab API (run {run})", "api", run),
@@ -243,7 +244,9 @@ class Bench:
             c.remove("bench-api")
             return row
         if self.mode == "after-response":  # a 202 came before its publish: count what was published
-            drain = lambda *question: self.client("python", "-m", "services.bare.drain", *question)
+            drain: Callable[..., dict[str, Any]] = lambda *question: self.client(
+                "python", "-m", "services.bare.drain", *question
+            )
             lab_target = row["lab"]["published"] = settled_count(
                 lambda: drain("--published", run)["enqueued"], lab_target
             )
@@ -314,11 +317,15 @@ class Bench:
         finally:
             docker.remove_container(name)
 
-    def drain_queue(self, queue: str, row: dict, counter: Counter, bare_target: int, lab_target: int) -> None:
+    def drain_queue(self, queue: str, row: dict[str, Any], counter: Counter, bare_target: int, lab_target: int) -> None:
         """The bare worker and the lab's drain in turns (paired_windows.py); then the lab's empties its queue."""
         c, bench_svc = self.compose, f"bench-{queue}"
-        bare_start = lambda *extra: lambda: c.start_service(bench_svc, {**self.env, **dict(extra)}, recreate=True)
-        bare = lambda *extra: Side("bare", bare_target, bare_start(*extra), lambda: c.ids(bench_svc))
+        bare_start: Callable[..., Callable[[], None]] = lambda *extra: (
+            lambda: c.start_service(bench_svc, {**self.env, **dict(extra)}, recreate=True)
+        )
+        bare: Callable[..., Side] = lambda *extra: Side(
+            "bare", bare_target, bare_start(*extra), lambda: c.ids(bench_svc)
+        )
         lab = Side(
             "lab",
             lab_target,
@@ -401,7 +408,7 @@ class Bench:
         )
 
 
-def api_down(before: dict | None, after: dict | None) -> str | None:
+def api_down(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str | None:
     """Why an API stopped answering during a drive, or None if it ran throughout.
     The bare API's plain BackgroundTasks keep no bound on the tasks that wait
     to run after their responses: under a small memory limit it has been killed at
@@ -440,11 +447,11 @@ def settled_count(read: Callable[[], int], accepted: int, stall_s: float = 5.0, 
     return count
 
 
-def combine(rounds: list[dict]) -> dict:
+def combine(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     """Several rounds of one API as one result: RPS over all measured requests,
     latency percentiles as the mean of the rounds', memory at its highest."""
     ok, elapsed = sum(r["ok"] for r in rounds), sum(r["elapsed_s"] for r in rounds)
-    mean = lambda key: (
+    mean: Callable[[str], float | None] = lambda key: (
         round(sum(r[key] for r in rounds) / len(rounds), 1) if all(r.get(key) is not None for r in rounds) else None
     )
     peaks = [r["api_peak_mb"] for r in rounds if r.get("api_peak_mb")]

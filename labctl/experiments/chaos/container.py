@@ -7,6 +7,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from lab.ledger.keys import run_key
 from labctl.clients.prometheus import rfc3339
@@ -36,7 +37,7 @@ class Fault:
         self.events: dict[str, float] = {}
         self.errors: list[str] = []
         self._limits: tuple[int, int] | None = None
-        self._oom_watch: subprocess.Popen | None = None
+        self._oom_watch: subprocess.Popen[str] | None = None
 
     def container(self) -> str:
         ids = self.compose.ids(self.service, include_stopped=True)
@@ -118,7 +119,7 @@ class Fault:
         the worker back by its restart policy."""
         return self.events.get("restarted_at", self.events.get("restored_at"))
 
-    def container_state(self) -> dict:
+    def container_state(self) -> dict[str, Any]:
         cid = self.container()
         info = cli.inspect(cid)[0]
         state = {

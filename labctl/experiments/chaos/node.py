@@ -17,6 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from labctl.errors import LabError, ParamError
 from labctl.platform.cluster import Cluster
@@ -124,7 +125,7 @@ class NodeFault:
         workers go on while the node is dead."""
         return self.events.get("injected_at")
 
-    def container_state(self) -> dict:
+    def container_state(self) -> dict[str, Any]:
         """The node's part of the chaos section, once the watcher has seen what it could."""
         watch = self.watch
         if watch is None:

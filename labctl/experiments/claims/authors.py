@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any, cast
 
 from labctl.experiments.claims.machine import Machine
 from labctl.experiments.claims.steps import (
@@ -45,8 +46,9 @@ def saq_simple(m: Machine, c: Config, rep: int, run: str) -> ClaimsRun:
     if lib == "rq" and None not in (enqueue, noop, sleep):
         # RQ's timer is never reset: its own noop is noop - enqueue, its own sleep
         # what follows the noop phase less a second enqueue as long as the first.
-        figures["noop_own_s"] = round(noop - enqueue, 4)  # type: ignore[operator]
-        figures["sleep_own_s"] = round(sleep - noop - enqueue, 4)  # type: ignore[operator]
+        # None of the three is None here (the test above).
+        figures["noop_own_s"] = round(cast(float, noop) - cast(float, enqueue), 4)
+        figures["sleep_own_s"] = round(cast(float, sleep) - cast(float, noop) - cast(float, enqueue), 4)
     else:
         figures["noop_own_s"], figures["sleep_own_s"] = noop, sleep
     if lib == "arq":
@@ -106,7 +108,7 @@ STREAQ_BACKLOG = {
 }
 
 
-def streaq_worker_procs(lib: str, workers: int) -> tuple[list[list[str]], dict]:
+def streaq_worker_procs(lib: str, workers: int) -> tuple[list[list[str]], dict[str, Any]]:
     """The author's worker commands (benchmarks/README.md), and how their end is known."""
     if lib == "arq":  # arq 0.28 has no --workers: the fork's --workers started W interpreters
         return [["arq", "--burst", "bench_arq.WorkerSettings"]] * workers, {"kind": "exit"}

@@ -5,6 +5,8 @@ the same job (records/claims.py, lab_rows)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any, cast
 
 from labctl.experiments.claims.machine import Machine
 from labctl.experiments.claims.steps import UNLIMITED, Config, base_run, elapsed, scaled, status_of
@@ -58,7 +60,7 @@ def lab_path(m: Machine, c: Config, rep: int, run: str) -> ClaimsRun:
     done = {"kind": "ledger", "key": ledger_key, "field": field, "n": int(sent.get("ok") or c.n)}
     work = m.step(run, "/app", [["python", "-m", f"workers.{queue}_queue"]], done, env=env, timeout_s=120 + c.n / 20)
     counts = m.redis_hash(ledger_key)
-    get = lambda stat: int(counts.get(f"{field}:{stat}", 0))  # noqa: E731
+    get: Callable[[str], int] = lambda stat: int(counts.get(f"{field}:{stat}", 0))  # noqa: E731
     accounting = {
         "enqueued": get("enqueued"),
         "completed": get("completed"),
@@ -96,10 +98,10 @@ for _ in range(600):
 """
 
 
-def _json_line(lines: list[str] | None) -> dict:
+def _json_line(lines: list[str] | None) -> dict[str, Any]:
     for line in reversed(lines or []):
         try:
-            return json.loads(line)
+            return cast(dict[str, Any], json.loads(line))
         except ValueError:
             continue
     return {}

@@ -19,6 +19,7 @@ import platform
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, cast
 
 from labctl.config import setting
 from labctl.errors import LabError
@@ -125,14 +126,14 @@ class Machine:
         run: str,
         cwd: str,
         procs: list[list[str]],
-        done: dict,
+        done: dict[str, Any],
         *,
         env: dict[str, str] | None = None,
         limited: bool = False,
         timeout_s: float = 300,
         keep: str = "",
         poll_s: float = 0.01,
-    ) -> dict:
+    ) -> dict[str, Any]:
         """One container running `procs` in /claims/<cwd> through the harness; its JSON."""
         self.steps += 1
         name = f"claims-step-{self.stamp}-{self.steps}"
@@ -170,10 +171,10 @@ class Machine:
                 "tally": {},
                 "exit_codes": [],
             }
-        return json.loads(lines[-1])
+        return cast(dict[str, Any], json.loads(lines[-1]))
 
 
-def machine_description() -> dict:
+def machine_description() -> dict[str, Any]:
     """The machine: CPU model and flags that matter here, cores, kernel, memory, the engine."""
     model, flags = "", ""
     try:
@@ -216,10 +217,10 @@ VERSIONS_SCRIPT = (
 )
 
 
-def image_versions(image: str) -> dict:
+def image_versions(image: str) -> dict[str, Any]:
     """The libraries' versions in the image the steps run on, as installed."""
     proc = docker.run_once(image, "python", "-c", VERSIONS_SCRIPT, *PACKAGES)
     try:
-        return json.loads(proc.stdout.strip().splitlines()[-1])
+        return cast(dict[str, Any], json.loads(proc.stdout.strip().splitlines()[-1]))
     except (ValueError, IndexError):
         return {"error": (proc.stderr or proc.stdout).strip()[-300:]}

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from labctl.config import RESULTS_DIR
 from labctl.errors import EXIT_OK, LabError, ParamError
@@ -72,7 +73,7 @@ class ClaimsOptions:
             self.scale, self.reps = min(self.scale, 0.1), 1
 
 
-def rotated(items: list, rep: int) -> list:
+def rotated(items: list[Any], rep: int) -> list[Any]:
     k = (rep - 1) % len(items) if items else 0
     return items[k:] + items[:k]
 
@@ -156,7 +157,9 @@ class Claims:
             self.machine.down()
         return self.record(started, source_info, versions, redis_info)
 
-    def record(self, started: float, source_info: dict, versions: dict, redis_info: dict) -> ClaimsRecord:
+    def record(
+        self, started: float, source_info: dict[str, Any], versions: dict[str, Any], redis_info: dict[str, Any]
+    ) -> ClaimsRecord:
         o = self.o
         command = "make claims" + (" quick=1" if o.quick else "")
         if not o.quick and o.scale != 1:

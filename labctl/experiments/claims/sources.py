@@ -21,6 +21,7 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 from labctl.config import ROOT
 from labctl.errors import LabError
@@ -253,10 +254,10 @@ def rq_script(markdown: str) -> str:
     blocks = CODE_BLOCK.findall(markdown)
     if len(blocks) != 1:
         raise LabError(f"rq/benchmark.md: expected one python block, found {len(blocks)}")
-    return blocks[0]
+    return cast(str, blocks[0])
 
 
-def stage(work: Path) -> dict[str, dict]:
+def stage(work: Path) -> dict[str, dict[str, Any]]:
     """The work directory a run mounts (its files as the containers read them), and
     per vendored file its origin and the diff of what was changed."""
     if work.exists():

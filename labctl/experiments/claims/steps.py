@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 LIMITED = "limited"
 UNLIMITED = "unlimited"
@@ -38,12 +38,14 @@ def number(pattern: str, text: str) -> float | None:
     return float(m.group(1)) if m else None
 
 
-def span(tally: dict) -> float | None:
+def span(tally: dict[str, Any]) -> float | None:
     a, b = tally.get("first_start"), tally.get("last_end")
     return round(b - a, 4) if a is not None and b is not None else None
 
 
-def account(n: int, tally: dict, executions: int | None = None, distinct: int | None = None) -> dict:
+def account(
+    n: int, tally: dict[str, Any], executions: int | None = None, distinct: int | None = None
+) -> dict[str, Any]:
     """enqueued, completed (distinct ids), executions, duplicates (executions - distinct), lost (enqueued - distinct)."""
     executions = tally.get("executions", 0) if executions is None else executions
     distinct = tally.get("distinct", 0) if distinct is None else distinct
@@ -56,10 +58,12 @@ def account(n: int, tally: dict, executions: int | None = None, distinct: int | 
     }
 
 
-def status_of(*steps: dict, accounting: dict | None = None, need: dict[str, float | None] | None = None) -> str:
+def status_of(
+    *steps: dict[str, Any], accounting: dict[str, Any] | None = None, need: dict[str, float | None] | None = None
+) -> str:
     for s in steps:
         if s.get("status", "ok") != "ok":
-            return s["status"]
+            return cast(str, s["status"])
         bad = [c for c in s.get("exit_codes") or [] if c not in (0, -15, 143, None)]
         if bad and s.get("done_at") is None:
             return f"failed: exit codes {bad}"
@@ -72,7 +76,7 @@ def status_of(*steps: dict, accounting: dict | None = None, need: dict[str, floa
     return "ok"
 
 
-def base_run(config: Config, rep: int, steps: list[dict]) -> dict:
+def base_run(config: Config, rep: int, steps: list[dict[str, Any]]) -> dict[str, Any]:
     last = steps[-1]
     return {
         "bench": config.bench,
@@ -90,5 +94,5 @@ def base_run(config: Config, rep: int, steps: list[dict]) -> dict:
     }
 
 
-def elapsed(step: dict) -> float | None:
+def elapsed(step: dict[str, Any]) -> float | None:
     return round(step["ended"] - step["started"], 3) if step.get("ended") and step.get("started") else None

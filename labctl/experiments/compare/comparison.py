@@ -59,9 +59,9 @@ class Comparison:
                 "Prometheus is not running: make compare reads the backlog and the charts from it (make up)"
             )
         self.prom = Prometheus(addr)
-        self.rows: list[dict] = []
+        self.rows: list[dict[str, Any]] = []
         self.records: list[RunRecord] = []
-        self.series: list[dict] = []
+        self.series: list[dict[str, Any]] = []
         self.notes: list[str] = []
         seed = options.seed if options.seed is not None else secrets.randbelow(1_000_000)
         self.rounds = Rounds(
@@ -107,7 +107,7 @@ class Comparison:
         api = api_address(self.lab)
         progress = Progress(SWEEP_STALL_S)
 
-        def emptied() -> dict | None:
+        def emptied() -> dict[str, Any] | None:
             led = ledger(api, record.run)
             progress.see(backlog_of(led) if led else None)
             if progress.stalled:
@@ -239,7 +239,9 @@ class Comparison:
         }
 
 
-def compare_once(options: CompareOptions, queues: list[str], lab: Lab, ui: Console, name: str | None = None):
+def compare_once(
+    options: CompareOptions, queues: list[str], lab: Lab, ui: Console, name: str | None = None
+) -> tuple[CompareRecord, bool]:
     """One comparison under the lab's current limits: its record, written, and its paths."""
     comparison = Comparison(options, queues, lab, ui, name)
     ui.say(

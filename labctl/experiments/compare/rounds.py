@@ -15,6 +15,7 @@ import random
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from labctl import stats
 
@@ -93,7 +94,7 @@ class Rounds:
         """The queues whose interval did not reach +-target_pct %, and why they stopped."""
         return {q: why for q, why in self.stopped.items() if why != WITHIN}
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {
             "seed": self.seed,
             "rounds": self.rounds,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import platform
 import tomllib
 from pathlib import Path
+from typing import Any
 
 from labctl.config import ROOT
 from labctl.platform.containers import limit_text, workers_limit_text
@@ -79,10 +80,10 @@ def machine() -> dict[str, str]:
     return out
 
 
-def setting_of(records: list[RunRecord], lab: Lab) -> tuple[dict, list[str]]:
+def setting_of(records: list[RunRecord], lab: Lab) -> tuple[dict[str, Any], list[str]]:
     """The limits and knobs the runs recorded (the first run of each queue's), and notes where runs disagree."""
-    limits: dict = {"api": None, "workers": {}}
-    knobs: dict = {}
+    limits: dict[str, Any] = {"api": None, "workers": {}}
+    knobs: dict[str, Any] = {}
     notes = []
     for record in records:
         queue = record.worker or ""
@@ -99,9 +100,9 @@ def setting_of(records: list[RunRecord], lab: Lab) -> tuple[dict, list[str]]:
     return {"limits": limits, "knobs": knobs, "versions": versions(lab), "machine": machine()}, notes
 
 
-def latest_bench(store: Store, queues: list[str]) -> dict[str, dict]:
+def latest_bench(store: Store, queues: list[str]) -> dict[str, dict[str, Any]]:
     """Each queue's row of its latest bench."""
-    out: dict[str, dict] = {}
+    out: dict[str, dict[str, Any]] = {}
     for record in store.benches():
         for row in ratios(record.as_json()):
             if row["queue"] in queues:
@@ -109,9 +110,9 @@ def latest_bench(store: Store, queues: list[str]) -> dict[str, dict]:
     return {q: out[q] for q in queues if q in out}
 
 
-def latest_chaos(store: Store, queues: list[str]) -> list[dict]:
+def latest_chaos(store: Store, queues: list[str]) -> list[dict[str, Any]]:
     """Each queue's latest fault run per fault: what it lost and duplicated, and when work resumed."""
-    latest: dict[tuple[str, str], dict] = {}
+    latest: dict[tuple[str, str], dict[str, Any]] = {}
     for record in store.runs():
         chaos = record.chaos
         if chaos and record.worker in queues:
@@ -128,7 +129,7 @@ def latest_chaos(store: Store, queues: list[str]) -> list[dict]:
     return sorted(latest.values(), key=lambda c: (queues.index(c["queue"]), c["fault"] or ""))
 
 
-def published_beside(setting: dict, params: dict) -> tuple[dict | None, str]:
+def published_beside(setting: dict[str, Any], params: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
     """The article's rows when the comparison ran its setting, and why not otherwise."""
     texts = {limit_text(setting["limits"]["api"])} | {limit_text(lim) for lim in setting["limits"]["workers"].values()}
     if len(texts) != 1:
