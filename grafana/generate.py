@@ -16,10 +16,13 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 DASHBOARDS = Path(__file__).resolve().parent / "dashboards"
 PROMETHEUS = {"type": "prometheus", "uid": "prometheus"}
 GRAFANA = {"type": "grafana", "uid": "-- Grafana --"}
+# A JSON object of Grafana's dashboard model: a dashboard, a panel, a variable, ...
+Json = dict[str, Any]
 WIDTH, HEIGHT = 24, 8  # Grafana's grid is 24 units wide; every panel is 8 high
 
 # The task metrics' labels, filtered by the Queues dashboard's variables.
@@ -30,7 +33,7 @@ LOCUST = '{service=~"locust-master|locust-worker"}'  # the load generator's own 
 
 
 # ---- panels ------------------------------------------------------------------------
-def override(regex: str, properties: dict) -> dict:
+def override(regex: str, properties: Json) -> Json:
     """Field properties for the series whose name matches /regex/."""
     return {
         "matcher": {"id": "byRegexp", "options": regex},
@@ -38,12 +41,12 @@ def override(regex: str, properties: dict) -> dict:
     }
 
 
-def dashed(regex: str) -> dict:
+def dashed(regex: str) -> Json:
     """The series whose name matches /regex/ drawn dashed (a limit, a p50 beside its p95, ...)."""
     return override(regex, {"custom.lineStyle": {"fill": "dash", "dash": [10, 10]}})
 
 
-def targets(queries: dict[str, str], refs: str) -> list[dict]:
+def targets(queries: dict[str, str], refs: str) -> list[Json]:
     """One Prometheus range query per legend: expr pair, refIds taken from refs in order."""
     if len(refs) < len(queries):
         raise ValueError(f"{len(queries)} queries, only {len(refs)} refIds: {refs!r}")
@@ -67,17 +70,17 @@ def timeseries(
     unit: str,
     queries: dict[str, str],
     w: int = 12,
-    overrides: Sequence[dict] = (),
+    overrides: Sequence[Json] = (),
     red_line: float | None = None,
     bars: bool = False,
     refs: str = "ABCDEFGHIJ",
-) -> dict:
+) -> Json:
     """A time series from 0 up, its legend a table of last and max values.
 
     queries: legend format -> PromQL expression. w: width (of 24). red_line draws
     a red threshold line at that value; bars draws bars instead of lines.
     """
-    steps = [{"color": "green", "value": None}]
+    steps: list[Json] = [{"color": "green", "value": None}]
     if red_line is not None:
         steps.append({"color": "red", "value": red_line})
     return {
@@ -124,7 +127,7 @@ def timeseries(
     }
 
 
-def row(title: str, *panels: dict) -> list[dict]:
+def row(title: str, *panels: Json) -> list[Json]:
     """A row header and the panels under it."""
     header = {
         "type": "row",
@@ -137,7 +140,7 @@ def row(title: str, *panels: dict) -> list[dict]:
     return [header, *panels]
 
 
-def layout(rows: list[list[dict]]) -> list[dict]:
+def layout(rows: list[list[Json]]) -> list[Json]:
     """Places and numbers the panels: each row header on a line of its own, its panels left to right below it."""
     out, y = [], 0
     for header, *panels in rows:
@@ -159,7 +162,7 @@ def layout(rows: list[list[dict]]) -> list[dict]:
 ALL = {"selected": True, "text": ["All"], "value": ["$__all"]}
 
 
-def query_variable(name: str, label: str, description: str, query: str) -> dict:
+def query_variable(name: str, label: str, description: str, query: str) -> Json:
     """Multi-value, with All, its values read from Prometheus whenever the time range changes."""
     return {
         "type": "query",
@@ -181,7 +184,7 @@ def query_variable(name: str, label: str, description: str, query: str) -> dict:
     }
 
 
-def custom_variable(name: str, label: str, description: str, values: list[str]) -> dict:
+def custom_variable(name: str, label: str, description: str, values: list[str]) -> Json:
     """Multi-value, with All, over a fixed list of values."""
     options = [{"selected": True, "text": "All", "value": "$__all"}]
     options += [{"selected": False, "text": value, "value": value} for value in values]
@@ -201,7 +204,7 @@ def custom_variable(name: str, label: str, description: str, values: list[str]) 
     }
 
 
-def textbox(name: str, label: str, description: str) -> dict:
+def textbox(name: str, label: str, description: str) -> Json:
     """Free text, empty by default."""
     return {
         "type": "textbox",
@@ -221,10 +224,10 @@ def dashboard(
     uid: str,
     title: str,
     description: str,
-    rows: list[list[dict]],
-    variables: Sequence[dict] = (),
+    rows: list[list[Json]],
+    variables: Sequence[Json] = (),
     run_tags: Sequence[str] = ("lab-run",),
-) -> dict:
+) -> Json:
     """A dashboard of the Lab folder: the run annotations (tagged run_tags), links to the other lab dashboards."""
     return {
         "id": None,
@@ -714,7 +717,7 @@ REDIS = dashboard(
 FILES = {"api.json": API, "load.json": LOAD, "queues.json": QUEUES, "redis.json": REDIS}
 
 
-def render(board: dict) -> str:
+def render(board: Json) -> str:
     return json.dumps(board, indent=2) + "\n"
 
 

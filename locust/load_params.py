@@ -22,6 +22,7 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import TypedDict
 
 from lab.protocol import ENDPOINTS, RUN_PATTERN, Queue
 
@@ -89,7 +90,7 @@ class Call:
     method: str
     path: str  # with its query string
     name: str  # the label in Locust's stats and in locust_requests_total{name}
-    body: dict | None = None
+    body: dict[str, object] | None = None  # sent as JSON
     expect_status: int = 200
     expect_length: int | None = None  # checked for /payload: the whole body arrived
 
@@ -250,9 +251,20 @@ def _length(raw: Mapping[str, object], scenario: str) -> tuple[int | None, float
     return iterations, duration_s
 
 
-def _scenario_fields(raw: Mapping[str, object], scenario: str) -> dict:
+class _ScenarioFields(TypedDict, total=False):
+    """The fields of LoadParams that belong to one scenario."""
+
+    workers: tuple[str, ...]
+    endpoints: tuple[str, ...]
+    variant: str
+    mode: str
+    count: int
+    size: int
+
+
+def _scenario_fields(raw: Mapping[str, object], scenario: str) -> _ScenarioFields:
     """The scenario's own fields of LoadParams."""
-    fields: dict = {}
+    fields: _ScenarioFields = {}
     if scenario == "queue":
         worker = _given(raw, "worker")
         if worker is None:

@@ -33,7 +33,9 @@ import os
 import random
 import sys
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any, TypeVar, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # load_params, beside this file
 
@@ -41,8 +43,20 @@ import gevent  # noqa: E402
 import locust.runners  # noqa: E402
 from gevent.event import Event  # noqa: E402
 from gevent.pywsgi import WSGIServer  # noqa: E402
-from load_params import ENV_NAMES, USER_CLASSES, ParamError, TicketBook, parse_params, tickets_to_ask  # noqa: E402
-from locust.runners import MasterRunner, WorkerRunner  # noqa: E402
+from load_params import (  # noqa: E402
+    ENV_NAMES,
+    USER_CLASSES,
+    LoadParams,
+    ParamError,
+    TicketBook,
+    parse_params,
+    tickets_to_ask,
+)
+from locust.argument_parser import LocustArgumentParser  # noqa: E402
+from locust.env import Environment  # noqa: E402
+from locust.event import EventHook  # noqa: E402
+from locust.rpc import Message  # noqa: E402
+from locust.runners import MasterRunner, Runner, WorkerRunner  # noqa: E402
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, make_wsgi_app  # noqa: E402
 
 from lab.cgroup import read_cgroup, register_cgroup_metrics  # noqa: E402
@@ -75,7 +89,21 @@ RESPONSE_TIME = Histogram(
 )
 
 
-def emit(kind: str, payload: dict) -> None:
+_Handler = TypeVar("_Handler", bound=Callable[..., None])
+
+
+def listener(hook: EventHook) -> Callable[[_Handler], _Handler]:
+    """hook.add_listener, which Locust leaves unannotated, typed: registers a handler and returns it unchanged."""
+    return cast("Callable[[_Handler], _Handler]", hook.add_listener)
+
+
+def runner_of(environment: Environment) -> Runner:
+    """The environment's runner, which Locust creates before any event this file handles fires."""
+    assert environment.runner is not None, "Locust's runner is not created yet"
+    return environment.runner
+
+
+def emit(kind: str, payload: Mapping[str, object]) -> None:
     """One line for the driver; a single write, so lines never interleave."""
     print(f"LAB-{kind} {json.dumps(payload, separators=(',', ':'))}", flush=True)
 
@@ -84,7 +112,7 @@ class Tickets:
     """A worker's (or the local process's) side of the iteration target: users
     take one ticket per request and wait while the master is asked for more."""
 
-    def __init__(self, ask):
+    def __init__(self, ask: Callable[[int], None]) -> None:
         self.ask = ask  # ask(n): request n tickets; the answer comes to granted()
         self.available = 0
         self.asked = False
@@ -125,9 +153,9 @@ class Tickets:
 class State:
     """What this process knows about the run."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.role = "local"
-        self.params = None
+        self.params: LoadParams | None = None
         self.book: TicketBook | None = None  # master / local
         self.tickets: Tickets | None = None  # worker / local
         self.status_codes: dict[str, int] = {}
@@ -137,10 +165,28 @@ class State:
         self.in_flight = 0  # requests sent and not answered yet
         self.closed = False  # duration reached: send nothing more, let the requests in flight finish
         self.cpu_start: tuple[float, float] | None = None  # (time, cgroup CPU seconds) at test start
-        self.worker_reports: dict[str, dict] = {}  # master: the latest snapshot of each worker
-        self.controller = None
+        self.worker_reports: dict[str, dict[str, Any]] = {}  # master: the latest snapshot of each worker
+        self.controller: gevent.Greenlet | None = None
 
-    def snapshot(self) -> dict:
+    @property
+    def run_params(self) -> LoadParams:
+        """params, where they must be known: read at init (master, local) or at test start (worker)."""
+        assert self.params is not None, "the run's parameters are not read yet (init, or test start on a worker)"
+        return self.params
+
+    @property
+    def ticket_book(self) -> TicketBook:
+        """book, where a run of iterations has one: made at test start (master, local)."""
+        assert self.book is not None, "no ticket book: it is made at test start of a run of iterations"
+        return self.book
+
+    @property
+    def user_tickets(self) -> Tickets:
+        """tickets, where a run of iterations has them: made at test start (worker, local)."""
+        assert self.tickets is not None, "no tickets: they are made at test start of a run of iterations"
+        return self.tickets
+
+    def snapshot(self) -> dict[str, Any]:
         """Cumulative figures of this process, sent to the master with every stats report."""
         sample = read_cgroup()
         now = time.time()
@@ -162,13 +208,13 @@ class State:
 STATE = State()
 
 
-def in_web_ui(environment) -> bool:
+def in_web_ui(environment: Environment) -> bool:
     """Locust's web UI drives the run (make locust-ui): not headless, not autostarted."""
     opts = environment.parsed_options
     return not (getattr(opts, "headless", False) or getattr(opts, "autostart", False))
 
 
-def options_of(environment) -> dict:
+def options_of(environment: Environment) -> dict[str, object]:
     opts = environment.parsed_options
     raw = {key: getattr(opts, f"lab_{key}", None) for key in OPTIONS}
     raw["users"] = getattr(opts, "num_users", None)
@@ -176,8 +222,8 @@ def options_of(environment) -> dict:
     return raw
 
 
-@events.init_command_line_parser.add_listener
-def add_options(parser):
+@listener(events.init_command_line_parser)
+def add_options(parser: LocustArgumentParser) -> None:
     group = parser.add_argument_group("lab", "The lab's load parameters (locust/load_params.py)")
     for key, env in OPTIONS.items():
         group.add_argument(f"--lab-{key}", env_var=env, default="", help=f"load parameter {key} (${env})")
@@ -198,7 +244,7 @@ def _guard_restart() -> None:
         Path(guard).write_text(str(os.getpid()))
 
 
-def _read_params(environment) -> None:
+def _read_params(environment: Environment) -> None:
     """The master (or a local run) checks the run's parameters into STATE.params; exits 2 on a bad one."""
     try:  # fail before any user starts; the workers get the master's values
         raw = options_of(environment)
@@ -220,7 +266,7 @@ def _read_params(environment) -> None:
         raise SystemExit(2)
 
 
-def _start_metrics(environment, runner) -> None:
+def _start_metrics(environment: Environment, runner: Runner) -> None:
     """This process's CPU, users and request metrics, served on METRICS_PORT unless it is off."""
     service = os.environ.get("SERVICE_NAME") or ("locust-worker" if STATE.role == "worker" else "locust-master")
     register_cgroup_metrics(service)
@@ -229,28 +275,28 @@ def _start_metrics(environment, runner) -> None:
             lambda: runner.user_count
         )
     if STATE.role != "master":
-        environment.events.request.add_listener(on_request)
+        listener(environment.events.request)(on_request)
     port = os.environ.get("METRICS_PORT", "9000")
     if port not in ("", "off"):
         WSGIServer((os.environ.get("METRICS_ADDR", "0.0.0.0"), int(port)), make_wsgi_app(REGISTRY), log=None).start()
 
 
-def _register_messages(environment, runner) -> None:
+def _register_messages(environment: Environment, runner: Runner) -> None:
     """The messages between the master and its workers that share out and close the run."""
     if STATE.role == "master":
         runner.register_message("lab_want", on_want)
         runner.register_message(
             "lab_closed", lambda environment, msg, **_: STATE.worker_reports.__setitem__(msg.node_id, msg.data)
         )
-        environment.events.worker_report.add_listener(on_worker_report)
+        listener(environment.events.worker_report)(on_worker_report)
     elif STATE.role == "worker":
         runner.register_message("lab_grant", on_grant)
         runner.register_message("lab_close", on_close)
-        environment.events.report_to_master.add_listener(on_report_to_master)
+        listener(environment.events.report_to_master)(on_report_to_master)
 
 
-@events.init.add_listener
-def on_init(environment, runner=None, **_):
+@listener(events.init)
+def on_init(environment: Environment, runner: Runner | None = None, **_: object) -> None:
     if runner is None:
         return
     STATE.role = (
@@ -268,7 +314,7 @@ def on_init(environment, runner=None, **_):
     _register_messages(environment, runner)
 
 
-def precreate_series(params) -> None:
+def precreate_series(params: LoadParams) -> None:
     """Every request series at 0 before the first request: Prometheus's rate()
     counts from the first sample it sees, so a series born with the first
     requests would lose them."""
@@ -287,7 +333,16 @@ def wait_for_gate() -> None:
         gevent.sleep(0.2)
 
 
-def on_request(request_type, name, response_time, response_length, exception=None, start_time=None, response=None, **_):
+def on_request(
+    request_type: str,
+    name: str,
+    response_time: float | None,
+    response_length: int,
+    exception: BaseException | None = None,
+    start_time: float | None = None,
+    response: object = None,
+    **_: object,
+) -> None:
     REQUESTS.labels(name=name, method=request_type).inc()
     if exception is not None:
         FAILURES.labels(name=name, method=request_type).inc()
@@ -301,47 +356,47 @@ def on_request(request_type, name, response_time, response_length, exception=Non
         STATE.last_end = end if STATE.last_end is None else max(STATE.last_end, end)
 
 
-def on_report_to_master(client_id, data, **_):
+def on_report_to_master(client_id: str, data: dict[str, Any], **_: object) -> None:
     data["lab"] = STATE.snapshot()
 
 
-def on_worker_report(client_id, data, **_):
+def on_worker_report(client_id: str, data: dict[str, Any], **_: object) -> None:
     if "lab" in data:
         STATE.worker_reports[client_id] = data["lab"]
 
 
-def on_want(environment, msg, **_):
+def on_want(environment: Environment, msg: Message, **_: object) -> None:
     """Master: a worker asks for tickets."""
     # No book yet (cannot happen: the master starts the test before any spawn):
     # grant nothing rather than more than the target; the worker asks again.
     n, exhausted = STATE.book.grant(msg.data["want"]) if STATE.book else (0, False)
-    environment.runner.send_message("lab_grant", {"n": n, "exhausted": exhausted}, client_id=msg.node_id)
+    runner_of(environment).send_message("lab_grant", {"n": n, "exhausted": exhausted}, client_id=msg.node_id)
 
 
-def on_grant(environment, msg, **_):
-    STATE.tickets.granted(msg.data["n"], msg.data["exhausted"])
+def on_grant(environment: Environment, msg: Message, **_: object) -> None:
+    STATE.user_tickets.granted(msg.data["n"], msg.data["exhausted"])
 
 
-def on_close(environment, msg, **_):
+def on_close(environment: Environment, msg: Message, **_: object) -> None:
     STATE.closed = True
     # Answer at once, and again with every stats report: the master waits until
     # no worker has a request in flight.
-    environment.runner.send_message("lab_closed", STATE.snapshot())
+    runner_of(environment).send_message("lab_closed", STATE.snapshot())
 
 
-def close_run(environment) -> None:
+def close_run(environment: Environment) -> None:
     """Duration reached: no new request anywhere, and wait until the requests in
     flight are answered and reported, so every request that reached the API is
     in the stats (stopping the users at once would drop them unrecorded, and
     the ledger would count tasks that Locust never saw accepted)."""
-    runner = environment.runner
+    runner = runner_of(environment)
     STATE.closed = True
     deadline = time.time() + TIMEOUT_S + 10
     if STATE.role == "local":
         while STATE.in_flight and time.time() < deadline:
             gevent.sleep(0.1)
         return
-    workers = {c.id for c in runner.clients.all}
+    workers = {c.id for c in cast(MasterRunner, runner).clients.all}  # the local process returned above
     runner.send_message("lab_close", {})
     while time.time() < deadline:
         gevent.sleep(0.2)
@@ -351,13 +406,13 @@ def close_run(environment) -> None:
     gevent.sleep(locust.runners.WORKER_REPORT_INTERVAL + 0.5)  # their stats report after the last answer
 
 
-@events.test_start.add_listener
-def on_test_start(environment, **_):
+@listener(events.test_start)
+def on_test_start(environment: Environment, **_: object) -> None:
     if STATE.role != "worker":
         wait_for_gate()  # fired before the users are dispatched: they wait too
     STATE.cpu_start = (time.time(), read_cgroup().cpu_seconds or 0.0)
     STATE.status_codes, STATE.first_start, STATE.last_end = {}, None, None
-    runner = environment.runner
+    runner = runner_of(environment)
     if STATE.role == "worker":
         # The master's --lab-* values arrived with the spawn message.
         STATE.params = parse_params(options_of(environment))
@@ -365,29 +420,29 @@ def on_test_start(environment, **_):
         if STATE.params.iterations is not None:
             STATE.tickets = Tickets(lambda n: runner.send_message("lab_want", {"want": n}))
         return
-    if STATE.params.iterations is not None:
-        STATE.book = TicketBook(STATE.params.iterations)
+    if STATE.run_params.iterations is not None:
+        STATE.book = TicketBook(STATE.run_params.iterations)
         if STATE.role == "local":
-            STATE.tickets = Tickets(lambda n: STATE.tickets.granted(*STATE.book.grant(n)))
+            STATE.tickets = Tickets(lambda n: STATE.user_tickets.granted(*STATE.ticket_book.grant(n)))
     if STATE.controller is None:
         emit(
             "START",
             {
-                "run": STATE.params.run,
-                "scenario": STATE.params.scenario,
-                "user_class": STATE.params.user_class,
-                "iterations": STATE.params.iterations,
-                "duration_s": STATE.params.duration_s,
-                "users": STATE.params.users,
+                "run": STATE.run_params.run,
+                "scenario": STATE.run_params.scenario,
+                "user_class": STATE.run_params.user_class,
+                "iterations": STATE.run_params.iterations,
+                "duration_s": STATE.run_params.duration_s,
+                "users": STATE.run_params.users,
                 "started_at": time.time(),
             },
         )
         STATE.controller = gevent.spawn(control, environment)
 
 
-def control(environment):
+def control(environment: Environment) -> None:
     """Master / local process: progress every second; end the run at its target."""
-    runner, params = environment.runner, STATE.params
+    runner, params = runner_of(environment), STATE.run_params
     started = time.time()
     while True:
         gevent.sleep(1)
@@ -419,8 +474,8 @@ def control(environment):
     runner.quit()
 
 
-def result(environment, started: float) -> dict:
-    runner, params = environment.runner, STATE.params
+def result(environment: Environment, started: float) -> dict[str, object]:
+    runner, params = runner_of(environment), STATE.run_params
     total = runner.stats.total
     processes = [STATE.snapshot()] + ([] if STATE.role == "local" else list(STATE.worker_reports.values()))
     senders = [p for p in processes if p["role"] != "master"]
@@ -472,9 +527,11 @@ class LabUser(FastHttpUser):
     connection_timeout = TIMEOUT_S
 
     @task
-    def send(self):
-        params = STATE.params
-        if STATE.closed or (STATE.tickets is not None and not STATE.tickets.take(self.environment.runner.user_count)):
+    def send(self) -> None:
+        params = STATE.run_params
+        if STATE.closed or (
+            STATE.tickets is not None and not STATE.tickets.take(runner_of(self.environment).user_count)
+        ):
             gevent.sleep(1)  # the run's requests are all sent: wait for the master to end it
             return
         call = random.choice(params.calls)

@@ -35,6 +35,13 @@ from labctl.params import load_params
 from labctl.platform import containers as C
 from labctl.records.run import RunInputs, RunRecord, build_run_record, generator_check
 from labctl.render import run_table
+from labctl.render.bench_table import rows_cells as bench_cells
+
+
+def bench_rows(record: dict) -> list[str]:
+    """The bench table's rows as markdown lines: one per queue (arq twice)."""
+    return ["| " + " | ".join(cells) + " |" for cells in bench_cells(record)]
+
 
 ROOT = Path(__file__).resolve().parents[2]
 P = load_params  # locust/load_params.py, loaded by path the way the driver loads it
@@ -841,7 +848,6 @@ def test_bench_table_judges_the_ratio_it_shows():
     A row without each round's figures (an older record) is judged on its whole
     figures and says it has no interval; a row with them, on the median of its
     rounds' ratios, its interval rounded down likewise."""
-    from labctl.render import bench_table as bench
 
     def row(queue, bare_rps, lab_rps, bare_rate, lab_rate):
         return {
@@ -860,7 +866,7 @@ def test_bench_table_judges_the_ratio_it_shows():
     }
 
     def cells():
-        lines = bench.rows(record)
+        lines = bench_rows(record)
         return {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")] for line in lines}
 
     assert cells()["faststream"][5] == "0.89 ✗ (no interval)"  # 0.8994: under budget, shown as such
@@ -882,7 +888,6 @@ def test_bench_table_judges_the_ratio_it_shows():
 def test_bench_table_shows_each_rounds_ratio():
     """Beside a ratio, each round's: bare round i against lab round i, for the
     API and the drain, so that a reader sees how far one round moves it."""
-    from labctl.render import bench_table as bench
 
     row = {
         "queue": "taskiq",
@@ -891,13 +896,13 @@ def test_bench_table_shows_each_rounds_ratio():
         "bare_drain": {"rate": 100.0, "rate_rounds": [90.0, 110.0]},
         "lab_drain": {"rate": 95.0, "rate_rounds": [None, 99.0]},
     }
-    [line] = bench.rows({"run": "bench-y", "mode": "await", "api_limits": {}, "rows": [row]})
+    [line] = bench_rows({"run": "bench-y", "mode": "await", "api_limits": {}, "rows": [row]})
     notes = [c.strip() for c in line.strip("|").split("|")][15]
     assert notes == "RPS ratio by round 0.99, 0.82; drain ratio by round -, 0.9"
     # Drains in many windows (labctl/experiments/bench/paired_windows.py): the pairs' median and range.
     row["bare_drain"]["rate_rounds"] = [100.0, 200.0, 100.0, 100.0, 100.0]
     row["lab_drain"]["rate_rounds"] = [90.0, 220.0, 80.0, 95.0, 100.0]
-    [line] = bench.rows({"run": "bench-y", "mode": "await", "api_limits": {}, "rows": [row]})
+    [line] = bench_rows({"run": "bench-y", "mode": "await", "api_limits": {}, "rows": [row]})
     notes = [c.strip() for c in line.strip("|").split("|")][15]
     assert notes.endswith("; drain pairs median 0.95, 0.80-1.10 over 5 pairs"), notes
 
@@ -906,7 +911,6 @@ def test_bench_table_says_which_drain_windows_were_not_cpu_bound():
     """A window in which a worker used under 80 % of its CPU quota says how its
     library schedules tasks (arq at ARQ_POLL_DELAY=0.01 under 0.5 CPU runs at
     one of two rates), not what a task costs: the notes count those windows."""
-    from labctl.render import bench_table as bench
 
     def windows(tasks, *cpu_s):
         return [{"tasks": tasks, "s": 1.05, "cpu_s": c} for c in cpu_s]
@@ -917,16 +921,16 @@ def test_bench_table_says_which_drain_windows_were_not_cpu_bound():
         "bare_drain": {"rate": 666.7, "windows": windows(700, 0.52, 0.53, 0.5)},
         "lab_drain": {"rate": 476.2, "windows": windows(500, 0.27, 0.53, 0.41)},
     }
-    [line] = bench.rows({"run": "bench-z", "mode": "await", "api_limits": {}, "rows": [row]})
+    [line] = bench_rows({"run": "bench-z", "mode": "await", "api_limits": {}, "rows": [row]})
     notes = [c.strip() for c in line.strip("|").split("|")][15]
     # 0.41 / 1.05 / 0.5 = 0.78
     assert notes == "drain ratio by round 0.71, 0.71, 0.71; windows not CPU-bound (under 80% of the quota): lab 2 of 3"
     row["lab_drain"]["windows"] = windows(500, 0.52, 0.53, 0.43)  # 0.82: every window CPU-bound
-    [line] = bench.rows({"run": "bench-z", "mode": "await", "api_limits": {}, "rows": [row]})
+    [line] = bench_rows({"run": "bench-z", "mode": "await", "api_limits": {}, "rows": [row]})
     assert "CPU-bound" not in line
     row["lab_drain"]["windows"] = windows(500, 0.1, None, 0.5)  # a window without its CPU is not judged
     row["worker_limits"] = {"cpus": 0.2}
-    [line] = bench.rows({"run": "bench-z", "mode": "await", "api_limits": {}, "rows": [row]})
+    [line] = bench_rows({"run": "bench-z", "mode": "await", "api_limits": {}, "rows": [row]})
     assert "lab 1 of 3" in line and "bare" not in line.split("quota):")[1]
 
 
@@ -937,7 +941,6 @@ def test_bench_judges_a_drain_that_was_not_cpu_bound_by_its_cpu_per_task():
     The figures are after arq's at ARQ_POLL_DELAY=0.01 under 0.5 CPU: the bare
     worker flat out at a CPU a task of 690 (microseconds), the lab's at 735-745,
     idle in two windows of three."""
-    from labctl.render import bench_table as bench
 
     def windows(*tasks_and_us):
         return [{"tasks": n, "s": 1.0, "cpu_s": n * us / 1e6} for n, us in tasks_and_us]
@@ -951,7 +954,7 @@ def test_bench_judges_a_drain_that_was_not_cpu_bound_by_its_cpu_per_task():
     }
 
     def drain_cell():
-        [line] = bench.rows({"run": "bench-w", "mode": "after-response", "api_limits": {}, "rows": [row]})
+        [line] = bench_rows({"run": "bench-w", "mode": "after-response", "api_limits": {}, "rows": [row]})
         return [c.strip() for c in line.strip("|").split("|")][13]
 
     # The pairs' rates 0.47, 0.77, 0.49; their CPU a task 690 / 735 = 0.939, 0.926, 0.932: within budget.
@@ -986,7 +989,6 @@ def test_bench_says_when_an_api_went_down_and_gives_it_no_cpu_figure():
     went down, in which round and why, and such a round has no CPU figure."""
     from labctl.experiments.bench import runner
     from labctl.platform import docker
-    from labctl.render import bench_table as bench
 
     running = {"Running": True, "OOMKilled": False, "ExitCode": 0, "StartedAt": "2026-11-26T15:25:30Z"}
     assert runner.api_down(running, running) is None
@@ -1021,7 +1023,7 @@ def test_bench_says_when_an_api_went_down_and_gives_it_no_cpu_figure():
     assert bare["api_cpu_us_per_request"] is None  # not a figure from a counter that restarted
     lab = runner.combine([drive(330.0), drive(350.0), drive(290.0)])
     assert lab["api_down"] == [] and lab["api_cpu_us_per_request"] == 1000
-    [line] = bench.rows(
+    [line] = bench_rows(
         {
             "run": "bench-v",
             "mode": "await",
@@ -1042,7 +1044,6 @@ def test_bench_drains_to_what_the_lab_published_after_response():
     record. The drain's target is now what the ledger says was published,
     once its count stops moving, and the notes say what was not."""
     from labctl.experiments.bench import runner
-    from labctl.render import bench_table as bench
 
     counts = iter([12000, 12500, 12799, 12799, 12799, 12799])
     assert runner.settled_count(lambda: next(counts), 12800, stall_s=0.02, every_s=0.01) == 12799
@@ -1053,12 +1054,12 @@ def test_bench_drains_to_what_the_lab_published_after_response():
         "bare": {"rps": 300.0, "enqueued": 12800},
         "lab": {"rps": 400.0, "enqueued": 12800, "published": 12799},
     }
-    [line] = bench.rows({"run": "bench-u", "mode": "after-response", "api_limits": {}, "rows": [row]})
+    [line] = bench_rows({"run": "bench-u", "mode": "after-response", "api_limits": {}, "rows": [row]})
     notes = [c.strip() for c in line.strip("|").split("|")][15]
     assert notes == "lab: 1 of 12800 accepted tasks not published (lab_enqueue_errors_total)"
     # A bare API killed at its memory limit: the publishes its BackgroundTasks held never happened.
     row["lab"]["published"], row["bare"]["published"] = 12800, 1626
-    [line] = bench.rows({"run": "bench-u", "mode": "after-response", "api_limits": {}, "rows": [row]})
+    [line] = bench_rows({"run": "bench-u", "mode": "after-response", "api_limits": {}, "rows": [row]})
     notes = [c.strip() for c in line.strip("|").split("|")][15]
     assert notes == "bare: 11174 of 12800 accepted tasks not published (never in its queue)"
 
