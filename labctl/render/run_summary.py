@@ -88,6 +88,17 @@ def _resources(record: RunRecord) -> tuple[str | None, str | None]:
     return (", ".join(peaks) or None, ", ".join(throttled) or None)
 
 
+# The table's notes the summary's own lines already say (the drain, the tasks, the load's length).
+SAID_ABOVE = ("draining:", "NOT SETTLED", "duration ")
+
+
+def _notes(record: RunRecord) -> str:
+    """The table's notes (run_table.notes_of) less what the lines above say."""
+    purged = f"{record.tasks.purged} purged" if record.tasks and record.tasks.purged else None
+    kept = [n for n in notes_of(record).split("; ") if n and not n.startswith(SAID_ABOVE) and n != purged]
+    return "; ".join(kept)
+
+
 def lines(record: RunRecord, record_path: str, grafana_link: str | None = None) -> list[str]:
     """At most 13 lines: what ran, and what came of it."""
     duration = f"{num(record.duration_s)} s" if record.duration_s is not None else "-"
@@ -116,7 +127,7 @@ def lines(record: RunRecord, record_path: str, grafana_link: str | None = None) 
             f"  probe    {probe.get('ok')}/{probe.get('sent')} answered ok "
             f"({100 * (probe.get('success_rate') or 0):.1f} %), worst gap {probe.get('worst_gap_s')} s"
         )
-    if notes := notes_of(record):
+    if notes := _notes(record):
         out.append(f"  notes    {notes}")
     for warning in record.warnings[:2]:
         out.append(f"  WARNING  {warning}")
