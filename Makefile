@@ -7,6 +7,10 @@ UV ?= uv
 export UV_LOCKED := 1
 RUN_ARG = $(if $(run),--run $(run),)
 # The experiments' one command line (labctl/, `$(LABCTL) --help`): each target below passes its parameters on.
+# $(call options,a b_c): `--a 'VALUE' --b-c 'VALUE'` for each variable given (non-empty); the
+# defaults live in labctl and locust/load_params.py. $(call flags,x): `--x` when x is given and not 0.
+options = $(foreach p,$(1),$(if $(strip $($(p))),--$(subst _,-,$(p)) '$(strip $($(p)))'))
+flags = $(foreach f,$(1),$(if $(filter-out 0,$(strip $($(f)))),--$(subst _,-,$(f))))
 LABCTL = COMPOSE="$(COMPOSE)" $(UV) run python -m labctl
 
 .PHONY: help install lint dashboards test test-unit test-integration test-compose test-claims test-swarm mutants up down ps logs limits purge reset clean \
@@ -154,8 +158,7 @@ compose-services: ## print every compose service but Grafana (for the tests)
 # Only the parameters given are passed: the defaults live in locust/load_params.py.
 LOAD_PARAMS = worker endpoint users spawn iterations duration run scenario variant mode count size \
               locust_workers drain_watch drain_timeout drain_stall
-load-args = $(foreach p,$(LOAD_PARAMS),$(if $(strip $($(p))),--$(subst _,-,$(p)) '$(strip $($(p)))')) \
-            $(if $(filter-out 0,$(strip $(wait))),--wait)
+load-args = $(call options,$(LOAD_PARAMS)) $(call flags,wait)
 # Where the run records go (the compose tests point it at a temporary directory).
 results_dir ?= results
 
@@ -171,8 +174,7 @@ locust-ui-down: ## stop Locust's web UI
 	@$(COMPOSE) --profile locust-ui rm --stop --force locust-ui
 
 results: ## the newest runs in a few columns, the latest comparison and bench: make results [full=1: every record, every column]
-	@$(LABCTL) results $(if $(filter-out 0,$(strip $(full))),--full) \
-	  $(if $(last),--last '$(last)') --results-dir '$(results_dir)'
+	@$(LABCTL) results $(call flags,full) $(call options,last) --results-dir '$(results_dir)'
 
 report: ## PNG plots of a run from Prometheus, next to its JSON: make report run=NAME
 	@$(LABCTL) report --run '$(run)' --results-dir '$(results_dir)'
@@ -189,22 +191,19 @@ sweep: grafana-password ## load runs over a matrix of worker limits: make sweep 
 # restarts the compose lab under each of the published experiment's two settings, then its own.
 COMPARE_PARAMS = duration requests rounds reps max_rounds target_pct budget_min seed warmup_s drain_watch users \
                  endpoint spawn setting locust_workers backlog_wait_s
-compare-args = $(foreach p,$(COMPARE_PARAMS),$(if $(strip $($(p))),--$(subst _,-,$(p)) '$(strip $($(p)))')) \
-               $(if $(filter-out 0,$(strip $(quick))),--quick) $(if $(filter 0,$(strip $(warmup_run))),--no-warmup-run)
+compare-args = $(call options,$(COMPARE_PARAMS)) $(call flags,quick) $(if $(filter 0,$(strip $(warmup_run))),--no-warmup-run)
 .PHONY: compare compare-agree
 compare: ## every queue under the same limits and load, in rounds of random order until each RPS interval is narrow; one report: make compare [workers="arq saq" quick=1 rounds=3 max_rounds=8 budget_min=40 seed=N setting=article]
 	@$(LABCTL) compare --workers '$(workers)' $(compare-args) --results-dir '$(results_dir)'
 
 compare-agree: ## two comparisons of the same queues side by side: medians apart, pairs called both ways: make compare-agree a=compare-<time> b=compare-<time> [within_pct=10]
-	@$(LABCTL) compare-agree --a '$(a)' --b '$(b)' $(if $(within_pct),--within-pct '$(within_pct)') --results-dir '$(results_dir)'
+	@$(LABCTL) compare-agree --a '$(a)' --b '$(b)' $(call options,within_pct) --results-dir '$(results_dir)'
 
 # ---- What the lab costs ----------------------------------------------------------------
 .PHONY: bench
 bench: ## the lab's API and workers beside bare ones (each library's plain call): make bench [worker=Q|all requests=3000 users=50 rounds=8 drain_s=30 drain_window_s=1 backlog_wait_s=120]
 	@$(LABCTL) bench --worker '$(or $(worker),all)' \
-	  $(if $(requests),--requests $(requests)) $(if $(users),--users $(users)) $(if $(warmup),--warmup $(warmup)) $(if $(rounds),--rounds $(rounds)) \
-	  $(if $(drain_s),--drain-s $(drain_s)) $(if $(drain_window_s),--drain-window-s $(drain_window_s)) $(if $(backlog_wait_s),--backlog-wait-s $(backlog_wait_s)) \
-	  --results-dir '$(results_dir)'
+	  $(call options,requests users warmup rounds drain_s drain_window_s backlog_wait_s) --results-dir '$(results_dir)'
 
 # ---- The queue authors' own benchmarks ------------------------------------------------
 # make claims [quick=1] [scale=1 reps=2 only=saq_simple,rq_doc,... setups=unlimited,limited]
@@ -212,15 +211,12 @@ bench: ## the lab's API and workers beside bare ones (each library's plain call)
 # On a Redis and containers of its own (never the lab's): the lab need not be up, only its image built.
 .PHONY: claims
 claims: ## the queue authors' published benchmarks run here beside their figures, and each claim decided: make claims [quick=1 scale= reps= only= setups=] [report=claims-<time>]
-	@$(LABCTL) claims $(if $(filter-out 0,$(strip $(quick))),--quick) \
-	  $(if $(scale),--scale '$(scale)') $(if $(reps),--reps '$(reps)') $(if $(only),--only '$(only)') \
-	  $(if $(setups),--setups '$(setups)') $(if $(report),--report '$(report)') --results-dir '$(results_dir)'
+	@$(LABCTL) claims $(call flags,quick) $(call options,scale reps only setups report) --results-dir '$(results_dir)'
 
 # ---- Fault experiments ----------------------------------------------------------------
 .PHONY: chaos
 chaos: ## a load run with a fault injected: make chaos worker=arq fault=kill-worker|stop-worker|restart-redis|oom|kill-node [node=N at=3 hold=5 drain_watch=60|wait=1]
-	@$(LABCTL) chaos --fault '$(fault)' $(if $(at),--at $(at)) $(if $(hold),--hold $(hold)) $(if $(node),--node '$(node)') \
-	  $(load-args) --results-dir '$(results_dir)'
+	@$(LABCTL) chaos --fault '$(fault)' $(call options,at hold node) $(load-args) --results-dir '$(results_dir)'
 
 # ---- Docker Swarm (docs/swarm.md) ------------------------------------------------------
 .PHONY: stack-up stack-down scale
@@ -251,6 +247,5 @@ test-cluster: ## a three-node cluster, a mixed load with a worker node killed, t
 
 # ---- Scaling ----------------------------------------------------------------------------
 scale: ## the same load at each replica count of a queue's workers (or node count, on a Swarm), reps times in random orders: make scale worker=Q replicas="1 2 4 8"|nodes="1 2 3" [reps=3 seed=N per_node=1 requests=N users= endpoint=]
-	@$(LABCTL) scale --replicas '$(or $(replicas),1 2 4 8)' $(if $(nodes),--nodes '$(nodes)') $(if $(per_node),--per-node '$(per_node)') \
-	  $(if $(reps),--reps '$(reps)') $(if $(seed),--seed '$(seed)') \
+	@$(LABCTL) scale --replicas '$(or $(replicas),1 2 4 8)' $(call options,nodes per_node reps seed) \
 	  $(load-args) $(if $(requests),--iterations '$(requests)') --results-dir '$(results_dir)'
