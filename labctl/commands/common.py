@@ -15,6 +15,7 @@ import typer
 
 from labctl.config import RESULTS_DIR
 from labctl.errors import EXIT_INTERRUPTED, EXIT_PARAMS, LabError
+from labctl.load_run import options as load_defaults
 from labctl.load_run.options import LoadOptions
 from labctl.params import load_params
 from labctl.render.console import Console
@@ -81,10 +82,15 @@ LOAD_OPTIONS: dict[str, tuple[Any, Any]] = {
     "count": _option("", str, "--count", help="clients: how many (default 1000)"),
     "size": _option("", str, "--size", help="payload: bytes (default 1024)"),
     "locust_workers": _option(
-        2, int, "--locust-workers", envvar="LOCUST_WORKERS", min=1, help="Locust worker processes (containers)"
+        load_defaults.LOCUST_WORKERS,
+        int,
+        "--locust-workers",
+        envvar="LOCUST_WORKERS",
+        min=1,
+        help="Locust worker processes (containers)",
     ),
     "drain_watch": _option(
-        60.0,
+        load_defaults.DRAIN_WATCH_S,
         float,
         "--drain-watch",
         envvar="LOAD_DRAIN_WATCH_S",
@@ -94,14 +100,14 @@ LOAD_OPTIONS: dict[str, tuple[Any, Any]] = {
         False, bool, "--wait", envvar="LOAD_WAIT", help="wait until every task settled (at most --drain-timeout)"
     ),
     "drain_timeout": _option(
-        1200.0,
+        load_defaults.DRAIN_TIMEOUT_S,
         float,
         "--drain-timeout",
         envvar="LOAD_DRAIN_TIMEOUT_S",
         help="with --wait: seconds to wait for pending tasks after the load",
     ),
     "drain_stall": _option(
-        120.0,
+        load_defaults.DRAIN_STALL_S,
         float,
         "--drain-stall",
         envvar="LOAD_DRAIN_STALL_S",

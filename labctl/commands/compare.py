@@ -10,6 +10,7 @@ from labctl.commands.common import ResultsDir, console, handled, help_of
 from labctl.config import RESULTS_DIR
 from labctl.experiments import compare as experiment
 from labctl.experiments.compare import agree as agree_experiment
+from labctl.load_run.options import DRAIN_TIMEOUT_S, LOCUST_WORKERS
 from labctl.platform.orchestrator import orchestrator
 from labctl.queues import QUEUES
 
@@ -71,10 +72,12 @@ def compare(
         str,
         typer.Option(help="article: the published experiment's two settings in one go (the compose lab restarted)"),
     ] = "",
-    locust_workers: Annotated[int, typer.Option(envvar="LOCUST_WORKERS", min=1, help="Locust worker containers")] = 2,
+    locust_workers: Annotated[
+        int, typer.Option(envvar="LOCUST_WORKERS", min=1, help="Locust worker containers")
+    ] = LOCUST_WORKERS,
     drain_timeout: Annotated[
         float, typer.Option(envvar="LOAD_DRAIN_TIMEOUT_S", help="seconds a run's backlog may take to empty")
-    ] = 1200,
+    ] = DRAIN_TIMEOUT_S,
     backlog_wait_s: Annotated[
         float, typer.Option(help="how long to wait for every queue to be empty before a run")
     ] = 600,

@@ -14,6 +14,13 @@ from labctl.config import RESULTS_DIR, setting
 from labctl.errors import ParamError
 from labctl.params import load_params
 
+# The driver's defaults, each written here once (the commands' options and the
+# comparison's read them too); an env var or the project's .env overrides them.
+LOCUST_WORKERS = 2  # Locust worker containers, one process (at most one core) each
+DRAIN_WATCH_S = 60.0  # how long make load watches the tasks after the load
+DRAIN_TIMEOUT_S = 1200.0  # how long wait=1 (and make compare) waits for a backlog at most
+DRAIN_STALL_S = 120.0  # a wait ends once no task settled for this long
+
 
 def _knob(name: str, default: str) -> Any:
     return lambda: float(setting(name, default))
@@ -33,13 +40,13 @@ class LoadOptions:
     mode: str = ""
     count: str = ""
     size: str = ""
-    locust_workers: int = field(default_factory=lambda: int(setting("LOCUST_WORKERS", "2")))
-    drain_watch: float = field(default_factory=_knob("LOAD_DRAIN_WATCH_S", "60"))
+    locust_workers: int = field(default_factory=lambda: int(setting("LOCUST_WORKERS", str(LOCUST_WORKERS))))
+    drain_watch: float = field(default_factory=_knob("LOAD_DRAIN_WATCH_S", str(DRAIN_WATCH_S)))
     wait: bool = field(default_factory=lambda: setting("LOAD_WAIT", "") not in ("", "0"))
-    drain_timeout: float = field(default_factory=_knob("LOAD_DRAIN_TIMEOUT_S", "1200"))
+    drain_timeout: float = field(default_factory=_knob("LOAD_DRAIN_TIMEOUT_S", str(DRAIN_TIMEOUT_S)))
     # Waiting for the tasks ends early when none settled for this long: a task
     # takes seconds at most, so those are not coming.
-    drain_stall: float = field(default_factory=_knob("LOAD_DRAIN_STALL_S", "120"))
+    drain_stall: float = field(default_factory=_knob("LOAD_DRAIN_STALL_S", str(DRAIN_STALL_S)))
     results_dir: Path = RESULTS_DIR
 
     def raw_params(self) -> dict[str, str]:
