@@ -11,18 +11,18 @@ import typer
 
 from labctl.commands.common import console, handled, help_of
 from labctl.config import setting
-from labctl.experiments import limits as limits_experiment
-from labctl.experiments import locust_ui as locust_ui_experiment
 from labctl.platform import cluster as cluster_platform
 from labctl.platform import purge as purge_platform
 from labctl.platform import stack as stack_file
 from labctl.platform import stack_deploy
+from labctl.views import limits as limits_view
+from labctl.views import locust_ui as locust_ui_view
 
 
 def register(app: typer.Typer) -> None:
-    app.command("limits", help=help_of(limits_experiment.__doc__))(limits)
+    app.command("limits", help=help_of(limits_view.__doc__))(limits)
     app.command("purge", help=help_of(purge_platform.__doc__))(purge)
-    app.command("locust-ui", help=help_of(locust_ui_experiment.__doc__))(locust_ui)
+    app.command("locust-ui", help=help_of(locust_ui_view.__doc__))(locust_ui)
     app.command("stack-up", help="Deploy the lab as a stack to the Swarm the Docker CLI points at.")(stack_up)
     app.command("stack-down", help="Remove the stack and its port forwarder (the swarm and the volumes stay).")(
         stack_down
@@ -40,7 +40,7 @@ def register(app: typer.Typer) -> None:
 
 @handled("limits")
 def limits() -> int:
-    return limits_experiment.limits(console())
+    return limits_view.limits(console())
 
 
 @handled("purge")
@@ -57,7 +57,7 @@ def locust_ui(
     endpoint: Annotated[str, typer.Option(help="io/simple (default), ...")] = "",
     run: Annotated[str, typer.Option(help="the ledger's run name (default: generated)")] = "",
 ) -> int:
-    return locust_ui_experiment.locust_ui(worker, endpoint, run, console())
+    return locust_ui_view.locust_ui(worker, endpoint, run, console())
 
 
 @handled("stack-up")

@@ -9,7 +9,8 @@ import typer
 from labctl.commands.common import ResultsDir, console, handled, help_of
 from labctl.config import RESULTS_DIR
 from labctl.errors import ParamError
-from labctl.experiments import results_view, run_report
+from labctl.views import report as run_report
+from labctl.views import results as results_view
 
 
 def register(app: typer.Typer) -> None:

@@ -1200,10 +1200,10 @@ def test_a_draining_run_is_not_called_lost_and_settles_when_its_ledger_does():
 
 
 def test_make_results_fills_in_a_run_that_settled_after_its_watch(tmp_path, monkeypatch):
-    from labctl.experiments import results_view
     from labctl.platform.compose import Compose
     from labctl.records.store import Store
     from labctl.render.console import Console
+    from labctl.views import results as results_view
 
     store = Store(tmp_path)
     store.save(_draining_record(pending=40))

@@ -77,7 +77,7 @@ def test_the_exit_codes(tmp_path, monkeypatch, capsys):
     def interrupted(*_args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("labctl.experiments.results_view.show_results", interrupted)
+    monkeypatch.setattr("labctl.views.results.show_results", interrupted)
     assert main(["results", "--results-dir", str(tmp_path)]) == 130
     assert main(["no-such-command"]) == 2
 

@@ -19,7 +19,7 @@ from labctl.errors import LabError, LabNotRunning
 from labctl.platform.orchestrator import orchestrator
 from labctl.records.store import Store
 from labctl.render.console import Console
-from labctl.render.run_report import Panel, Series, figure_png
+from labctl.render.run_figure import Panel, Series, figure_png
 
 RATE = "[10s]"  # five scrapes at the 2 s scrape interval
 
