@@ -152,11 +152,11 @@ compose-services: ## print every compose service but Grafana (for the tests)
 	@echo $(compose-services)
 
 # ---- Load runs (Locust in the compose profile `load`) -------------------------------
-# make load worker=arq [endpoint=io/simple users=100 spawn=100 iterations=N|duration=60s run=NAME]
+# make load worker=arq [endpoint=io/simple users=100 spawn=100 iterations=N|duration=60s rate=R run=NAME]
 #                      [drain_watch=60 | wait=1]
 # make load scenario=upstream variant=async-blocking users=50 iterations=100
 # Only the parameters given are passed: the defaults live in locust/load_params.py.
-LOAD_PARAMS = worker endpoint users spawn iterations duration run scenario variant mode count size \
+LOAD_PARAMS = worker endpoint users spawn iterations duration rate run scenario variant mode count size \
               locust_workers drain_watch drain_timeout drain_stall
 load-args = $(call options,$(LOAD_PARAMS)) $(call flags,wait)
 # Where the run records go (the compose tests point it at a temporary directory).
@@ -164,7 +164,7 @@ results_dir ?= results
 
 .PHONY: load results report sweep locust-ui locust-ui-down
 
-load: ## drive the lab with Locust and record the run: make load worker=arq|...|all [endpoint= users= iterations=|duration= run= drain_watch=60|wait=1]
+load: ## drive the lab with Locust and record the run: make load worker=arq|...|all [endpoint= users= iterations=|duration= rate= run= drain_watch=60|wait=1]
 	@$(LABCTL) load $(load-args) --results-dir '$(results_dir)'
 
 locust-ui: ## Locust's web UI on 127.0.0.1:8089 against the lab's API, for interactive runs: make locust-ui worker=arq [endpoint=io/simple run=NAME]

@@ -52,6 +52,18 @@ DEFAULT_USERS = 100
 DEFAULT_SPAWN_RATE = 100.0
 DEFAULT_CLIENTS = 1000  # the API's default; the article's 40000 needs API_MEM=1G or so
 DEFAULT_PAYLOAD = 1024  # the API's default
+# rate= (the open model): requests a second on a fixed schedule, whatever the
+# answers, each user sending on its own schedule. Without users=, enough users
+# that each sends at most every RATE_USER_INTERVAL_S: an answer has that long
+# before it delays its user's next send; a send that is late anyway counts its
+# lateness in its latency (measured from the scheduled time, as wrk2 does).
+RATE_USER_INTERVAL_S = 2.0
+MAX_RATE_USERS = 5000
+# What one Locust process (one core, FastHttpUser) is asked to send at most: a
+# bound well under what FastHttpUser sends against a fast server, so a run
+# whose schedule slips says more about the lab than about its generator. The
+# driver refuses a rate above it times the Locust worker processes.
+MAX_RATE_PER_PROCESS = 1000.0
 # Which parameters each scenario takes (besides users, spawn, iterations/duration, run).
 SCENARIO_KEYS = {
     "queue": {"worker", "endpoint"},
@@ -74,6 +86,7 @@ ENV_NAMES = {
     "mode": "LOAD_MODE",
     "count": "LOAD_COUNT",
     "size": "LOAD_SIZE",
+    "rate": "LOAD_RATE",
 }
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|m|s)")
@@ -103,6 +116,7 @@ class LoadParams:
     spawn_rate: float = DEFAULT_SPAWN_RATE
     iterations: int | None = None  # exactly this many requests, then the run ends
     duration_s: float | None = None  # or: send for this long
+    rate: float | None = None  # the open model: requests a second on a schedule (with duration_s)
     workers: tuple[str, ...] = ()  # queue scenario
     endpoints: tuple[str, ...] = ()  # queue scenario
     variant: str | None = None  # upstream
@@ -236,6 +250,29 @@ def _spawn_rate(raw: Mapping[str, object]) -> float:
     return spawn_rate
 
 
+def _rate(raw: Mapping[str, object], scenario: str) -> float | None:
+    """rate=: requests a second (> 0), sent for a duration (never with iterations=)."""
+    text = _given(raw, "rate")
+    if text is None:
+        return None
+    try:
+        rate = float(text)
+    except ValueError:
+        raise ParamError(f"rate={text!r}: not a number (requests per second)") from None
+    if not (rate > 0 and math.isfinite(rate)):
+        raise ParamError(f"rate={text!r}: must be more than 0 requests per second")
+    if _given(raw, "iterations") is not None:
+        raise ParamError("rate= sends on a schedule for a duration=: give duration=, not iterations=")
+    if _given(raw, "duration") is None and scenario not in DEFAULT_DURATION_S:
+        raise ParamError(f"rate= needs duration= for scenario={scenario} (it has no default length)")
+    return rate
+
+
+def users_for_rate(rate: float) -> int:
+    """The users of a rate= run without users=: each sends at most every RATE_USER_INTERVAL_S."""
+    return min(MAX_RATE_USERS, max(DEFAULT_USERS, math.ceil(rate * RATE_USER_INTERVAL_S)))
+
+
 def _length(raw: Mapping[str, object], scenario: str) -> tuple[int | None, float | None]:
     """(iterations, duration_s): one of them, the scenario's default when neither is given."""
     iterations_text, duration_text = _given(raw, "iterations"), _given(raw, "duration")
@@ -302,11 +339,13 @@ def parse_params(raw: Mapping[str, object], now: float | None = None) -> LoadPar
     """Check a run's parameters (strings, as make or the environment gives them;
     empty = not given) and fill in the defaults.
 
-    Keys: scenario, run, users, spawn_rate, iterations, duration, and per scenario
+    Keys: scenario, run, users, spawn_rate, iterations, duration, rate, and per scenario
     worker + endpoint (queue), variant (upstream), mode + count (clients), size (payload).
     """
     scenario = _scenario_of(raw)
-    users = _int("users", _given(raw, "users") or str(DEFAULT_USERS), 1)
+    rate = _rate(raw, scenario)
+    default_users = users_for_rate(rate) if rate else DEFAULT_USERS
+    users = _int("users", _given(raw, "users") or str(default_users), 1)
     spawn_rate = _spawn_rate(raw)
     iterations, duration_s = _length(raw, scenario)
     params = LoadParams(
@@ -316,6 +355,7 @@ def parse_params(raw: Mapping[str, object], now: float | None = None) -> LoadPar
         spawn_rate=spawn_rate,
         iterations=iterations,
         duration_s=duration_s,
+        rate=rate,
         **_scenario_fields(raw, scenario),
     )
     params = replace(params, run=_run_name(raw, params, now))

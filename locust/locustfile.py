@@ -72,6 +72,9 @@ LINGER_S = float(os.environ.get("LOAD_LINGER_S") or 4)
 START_GATE = os.environ.get("LOAD_START_GATE")
 START_GATE_TIMEOUT_S = float(os.environ.get("LOAD_START_GATE_TIMEOUT_S") or 60)
 TIMEOUT_S = float(os.environ.get("LOAD_TIMEOUT_S") or 60)
+# rate=: a send more than this behind its schedule counts as late (the run's record
+# says when many were: the schedule slipped).
+LATE_S = 0.1
 # Workers report their stats every second instead of every 3 s: the master sees
 # the last request sooner, and the driver's progress is fresher.
 locust.runners.WORKER_REPORT_INTERVAL = 1.0
@@ -163,6 +166,8 @@ class State:
         self.last_end: float | None = None
         self.exported = 0  # requests counted in this process's locust_requests_total
         self.in_flight = 0  # requests sent and not answered yet
+        self.scheduled_sends = 0  # rate=: requests sent on a schedule
+        self.late_sends = 0  # ...of which more than LATE_S behind it
         self.closed = False  # duration reached: send nothing more, let the requests in flight finish
         self.cpu_start: tuple[float, float] | None = None  # (time, cgroup CPU seconds) at test start
         self.worker_reports: dict[str, dict[str, Any]] = {}  # master: the latest snapshot of each worker
@@ -198,6 +203,8 @@ class State:
             "last_end": self.last_end,
             "exported_requests": self.exported,
             "in_flight": self.in_flight,
+            "scheduled_sends": self.scheduled_sends,
+            "late_sends": self.late_sends,
             "closed": self.closed,
             "cpu_seconds": round((sample.cpu_seconds or 0.0) - cpu0, 3),
             "interval_s": round(now - t0, 3),
@@ -433,6 +440,7 @@ def on_test_start(environment: Environment, **_: object) -> None:
                 "user_class": STATE.run_params.user_class,
                 "iterations": STATE.run_params.iterations,
                 "duration_s": STATE.run_params.duration_s,
+                "rate": STATE.run_params.rate,
                 "users": STATE.run_params.users,
                 "started_at": time.time(),
             },
@@ -456,6 +464,7 @@ def control(environment: Environment) -> None:
                 "failures": total.num_failures,
                 "rps": round(total.current_rps, 1),
                 "iterations": params.iterations,
+                "rate": params.rate,
                 "granted": STATE.book.granted if STATE.book else None,
             },
         )
@@ -492,6 +501,9 @@ def result(environment: Environment, started: float) -> dict[str, object]:
         "scenario": params.scenario,
         "iterations": params.iterations,
         "duration_target_s": params.duration_s,
+        "rate": params.rate,
+        "scheduled_sends": sum(p["scheduled_sends"] for p in senders),
+        "late_sends": sum(p["late_sends"] for p in senders),
         "users": params.users,
         "spawn_rate": params.spawn_rate,
         "granted": STATE.book.granted if STATE.book else None,
@@ -521,14 +533,39 @@ def result(environment: Environment, started: float) -> dict[str, object]:
 
 
 class LabUser(FastHttpUser):
+    """Closed loop by default: each user sends its next request as soon as one is
+    answered. With rate= (the open model, as wrk2 runs it) each user sends on a
+    schedule of its own, users/rate seconds apart from a random start, whatever
+    the answers; a send its user could not make on time (its last answer came
+    late, or the process was busy) is made at once and its latency counts from
+    the scheduled time, so a slow moment of the server is charged to every
+    request it delayed."""
+
     abstract = True
-    wait_time = constant(0)  # closed loop: each user sends its next request as soon as one is answered
+    wait_time = constant(0)
     network_timeout = TIMEOUT_S
     connection_timeout = TIMEOUT_S
+    _due: float | None = None  # rate=: when this user's next request is due
+
+    def _on_schedule(self, rate: float, users: int) -> float:
+        """Wait for this user's next send; how late it is (ms) once it may go."""
+        interval = users / rate
+        if self._due is None:  # the users' schedules are spread over one interval
+            self._due = time.time() + random.uniform(0, interval)
+        due, self._due = self._due, self._due + interval
+        ahead = due - time.time()
+        if ahead > 0:
+            gevent.sleep(ahead)
+        late = max(0.0, time.time() - due)
+        if not STATE.closed:
+            STATE.scheduled_sends += 1
+            STATE.late_sends += int(late > LATE_S)
+        return late * 1000
 
     @task
     def send(self) -> None:
         params = STATE.run_params
+        late_ms = self._on_schedule(params.rate, params.users) if params.rate else 0.0
         if STATE.closed or (
             STATE.tickets is not None and not STATE.tickets.take(runner_of(self.environment).user_count)
         ):
@@ -545,6 +582,7 @@ class LabUser(FastHttpUser):
                 headers={"X-Lab-Run": params.run},
                 catch_response=True,
             ) as resp:
+                resp.request_meta["response_time"] += late_ms  # rate=: from the scheduled time
                 if resp.status_code == 0:
                     return  # no HTTP answer: Locust reports the connection error itself
                 if resp.status_code != call.expect_status:

@@ -81,6 +81,12 @@ LOAD_OPTIONS: dict[str, tuple[Any, Any]] = {
     "mode": _option("", str, "--mode", help="clients: model (default)|prejson"),
     "count": _option("", str, "--count", help="clients: how many (default 1000)"),
     "size": _option("", str, "--size", help="payload: bytes (default 1024)"),
+    "rate": _option(
+        "",
+        str,
+        "--rate",
+        help="the open model: requests/s on a fixed schedule for the duration, latency from each scheduled time",
+    ),
     "locust_workers": _option(
         load_defaults.LOCUST_WORKERS,
         int,

@@ -50,8 +50,9 @@ def load_progress(
     else:
         fraction = elapsed / params.duration_s
         head = f"{requests} requests"
+    target = f" of {params.rate:g}" if params.rate else ""  # rate=: the schedule's
     line = (
-        f"{head}  {elapsed:5.1f}s  {rps:6.1f} req/s  users {p.get('users', 0)}  "
+        f"{head}  {elapsed:5.1f}s  {rps:6.1f}{target} req/s  users {p.get('users', 0)}  "
         f"failures {failures} ({100 * failures / requests if requests else 0:.1f}%)"
     )
     if ledger_totals == {}:  # a queue run whose ledger has not answered yet: no count, not zeros

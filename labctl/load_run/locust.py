@@ -35,6 +35,7 @@ def load_env(params: Any, locust_workers: int) -> dict[str, str]:
         "mode": params.mode or "",
         "count": str(params.count or ""),
         "size": "" if params.size is None else str(params.size),
+        "rate": f"{params.rate:g}" if params.rate else "",
     }
     return {
         **{load_params.ENV_NAMES[k]: v for k, v in given.items()},

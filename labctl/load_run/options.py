@@ -40,6 +40,7 @@ class LoadOptions:
     mode: str = ""
     count: str = ""
     size: str = ""
+    rate: str = ""
     locust_workers: int = field(default_factory=lambda: int(setting("LOCUST_WORKERS", str(LOCUST_WORKERS))))
     drain_watch: float = field(default_factory=_knob("LOAD_DRAIN_WATCH_S", str(DRAIN_WATCH_S)))
     wait: bool = field(default_factory=lambda: setting("LOAD_WAIT", "") not in ("", "0"))
@@ -64,6 +65,7 @@ class LoadOptions:
             "mode": self.mode,
             "count": self.count,
             "size": self.size,
+            "rate": self.rate,
         }
 
     def parse(self) -> Any:
@@ -71,9 +73,16 @@ class LoadOptions:
         if self.locust_workers < 1:
             raise ParamError("locust_workers must be at least 1")
         try:
-            return load_params.parse_params(self.raw_params())
+            params = load_params.parse_params(self.raw_params())
         except load_params.ParamError as exc:
             raise ParamError(str(exc)) from None
+        most = load_params.MAX_RATE_PER_PROCESS * self.locust_workers
+        if params.rate is not None and params.rate > most:
+            raise ParamError(
+                f"rate={params.rate:g}: more than {self.locust_workers} Locust worker(s) are asked to send "
+                f"(at most {load_params.MAX_RATE_PER_PROCESS:g} requests/s each): give locust_workers= more"
+            )
+        return params
 
     def but(self, **changes: Any) -> LoadOptions:
         """A copy with some options changed (one run of a sweep, a comparison, a scale)."""

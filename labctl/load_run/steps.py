@@ -389,6 +389,7 @@ def write_record(
                 "spawn_rate": p.spawn_rate,
                 "iterations": p.iterations,
                 "duration_target_s": p.duration_s,
+                "target_rate": p.rate,
             },
             locust=result,
             ledger=wait.ledger if wait else None,

@@ -24,6 +24,10 @@ SCHEMA = 1
 # A Locust process runs on one core (gevent: one thread). Above this share of a
 # core, or of its container's limit, its numbers measure Locust, not the lab.
 GENERATOR_BUSY = 0.85
+# rate= runs: below this share of its target the load did not keep its schedule;
+# above this share of sends late (locust/locustfile.py, LATE_S) the schedule slipped.
+RATE_KEPT = 0.95
+LATE_SHARE = 0.05
 
 
 class TaskFigures(Record):
@@ -109,6 +113,8 @@ class RunRecord(Record):
     spawn_rate: float = 0.0
     iterations: int | None = None
     duration_target_s: float | None = None
+    target_rate: float | None = None  # rate= (the open model): the requests a second it was to send
+    late_sends_pct: float | None = None  # ...and the share of them sent late (latency counts from the schedule)
     locust_workers: int | None = None
     duration_s: float | None = None
     limits: dict[str, Any] = {}
@@ -295,7 +301,7 @@ def task_figures(
 
 
 # -- Warnings ------------------------------------------------------------------------------
-def _run_warnings(inputs: RunInputs, generator: Mapping[str, Any], requests: int) -> list[str]:
+def _run_warnings(inputs: RunInputs, generator: Mapping[str, Any], requests: int, rps: float | None) -> list[str]:
     """The warnings about the load itself: the caller's notes, the generator, restarts, the count."""
     warnings = list(inputs.notes)
     if generator["warning"]:
@@ -310,6 +316,24 @@ def _run_warnings(inputs: RunInputs, generator: Mapping[str, Any], requests: int
     iterations = inputs.params.get("iterations")
     if iterations is not None and requests != iterations:
         warnings.append(f"{requests} requests recorded, not the {iterations} asked for")
+    warnings += _schedule_warnings(inputs.params.get("target_rate"), inputs.locust, rps)
+    return warnings
+
+
+def _schedule_warnings(target: float | None, locust: Mapping[str, Any], rps: float | None) -> list[str]:
+    """rate= runs: the load fell short of its rate, or many requests left late."""
+    if not target:
+        return []
+    warnings = []
+    if rps is not None and rps < RATE_KEPT * target:
+        warnings.append(
+            f"the load sent {rps:g} requests/s of the {target:g} asked for: the schedule was not kept "
+            "(a slow answer held its user past its next send, or the generator was busy; latency counts "
+            "from each scheduled time)"
+        )
+    sends, late = locust.get("scheduled_sends") or 0, locust.get("late_sends") or 0
+    if sends and late / sends > LATE_SHARE:
+        warnings.append(f"{100 * late / sends:.1f} % of the requests left over 100 ms after their scheduled time")
     return warnings
 
 
@@ -370,6 +394,7 @@ def _params_fields(params: Mapping[str, Any], locust: Mapping[str, Any], start: 
         "spawn_rate": params["spawn_rate"],
         "iterations": params.get("iterations"),
         "duration_target_s": params.get("duration_target_s"),
+        "target_rate": params.get("target_rate"),
     }
 
 
@@ -399,7 +424,9 @@ def build_run_record(inputs: RunInputs) -> RunRecord:
     generator = generator_check(locust.get("processes", []))
     tasks = task_figures(inputs.ledger, end, inputs.settled, inputs.draining) if inputs.ledger is not None else None
     accepted = locust.get("status_codes", {}).get("202")
-    warnings = _run_warnings(inputs, generator, locust.get("requests", 0)) + _task_warnings(tasks, inputs, accepted)
+    load = _load_fields(locust, duration)
+    warnings = _run_warnings(inputs, generator, load["requests"], load["rps"]) + _task_warnings(tasks, inputs, accepted)
+    sends = locust.get("scheduled_sends")
     return RunRecord.model_validate(
         {
             **_params_fields(inputs.params, locust, start),
@@ -407,7 +434,8 @@ def build_run_record(inputs: RunInputs) -> RunRecord:
             "duration_s": _round(duration),
             "limits": dict(inputs.limits),
             "knobs": dict(inputs.knobs),
-            **_load_fields(locust, duration),
+            **load,
+            "late_sends_pct": _round(100 * locust.get("late_sends", 0) / sends, 2) if sends else None,
             "load_started_at": start,
             "load_ended_at": end,
             "tasks": tasks,

@@ -40,6 +40,14 @@ def empty_in(projected_s: float, at: float) -> str:
     return f"empty in about {duration_text(projected_s)} (~{time.strftime('%H:%M', time.localtime(at + projected_s))})"
 
 
+def _target(record: RunRecord) -> str:
+    """rate= runs: the rate asked for, and the share of requests that left late."""
+    if not record.target_rate:
+        return ""
+    late = f", {num(record.late_sends_pct)} % sent late" if record.late_sends_pct else ""
+    return f" of {num(record.target_rate)} asked (open model, latency from each scheduled time{late})"
+
+
 def _tasks(record: RunRecord) -> str | None:
     t = record.tasks
     if t is None:
@@ -110,7 +118,7 @@ def lines(record: RunRecord, record_path: str, grafana_link: str | None = None) 
             if record.worker and record.worker in record.limits.get("workers", {})
             else ""
         ),
-        f"  rate     {num(record.rps)} req/s: {record.requests} requests, {record.failures} failed",
+        f"  rate     {num(record.rps)} req/s{_target(record)}: {record.requests} requests, {record.failures} failed",
         f"  latency  median {num(record.median_ms)} ms, p95 {num(record.p95_ms)} ms, p99 {num(record.p99_ms)} ms",
     ]
     if tasks := _tasks(record):

@@ -250,6 +250,23 @@ def test_an_event_loop_scenario_leaves_a_record_with_the_probe(stack, results_di
     assert f"| {record['scenario']} | {endpoint} |" in row, row
 
 
+def test_a_rate_run_sends_on_its_schedule_through_the_stack(stack, results_dir):
+    """make load rate=: the open model through the containers (LOAD_RATE reaches both
+    Locust workers), its target in the live line, the record and the summary; every
+    request it sent counted, every task it enqueued settled. No speed is asserted:
+    the rate reached is the machine's (the record warns when it fell short)."""
+    run, proc, record = load(stack, results_dir, "worker=huey", "rate=40", "duration=8s", "wait=1")
+    assert record["target_rate"] == 40.0 and record["users"] == 100, record  # 100 users: at least the default
+    assert record["late_sends_pct"] is not None, record
+    assert re.search(r"\d+\.\d of 40 req/s", proc.stdout), proc.stdout
+    assert "of 40 asked (open model, latency from each scheduled time" in proc.stdout, proc.stdout
+    accepted = record["status_codes"].get("202", 0)
+    assert accepted > 0 and record["status_codes"] == {"202": accepted, **refused(record)}, record["status_codes"]
+    tasks = record["tasks"]
+    assert tasks["settled"] and tasks["enqueued"] == tasks["completed"] == accepted, tasks
+    assert_locust_is_gone(stack)
+
+
 EVENT_LOOP_RUNS = [
     *(({"scenario": "upstream", "variant": v}, f"upstream/{v}") for v in load_params.UPSTREAM_VARIANTS),
     *(({"scenario": "clients", "mode": m}, f"clients/{m}-1000") for m in load_params.CLIENT_MODES),

@@ -29,6 +29,7 @@ from labctl import config
 from labctl.app import app as labctl_app
 from labctl.app import dotenv_defaults
 from labctl.clients.grafana import RUN_DASHBOARDS, annotation, grafana_link
+from labctl.errors import ParamError
 from labctl.load_run import follow, locust
 from labctl.load_run.options import LoadOptions
 from labctl.params import load_params
@@ -106,6 +107,12 @@ def test_event_loop_scenarios():
         ({"scenario": "clients", "mode": "orjson"}, "mode="),
         ({"scenario": "payload", "size": str(10 * 1024 * 1024 + 1)}, "size="),
         ({"scenario": "websocket"}, "scenario="),
+        ({"worker": "arq", "rate": "0"}, "rate='0': must be more than 0"),
+        ({"worker": "arq", "rate": "-5"}, "rate='-5': must be more than 0"),
+        ({"worker": "arq", "rate": "fast"}, "rate='fast': not a number"),
+        ({"worker": "arq", "rate": "inf"}, "rate='inf'"),
+        ({"worker": "arq", "rate": "50", "iterations": "100"}, "give duration=, not iterations="),
+        ({"scenario": "payload", "rate": "50"}, "rate= needs duration= for scenario=payload"),
     ],
 )
 def test_bad_parameters_are_refused_naming_the_parameter(raw, names):
@@ -127,6 +134,21 @@ def test_bad_durations(text):
         P.parse_duration(text)
 
 
+def test_a_rate_run_sends_for_a_duration_with_users_enough_for_its_schedule():
+    p = P.parse_params({"worker": "arq", "rate": "150"}, now=0)
+    # Each user sends at most every RATE_USER_INTERVAL_S: 300 users; the queue's default minute.
+    assert (p.rate, p.users, p.iterations, p.duration_s) == (150.0, 300, None, 60.0)
+    assert P.parse_params({"worker": "arq", "rate": "10"}).users == P.DEFAULT_USERS
+    assert P.parse_params({"worker": "arq", "rate": "10", "users": "4"}).users == 4
+    assert P.parse_params({"worker": "arq", "rate": "1e6"}).users == P.MAX_RATE_USERS
+    assert P.parse_params({"scenario": "payload", "rate": "5", "duration": "10s"}).rate == 5.0
+    assert P.parse_params({"worker": "arq"}).rate is None  # closed loop, as without rate=
+    # The driver refuses, before anything starts, a rate above what its Locust processes are asked to send.
+    with pytest.raises(ParamError, match="rate=2500: more than 2 Locust worker"):
+        LoadOptions(worker="arq", rate="2500", locust_workers=2).parse()
+    assert LoadOptions(worker="arq", rate="2500", locust_workers=3).parse().rate == 2500.0
+
+
 def test_generated_run_names_fit_the_ledger():
     for raw in (
         {"worker": "all", "endpoint": "all"},
@@ -145,6 +167,7 @@ def test_driver_environment_makes_the_containers_parse_the_same_run():
         {"scenario": "upstream", "variant": "async-blocking", "duration": "1h30m"},
         {"scenario": "payload", "size": "0", "iterations": "3"},
         {"scenario": "clients", "mode": "prejson", "count": "12"},
+        {"worker": "huey", "rate": "12.5", "duration": "30s"},
     ):
         params = P.parse_params(raw)
         env = locust.load_env(params, locust_workers=3)
@@ -555,6 +578,7 @@ class Target:
 
     def __init__(self):
         self.count = 0
+        self.delay_s = 0.002  # an answer takes a moment, so requests overlap
         self.runs: set = set()
         self.lock = threading.Lock()
         target = self
@@ -570,7 +594,7 @@ class Target:
                 with target.lock:
                     target.count += 1
                     target.runs.add(self.headers.get("X-Lab-Run"))
-                time.sleep(0.002)  # an answer takes a moment, so requests overlap
+                time.sleep(target.delay_s)
                 body = b'{"task_id": "x"}'
                 self.send_response(202)
                 self.send_header("Content-Length", str(len(body)))
@@ -788,6 +812,40 @@ def test_a_local_run_for_a_duration_and_a_refused_parameter(target, tmp_path):
     )
     assert bad.returncode != 0 and target.count == before
     assert "LAB-ERROR" in bad.stdout and "worker='kafka'" in bad.stdout
+
+
+def run_local(target, users: int, **env: str) -> dict:
+    """One local Locust process with the locustfile, to its end: its LAB-* lines."""
+    common = [
+        "-f", str(ROOT / "locust" / "locustfile.py"), "--headless", "--only-summary", f"--users={users}",
+        "--spawn-rate=100", f"--host={target.url}", "--exit-code-on-error=0",
+    ]  # fmt: skip
+    env = locust_env(LOAD_SCENARIO="queue", LOAD_WORKER="arq", LOAD_LINGER_S="0", METRICS_PORT="off", **env)
+    proc = subprocess.run(  # 120 s: only a hang
+        [sys.executable, "-m", "locust", *common], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return lab_lines(proc.stdout)
+
+
+def test_a_rate_run_sends_on_its_schedule_and_counts_latency_from_it(target, tmp_path):
+    """rate=20 for 3 s, 4 users: the requests follow the schedule (20 a second from
+    the users' start until the run closes), whatever the answers. Then answers that
+    take 0.5 s against a schedule of one request per user every 0.2 s: each send
+    leaves late, and its latency counts from its scheduled time, well past the
+    server's own 0.5 s (a closed loop would report 0.5 s and send less)."""
+    lines = run_local(target, 4, LOAD_RATE="20", LOAD_DURATION="3s", LOAD_RUN="units-rate")
+    result = lines["LAB-RESULT"]
+    closed_at = lines["progress"][-1]["elapsed"]
+    assert result["rate"] == 20.0 and result["requests"] == target.count == result["scheduled_sends"]
+    # Sent from the users' start (within the first second) until the close: the schedule's count, not the machine's.
+    assert 20 * (closed_at - 1) <= result["requests"] <= 20 * closed_at + 4, (result["requests"], closed_at)
+    assert result["late_sends"] <= result["requests"] * 0.05 and result["median_ms"] < 200, result
+
+    target.delay_s = 0.5
+    slow = run_local(target, 2, LOAD_RATE="10", LOAD_DURATION="3s", LOAD_RUN="units-rate-slow")["LAB-RESULT"]
+    assert slow["late_sends"] > slow["scheduled_sends"] / 2, slow
+    assert slow["median_ms"] > 600 and slow["max_ms"] > 1000, slow
 
 
 def test_the_master_waits_for_its_start_gate(target, tmp_path):

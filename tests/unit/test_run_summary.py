@@ -89,3 +89,19 @@ def test_a_draining_run_whose_backlog_was_purged_settles_with_its_purged_tasks()
     assert "15000 enqueued: 9000 done, 0 failed, 6000 purged, 0 pending, 0 lost" in text, text
     assert "drain    the rest purged (make purge): 6000 task(s) never run" in text, text
     assert "notes    " not in text, text  # the table's notes here (draining, purged, duration) are said above
+
+
+def test_a_rate_run_says_the_rate_it_was_asked_for_and_what_left_late():
+    record = sample("run-1.json", target_rate=700.0, late_sends_pct=2.5)
+    text = "\n".join(run_summary.lines(record, "results/x.json"))
+    assert "rate     649 req/s of 700 asked (open model, latency from each scheduled time, 2.5 % sent late)" in text
+
+
+def test_a_rate_run_that_fell_short_of_its_schedule_is_flagged():
+    from labctl.records.run import _schedule_warnings
+
+    assert _schedule_warnings(None, {}, 10.0) == []  # a closed-loop run has no schedule
+    assert _schedule_warnings(100.0, {"scheduled_sends": 1000, "late_sends": 10}, 99.0) == []
+    short = _schedule_warnings(100.0, {"scheduled_sends": 1000, "late_sends": 300}, 80.0)
+    assert len(short) == 2 and short[0].startswith("the load sent 80 requests/s of the 100 asked for"), short
+    assert short[1] == "30.0 % of the requests left over 100 ms after their scheduled time"
