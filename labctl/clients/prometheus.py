@@ -144,6 +144,24 @@ class Prometheus:
             }
         return out
 
+    def task_times(self, queues: list[str], start: float, end: float) -> dict[str, dict[str, dict[str, float]]]:
+        """Per queue, the p50/p95/p99 (seconds) of its tasks' wait (enqueue to start,
+        lab_task_wait_seconds) and latency (enqueue to done, lab_task_latency_seconds)
+        over [start, end]: the tasks that started (or ended) in it, from the lab's
+        histograms, so each figure is interpolated within its bucket (LATENCY_BUCKETS in
+        lab/metrics.py: 1 ms to 20 min). A queue with no task there is left out."""
+        at = min(end + 5, time.time())
+        window = f"{max(10, math.ceil(at - start))}s"
+        sel = f'queue=~"{"|".join(queues)}"'
+        out: dict[str, dict[str, dict[str, float]]] = {}
+        for name, metric in (("wait", "lab_task_wait_seconds"), ("latency", "lab_task_latency_seconds")):
+            for label, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
+                expr = f"histogram_quantile({q}, sum by (le, queue) (increase({metric}_bucket{{{sel}}}[{window}])))"
+                for queue, value in self.by("queue", expr, at).items():
+                    if math.isfinite(value):
+                        out.setdefault(queue, {}).setdefault(name, {})[label] = round(value, 3)
+        return out
+
 
 def rfc3339(stamp: str) -> float:
     """An RFC 3339 time with nanoseconds (Prometheus's lastScrape, the engine's StartedAt) as a unix time; 0 if unreadable."""

@@ -78,6 +78,7 @@ class LoadRun:
     # The machine's speed through the load: a limited container's rate follows it.
     speed: SpeedProbe | None = None
     enqueued_scrapes: dict[str, Any] | None = None  # the API's enqueue counter through the load (measure)
+    task_times: dict[str, Any] | None = None  # per queue, its tasks' wait and latency quantiles (measure)
 
     @property
     def queue_run(self) -> bool:
@@ -324,6 +325,7 @@ def measure(
     try:
         if run.queue_run:
             run.enqueued_scrapes = enqueued_scrapes(run, prom, result)
+            run.task_times = prom.task_times(list(run.params.workers), start, window_end) or None
         return prom.resources(services, start, window_end), probe, notes
     except (httpx.HTTPError, LabError) as exc:
         return None, probe, [*notes, f"Prometheus query failed: {exc}"]
@@ -410,6 +412,7 @@ def write_record(
                 **({"timeline": {"fields": list(TIMELINE_FIELDS), "rows": run.timeline}} if run.queue_run else {}),
                 **({"machine_speed": {"unit": UNIT, "rows": run.speed.rows}} if run.speed else {}),
                 **({"enqueued_scrapes": run.enqueued_scrapes} if run.enqueued_scrapes else {}),
+                **({"task_times": run.task_times} if run.task_times else {}),
             },
         )
     )

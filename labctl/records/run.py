@@ -151,6 +151,9 @@ class RunRecord(Record):
     timeline: Timeline | None = None  # queue runs: the ledger once a second
     machine_speed: MachineSpeed | None = None  # the machine's speed through the load
     enqueued_scrapes: Scrapes | None = None  # queue runs: the API's enqueue counter, as Prometheus scraped it
+    # Queue runs: per queue, the p50/p95/p99 seconds of its tasks' wait (enqueue to start) and
+    # latency (enqueue to done) over the run's window, from the lab's histograms (Prometheus.task_times).
+    task_times: dict[str, dict[str, dict[str, float]]] | None = None
 
     def is_draining(self) -> bool:
         """The run's watch ended before its tasks did, and no later look found it settled."""

@@ -61,6 +61,26 @@ def _tasks(record: RunRecord) -> str | None:
     )
 
 
+def _secs(x: float | None) -> str:
+    """A time as a person reads it: `4 ms`, `0.5 s`, `12 s` (`-` for none)."""
+    if x is None:
+        return "-"
+    return f"{1000 * x:.0f} ms" if x < 0.1 else f"{num(x)} s"
+
+
+def _waits(record: RunRecord) -> str | None:
+    """Each queue's task wait (enqueue to start) and latency (to done), p50 and p95, over the run's window."""
+    parts = []
+    for queue, times in sorted((record.task_times or {}).items()):
+        wait, latency = times.get("wait", {}), times.get("latency", {})
+        if wait:
+            parts.append(
+                f"{queue} to start p50 {_secs(wait.get('p50'))}, p95 {_secs(wait.get('p95'))}; "
+                f"to done p95 {_secs(latency.get('p95'))}"
+            )
+    return "; ".join(parts[:3]) + (f"; and {len(parts) - 3} more queues" if len(parts) > 3 else "") or None
+
+
 def _drain(record: RunRecord) -> str | None:
     t = record.tasks
     if t is None:
@@ -123,6 +143,8 @@ def lines(record: RunRecord, record_path: str, grafana_link: str | None = None) 
     ]
     if tasks := _tasks(record):
         out.append(f"  tasks    {tasks}")
+    if waits := _waits(record):
+        out.append(f"  wait     {waits}")
     if drain := _drain(record):
         out.append(f"  drain    {drain}")
     peaks, throttled = _resources(record)
@@ -137,10 +159,10 @@ def lines(record: RunRecord, record_path: str, grafana_link: str | None = None) 
         )
     if notes := _notes(record):
         out.append(f"  notes    {notes}")
-    for warning in record.warnings[:2]:
-        out.append(f"  WARNING  {warning}")
-    if len(record.warnings) > 2:
-        out.append(f"  WARNING  and {len(record.warnings) - 2} more: make results full=1")
+    shown = record.warnings if len(record.warnings) <= 2 else record.warnings[:1]  # two lines at most
+    out += [f"  WARNING  {warning}" for warning in shown]
+    if len(record.warnings) > len(shown):
+        out.append(f"  WARNING  and {len(record.warnings) - len(shown)} more: make results full=1")
     reports = [r for r in record.locust_report or () if r.endswith(".html")]
     locust = f"; Locust's report {', '.join(reports)} beside it" if reports else ""
     out.append(f"  record   {record_path} (every column: make results full=1){locust}")

@@ -264,6 +264,11 @@ def test_a_rate_run_sends_on_its_schedule_through_the_stack(stack, results_dir):
     assert accepted > 0 and record["status_codes"] == {"202": accepted, **refused(record)}, record["status_codes"]
     tasks = record["tasks"]
     assert tasks["settled"] and tasks["enqueued"] == tasks["completed"] == accepted, tasks
+    # Its tasks' wait and latency from the lab's histograms: a task waits before it ends.
+    times = record["task_times"]["huey"]
+    assert 0 <= times["wait"]["p50"] <= times["wait"]["p95"] <= times["wait"]["p99"], times
+    assert times["latency"]["p95"] >= times["wait"]["p50"], times
+    assert "\n  wait     huey to start p50 " in proc.stdout, proc.stdout
     assert_locust_is_gone(stack)
 
 

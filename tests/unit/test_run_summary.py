@@ -18,7 +18,8 @@ def sample(name: str, **changes) -> RunRecord:
 
 
 def test_a_settled_run_in_a_dozen_lines():
-    record = sample("run-1.json")
+    times = {"faststream": {"wait": {"p50": 0.004, "p95": 0.02, "p99": 0.3}, "latency": {"p95": 0.51}}}
+    record = sample("run-1.json", task_times=times, warnings=["one", "two", "three"])
     out = run_summary.lines(record, f"results/{record.run}.json", "http://127.0.0.1:3000/d/lab-queues")
     assert len(out) <= 13, out
     text = "\n".join(out)
@@ -28,6 +29,7 @@ def test_a_settled_run_in_a_dozen_lines():
     assert "15000 enqueued: 15000 done, 0 failed, 0 pending, 0 lost, 0 run twice" in text
     assert "every task done 33.0 s after the first enqueue" in text
     assert "faststream 39 MB of 0.2cpu/200M" in text and "api 95 MB" in text
+    assert "  wait     faststream to start p50 4 ms, p95 20 ms; to done p95 0.51 s" in text
     assert f"results/{record.run}.json (every column: make results full=1)" in text
     assert text.endswith("Grafana  http://127.0.0.1:3000/d/lab-queues")
 
@@ -55,8 +57,7 @@ def test_warnings_beyond_two_point_to_the_full_record():
     assert len(out) <= 13, out
     assert [line for line in out if "WARNING" in line] == [
         "  WARNING  warning 0",
-        "  WARNING  warning 1",
-        "  WARNING  and 3 more: make results full=1",
+        "  WARNING  and 4 more: make results full=1",
     ]
 
 
