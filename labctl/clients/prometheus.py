@@ -149,7 +149,7 @@ class Prometheus:
         lab_task_wait_seconds) and latency (enqueue to done, lab_task_latency_seconds)
         over [start, end]: the tasks that started (or ended) in it, from the lab's
         histograms, so each figure is interpolated within its bucket (LATENCY_BUCKETS in
-        lab/metrics.py: 1 ms to 20 min). A queue with no task there is left out."""
+        lab/metrics.py, from a millisecond to twenty minutes). A queue with no task there is left out."""
         at = min(end + 5, time.time())
         window = f"{max(10, math.ceil(at - start))}s"
         sel = f'queue=~"{"|".join(queues)}"'

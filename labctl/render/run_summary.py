@@ -62,7 +62,7 @@ def _tasks(record: RunRecord) -> str | None:
 
 
 def _secs(x: float | None) -> str:
-    """A time as a person reads it: `4 ms`, `0.5 s`, `12 s` (`-` for none)."""
+    """A time as a person reads it: milliseconds under a tenth of a second, else seconds (`-` for none)."""
     if x is None:
         return "-"
     return f"{1000 * x:.0f} ms" if x < 0.1 else f"{num(x)} s"
