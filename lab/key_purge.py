@@ -1,7 +1,8 @@
-"""Deleting a queue's keys for `make purge` (each adapter's `purge(redis)` names
-its library's): exact names, and SCAN patterns for the keys a library keeps per
-job. Never FLUSHALL: the ledger, the other queues and the runs' work counters
-share this Redis."""
+"""Deleting keys by name or SCAN pattern, in batches: a queue's for `make purge`
+(each adapter's `purge(redis)` names its library's, exact names and the
+patterns of the keys a library keeps per job) and a run's ledger for `make
+reset`. Never FLUSHALL: the ledger, the other queues and the runs' work
+counters share this Redis."""
 
 
 async def delete_keys(redis, names: tuple[str, ...]) -> int:

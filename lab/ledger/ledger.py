@@ -20,6 +20,7 @@ import redis
 import redis.asyncio as aioredis
 
 from lab.batcher import Batcher
+from lab.key_purge import delete_keys
 from lab.ledger.enqueue_counts import ENQUEUE_COUNTS, UNDO_ENQUEUE_COUNTS, EnqueueCounts
 from lab.ledger.executions import EXECUTIONS, SettleCommands, executions_call
 from lab.ledger.keys import RUNS, STATS, run_key
@@ -52,6 +53,7 @@ class Ledger:
     def __init__(self, redis: aioredis.Redis):
         self.redis = redis
         self._executions = redis.register_script(EXECUTIONS)
+        self._purge = redis.register_script(PURGE)
         # Each batcher sends one call at a time, so each keeps a connection of
         # its own: the executions' one here, the enqueue counts' (write_now and
         # the background writer) in EnqueueCounts.
@@ -235,10 +237,9 @@ class Ledger:
         `make purge` does once it has deleted the queue's keys with no worker
         running, so that none of them can settle later. The tasks purged per
         run (runs with none left out)."""
-        script = self.redis.register_script(PURGE)
         purged = {}
         for run in await self.runs():
-            n = await script(keys=[run_key(run, "ledger")], args=[f"{queue}:"])
+            n = await self._purge(keys=[run_key(run, "ledger")], args=[f"{queue}:"])
             if n:
                 purged[run] = int(n)
         return purged
@@ -246,10 +247,7 @@ class Ledger:
     async def reset(self, run: str | None = None) -> int:
         """Delete the ledger of one run, or of all runs. Never touches other keys
         (queues included: tasks still queued keep their place)."""
-        pattern = run_key(run if run else "*", "*")
-        deleted = 0
-        async for key in self.redis.scan_iter(match=pattern, count=500):
-            deleted += await self.redis.delete(key)
+        deleted = await delete_keys(self.redis, (run_key(run if run else "*", "*"),))
         if run:
             await self.redis.srem(RUNS, run)  # type: ignore[misc]
         else:
