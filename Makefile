@@ -245,6 +245,14 @@ cluster-env: ## print the exports that point the Docker CLI and make at the clus
 test-cluster: ## a three-node cluster, a mixed load with a worker node killed, then everything torn down (needs a Docker engine)
 	LAB_CLUSTER_TEST=1 $(UV) run pytest -v -s tests/cluster $(args)
 
+# ---- Capacity (the open model) ----------------------------------------------------------
+# make capacity worker=arq|...|all [max_wait=5s step=30s start=5 precision=10 max_rate= reps=1 check=1 check_s=60s
+#                                   seed=N endpoint= users= locust_workers=]
+CAPACITY_PARAMS = max_wait step start precision max_rate reps check_s seed
+.PHONY: capacity
+capacity: ## the highest task rate each queue sustains under the limits in force (open-model steps, then bisection): make capacity worker=arq|all [max_wait=5s step=30s reps=1 check=1]
+	@$(LABCTL) capacity $(call options,$(CAPACITY_PARAMS)) $(call flags,check) $(load-args) --results-dir '$(results_dir)'
+
 # ---- Scaling ----------------------------------------------------------------------------
 scale: ## the same load at each replica count of a queue's workers (or node count, on a Swarm), reps times in random orders: make scale worker=Q replicas="1 2 4 8"|nodes="1 2 3" [reps=3 seed=N per_node=1 requests=N users= endpoint=]
 	@$(LABCTL) scale --replicas '$(or $(replicas),1 2 4 8)' $(call options,nodes per_node reps seed) \

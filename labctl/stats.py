@@ -12,6 +12,8 @@ log of a figure varies about the log of its median. On that scale:
   difference of their mean logs (`ratio`), with the Welch-Satterthwaite degrees
   of freedom; of paired figures (a round of a bench: the lab's run and the bare
   one's), the t interval of the mean log of their per-pair ratios (`paired_ratio`);
+- how fast a series grew (a backlog over a step of make capacity): the t interval
+  of its least-squares slope (`slope_interval`);
 - figures that may be 0 (errors, lost tasks) are taken as they are, on a linear
   scale: the same t intervals of their mean.
 
@@ -80,6 +82,16 @@ def welch_interval(xs: Sequence[float], ys: Sequence[float], level: float = LEVE
     df = (vx + vy) ** 2 / (vx**2 / (len(xs) - 1) + vy**2 / (len(ys) - 1))
     half = t_quantile(df, level) * math.sqrt(vx + vy)
     return Interval(diff, diff - half, diff + half, df)
+
+
+def slope_interval(xs: Sequence[float], ys: Sequence[float], level: float = LEVEL) -> Interval | None:
+    """The t interval of the least-squares slope of ys on xs (scipy's linregress; at
+    least three points): how fast a series grew, and how sure that is."""
+    if len(xs) < 3 or len(set(xs)) < 2:
+        return None
+    fit = _scipy.linregress(xs, ys)
+    half = t_quantile(len(xs) - 2, level) * fit.stderr
+    return Interval(float(fit.slope), float(fit.slope - half), float(fit.slope + half), len(xs) - 2)
 
 
 # -- One figure ----------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""make load, make sweep, make scale, make chaos: a load run, alone or several."""
+"""make load, make sweep, make scale, make chaos, make capacity: a load run, alone or several."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from labctl.commands.common import console, handled, help_of, with_load_options
+from labctl.experiments import capacity as capacity_experiment
 from labctl.experiments import chaos as chaos_experiment
 from labctl.experiments import load as load_experiment
 from labctl.experiments import scale as scale_experiment
@@ -23,6 +24,7 @@ def register(app: typer.Typer) -> None:
     app.command("sweep", help=help_of(sweep_experiment.__doc__))(sweep)
     app.command("scale", help=help_of(scale_experiment.__doc__))(scale)
     app.command("chaos", help=help_of(chaos_experiment.__doc__))(chaos)
+    app.command("capacity", help=help_of(capacity_experiment.__doc__))(capacity)
 
 
 @handled("load", NO_RECORD)
@@ -82,3 +84,36 @@ def chaos(
     hold_s = chaos_experiment.default_hold(fault) if hold is None else hold
     plan = chaos_experiment.ChaosOptions(fault=fault, at=at, hold=hold_s, node=node)
     return chaos_experiment.chaos(options, plan, drain_stall is not None, console())
+
+
+@handled("capacity", NO_RECORD)
+@with_load_options()
+def capacity(
+    options: LoadOptions,
+    max_wait: Annotated[str, typer.Option(help="the p95 wait (enqueue to start) a sustained rate keeps under")] = (
+        capacity_experiment.MAX_WAIT
+    ),
+    step: Annotated[str, typer.Option(help="each step's load: 30s, 1m")] = capacity_experiment.STEP,
+    start: Annotated[float, typer.Option(help="the first rate tried, tasks/s")] = capacity_experiment.START_RATE,
+    precision: Annotated[
+        float, typer.Option(help="bisect until the bracket is this many % of its lower rate")
+    ] = capacity_experiment.PRECISION_PCT,
+    max_rate: Annotated[float | None, typer.Option(help="the highest rate tried (default: what Locust sends)")] = None,
+    reps: Annotated[int, typer.Option(help="searches of each queue, the queues in a random order in each")] = 1,
+    check: Annotated[bool, typer.Option(help="then run 0.8x and 1.3x of each rate found")] = False,
+    check_s: Annotated[str, typer.Option(help="how long each check runs")] = capacity_experiment.CHECK,
+    seed: Annotated[int | None, typer.Option(help="the seed of the queues' order (default: drawn, recorded)")] = None,
+) -> int:
+    given = capacity_experiment.CapacityOptions(
+        workers=options.worker,
+        max_wait=max_wait,
+        step=step,
+        start=start,
+        precision=precision,
+        max_rate=max_rate,
+        reps=reps,
+        check=check,
+        check_s=check_s,
+        seed=seed,
+    )
+    return capacity_experiment.capacity(options.but(worker=""), given, orchestrator(), console())

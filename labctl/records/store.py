@@ -2,7 +2,7 @@
 beside them (a comparison's .md and .html, a scale's, a run's report .png).
 
 Each JSON file is read by its `schema`: 1 (a load run, chaos included), "bench/1",
-"compare/2" (and compare/1), "compare-article/1", "scale/1", "claims/1". A file of another schema, or not a record, is skipped
+"compare/2" (and compare/1), "compare-article/1", "scale/1", "claims/1", "capacity/1". A file of another schema, or not a record, is skipped
 with a line that says so; fields a record of the same schema lacks (an older
 run) take their defaults, and fields this version does not know are kept."""
 
@@ -20,6 +20,8 @@ from labctl.errors import LabError
 from labctl.records.base import Record
 from labctl.records.bench import SCHEMA as BENCH_SCHEMA
 from labctl.records.bench import BenchRecord
+from labctl.records.capacity import SCHEMA as CAPACITY_SCHEMA
+from labctl.records.capacity import CapacityRecord
 from labctl.records.claims import SCHEMA as CLAIMS_SCHEMA
 from labctl.records.claims import ClaimsRecord
 from labctl.records.compare import ARTICLE_SCHEMA, OLD_SCHEMAS, ArticleRecord, CompareRecord
@@ -37,6 +39,7 @@ MODELS: dict[object, type[Record]] = {
     ARTICLE_SCHEMA: ArticleRecord,
     SCALE_SCHEMA: ScaleRecord,
     CLAIMS_SCHEMA: ClaimsRecord,
+    CAPACITY_SCHEMA: CapacityRecord,
 }
 R = TypeVar("R", bound=Record)
 

@@ -50,12 +50,12 @@ from labctl.experiments.compare.options import (
     CompareOptions,
     check_params,
     command_line,
-    parse_workers,
     run_options,
 )
 from labctl.experiments.compare.series import middle_rate, run_series
 from labctl.experiments.compare.setting import published_beside
 from labctl.platform.lab import Lab
+from labctl.queues import parse_workers
 from labctl.render.console import Console
 
 __all__ = [

@@ -8,9 +8,10 @@ import time
 from lab.queues import BY_NAME
 from labctl.errors import EXIT_FAILED, EXIT_OK, ParamError
 from labctl.experiments.compare.comparison import compare_once
-from labctl.experiments.compare.options import CompareOptions, check_params, command_line, parse_workers
+from labctl.experiments.compare.options import CompareOptions, check_params, command_line
 from labctl.platform.compose import Compose
 from labctl.platform.lab import Lab
+from labctl.queues import parse_workers
 from labctl.records import published
 from labctl.records.compare import ArticleRecord
 from labctl.records.store import Store

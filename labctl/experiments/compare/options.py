@@ -77,17 +77,6 @@ class CompareOptions:
         return replace(quick, max_rounds=max(quick.max_rounds, quick.rounds))
 
 
-def parse_workers(text: str) -> list[str]:
-    """`"arq saq"` or `arq,saq`; empty or `all`: every queue of lab/queues.py and `background`."""
-    names = [w for w in text.replace(",", " ").split() if w]
-    if not names or names == ["all"]:
-        return list(QUEUES)
-    unknown = [w for w in names if w not in QUEUES]
-    if unknown:
-        raise ParamError(f"workers: unknown {', '.join(unknown)}; one or more of {', '.join(QUEUES)}")
-    return list(dict.fromkeys(names))
-
-
 def run_options(options: CompareOptions, queue: str, run: str) -> LoadOptions:
     """`make load worker=Q duration=25s drain_watch=20 ...` (or iterations=N): one run of the comparison."""
     return LoadOptions(

@@ -1,0 +1,192 @@
+"""`make capacity` without a stack (labctl/experiments/capacity.py,
+labctl/records/capacity.py, labctl/render/capacity_page.py): a step's verdict
+from a run record built as a load run writes it, the search against a queue of
+known capacity (a model of one: sustained below it, not above), the result and
+its page, and every bad option refused before anything starts."""
+
+import json
+import re
+
+import pytest
+
+from labctl.errors import ParamError
+from labctl.experiments import capacity as C
+from labctl.load_run.options import LoadOptions
+from labctl.records.capacity import CapacityRecord, Step, judge, saturated_rate
+from labctl.records.run import RunRecord
+from labctl.records.store import parse
+from labctl.render import capacity_page
+
+T0 = 1_800_000_000.0
+
+
+def run_record(rate: float, throughput: float, *, seconds: int = 30, p95_wait: float = 0.4, **over) -> RunRecord:
+    """A queue run at `rate` whose worker completes at most `throughput` tasks/s: the
+    ledger's timeline once a second, with the jitter of tasks fetched in batches."""
+    rows, done = [], 0.0
+    for i in range(seconds + 1):
+        enqueued = rate * i
+        done = min(enqueued, done + throughput)
+        jitter = 3 if i % 2 else 0
+        rows.append([T0 + i, enqueued, max(0.0, done - jitter), 0, enqueued - max(0.0, done - jitter)])
+    data = {
+        "run": f"cap-{rate:g}",
+        "rps": rate,
+        "late_sends_pct": 0.0,
+        "load_started_at": T0,
+        "load_ended_at": T0 + seconds,
+        "tasks": {"enqueued": int(rate * seconds), "completed": int(rate * seconds), "settled": True},
+        "timeline": {"fields": ["at", "enqueued", "completed", "failed", "pending"], "rows": rows},
+        "task_times": {"arq": {"wait": {"p50": p95_wait / 2, "p95": p95_wait}, "latency": {"p95": p95_wait}}},
+        "resources": {
+            "arq": {"cpu_used_cores": 0.15, "cpu_limit_cores": 0.2},
+            "api": {"cpu_used_cores": 0.05, "cpu_limit_cores": 0.2},
+        },
+        "generator": {"cpu_bound": False},
+    }
+    data.update(over)
+    return RunRecord.model_validate(data)
+
+
+def test_a_step_the_worker_keeps_up_with_is_sustained_despite_the_jitter():
+    step = judge(run_record(8, 10), "arq", 8, 5.0)
+    assert step.sustained and step.limited_by is None, step.reasons
+    assert step.throughput_half == pytest.approx(8, abs=0.5)
+    assert (step.api_cpu, step.worker_cpu, step.worker_cpu_limit) == (0.05, 0.15, 0.2)
+
+
+def test_a_backlog_that_grows_faster_than_the_bound_is_the_workers_limit():
+    step = judge(run_record(12, 10), "arq", 12, 5.0)
+    assert not step.sustained and step.limited_by == "worker", step
+    assert step.backlog_slope == pytest.approx(2, abs=0.3) and step.backlog_slope_low > step.slope_bound
+    assert step.throughput_half == pytest.approx(10, abs=0.5)  # what the worker does, saturated
+
+
+def test_a_wait_over_max_wait_is_the_workers_limit_and_under_it_is_not():
+    assert judge(run_record(8, 10, p95_wait=6.0), "arq", 8, 5.0).limited_by == "worker"
+    assert judge(run_record(8, 10, p95_wait=6.0), "arq", 8, 10.0).sustained
+
+
+def test_what_stops_a_step_first_errors_then_the_generator_then_the_api():
+    assert judge(run_record(8, 10, failures=3), "arq", 8, 5.0).limited_by == "errors"
+    unsettled = run_record(8, 10, tasks={"enqueued": 240, "completed": 200, "settled": False})
+    assert judge(unsettled, "arq", 8, 5.0).limited_by == "errors"
+    assert judge(run_record(8, 10, generator={"cpu_bound": True}), "arq", 8, 5.0).limited_by == "generator"
+    assert judge(run_record(8, 10, rps=7.0), "arq", 8, 5.0).limited_by == "api"  # under 95 % of the rate sent
+    assert judge(run_record(8, 10, late_sends_pct=12.0), "arq", 8, 5.0).limited_by == "api"
+    no_timeline = run_record(8, 10, timeline=None)
+    assert judge(no_timeline, "arq", 8, 5.0).limited_by == "worker"  # never sustained on nothing
+
+
+def model_queue(capacity: float, limit: str = "worker"):
+    """try_rate for a queue that sustains every rate up to `capacity` and none above."""
+    asked: list[float] = []
+
+    def try_rate(rate: float) -> Step:
+        asked.append(rate)
+        ok = rate <= capacity
+        return Step(queue="q", rate=rate, run=f"r{rate}", sustained=ok, limited_by=None if ok else limit)
+
+    return try_rate, asked
+
+
+@pytest.mark.parametrize("capacity", [0.7, 3.0, 7.5, 41.0, 333.0, 1999.0])
+def test_the_search_brackets_the_capacity_within_the_precision(capacity):
+    try_rate, asked = model_queue(capacity)
+    steps = C.search(try_rate, 5.0, 2000.0, 10.0)
+    lo, hi = C.bracket(steps)
+    assert lo is not None and lo <= capacity, (asked, lo, hi)
+    if hi is not None:
+        assert capacity < hi and (hi - lo) / lo <= 0.10, (asked, lo, hi)
+    else:
+        assert lo == 2000.0  # sustained at max_rate: no rate above it was tried
+    assert len(asked) == len(set(asked)) <= 20  # no rate twice, and a bounded number of steps
+
+
+def test_a_queue_that_sustains_nothing_has_no_rate_and_a_generator_short_of_cpu_ends_the_search():
+    try_rate, asked = model_queue(0.1)
+    assert C.bracket(C.search(try_rate, 5.0, 2000.0, 10.0)) == (None, 0.62)  # 5 halved three times
+    assert min(asked) >= C.MIN_RATE
+
+    def generator_bound(rate: float) -> Step:
+        ok = rate < 20
+        return Step(queue="q", rate=rate, run="r", sustained=ok, limited_by=None if ok else "generator")
+
+    steps = C.search(generator_bound, 5.0, 2000.0, 10.0)
+    assert [s.rate for s in steps] == [5.0, 10.0, 20.0] and C.bracket(steps) == (10.0, None)
+
+
+def test_a_queues_result_over_its_searches_and_its_checks():
+    steps = []
+    for rep, capacity in ((1, 40.0), (2, 44.0), (3, 42.0)):
+        try_rate, _ = model_queue(capacity)
+        steps += [s.model_copy(update={"rep": rep}) for s in C.search(try_rate, 5.0, 2000.0, 10.0)]
+    steps += [
+        Step(queue="q", rate=33.0, run="c1", phase="check", factor=0.8, sustained=True),
+        Step(queue="q", rate=54.0, run="c2", phase="check", factor=1.3, sustained=False, limited_by="worker"),
+    ]
+    result = C.summarize(steps, 3)
+    est = result.sustained_rate
+    assert est["n"] == 3 and est["low"] < est["median"] < est["high"], est
+    assert result.limited_by == "worker" and result.bracket[0] <= 42.0 < result.bracket[1]
+    assert result.checks == {"0.8x": True, "1.3x": False, "passed": True}
+
+
+def test_the_saturated_rate_comes_from_the_steps_whose_backlog_grew():
+    grew = [judge(run_record(r, 10), "arq", r, 5.0) for r in (12, 16, 20)]
+    kept = judge(run_record(8, 10, p95_wait=9.0), "arq", 8, 5.0)  # over max_wait, but no backlog to work on
+    est = saturated_rate([*grew, kept])
+    assert est.n == 3 and est.median == pytest.approx(10, abs=0.5)
+
+
+def test_the_record_reads_back_and_its_page_shows_the_table_and_each_queues_chart():
+    try_rate, _ = model_queue(9.0)
+    steps = [
+        s.model_copy(update={"queue": "arq", "wait_p95_s": 0.2 if s.sustained else 30.0})
+        for s in C.search(try_rate, 5.0, 2000.0, 10.0)
+    ]
+    record = CapacityRecord(
+        base="capacity-x",
+        queues_asked=["arq"],
+        params={
+            "endpoint": "io/simple",
+            "step_s": 30.0,
+            "max_wait_s": 5.0,
+            "precision_pct": 10.0,
+            "reps": 1,
+            "seed": 1,
+        },
+        steps=steps,
+        queues={"arq": C.summarize(steps, 1)},
+        wall_s=600,
+    )
+    again = parse(json.loads(json.dumps(record.as_json())))
+    assert isinstance(again, CapacityRecord) and again.queues["arq"].bracket == record.queues["arq"].bracket
+    page = capacity_page.html_page(again)
+    row = next(line for line in capacity_page.markdown(again).splitlines() if line.startswith("| arq"))
+    assert "| worker |" in row and f"{again.queues['arq'].bracket[0]:g}" in row, row
+    samples = json.loads(re.search(r"id=\"wait-arq\" data-queue='arq' data-samples='([^']+)'", page).group(1))
+    assert sorted(samples) == sorted([s.rate, s.wait_p95_s] for s in steps)
+
+
+@pytest.mark.parametrize(
+    "given, load, says",
+    [
+        ({"max_wait": "soon"}, {}, "max_wait='soon'"),
+        ({"max_wait": "0s"}, {}, "max_wait='0s'"),
+        ({"step": "-3s"}, {}, "step='-3s'"),
+        ({"start": 0.0}, {}, "start=0"),
+        ({"max_rate": 5000.0}, {}, "max_rate=5000"),
+        ({"precision": 0.0}, {}, "precision=0"),
+        ({"reps": 0}, {}, "reps=0"),
+        ({"workers": "kafka"}, {}, "unknown kafka"),
+        ({}, {"rate": "40"}, "the search's own"),
+    ],
+)
+def test_bad_options_are_refused_before_anything_starts(given, load, says):
+    with pytest.raises(ParamError, match=re.escape(says)):
+        C.CapacityOptions(**{"workers": "arq", **given}).parse(LoadOptions(**load))
+
+
+def test_a_wait_may_be_given_in_milliseconds():
+    assert C.CapacityOptions(workers="arq", max_wait="500ms").parse(LoadOptions()).max_wait_s == 0.5
