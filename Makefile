@@ -191,9 +191,9 @@ sweep: grafana-password ## load runs over a matrix of worker limits: make sweep 
 # restarts the compose lab under each of the published experiment's two settings, then its own.
 COMPARE_PARAMS = duration requests rounds reps max_rounds target_pct budget_min seed warmup_s drain_watch users \
                  endpoint spawn setting locust_workers backlog_wait_s
-compare-args = $(call options,$(COMPARE_PARAMS)) $(call flags,quick) $(if $(filter 0,$(strip $(warmup_run))),--no-warmup-run)
+compare-args = $(call options,$(COMPARE_PARAMS)) $(call flags,quick capacity) $(if $(filter 0,$(strip $(warmup_run))),--no-warmup-run)
 .PHONY: compare compare-agree
-compare: ## every queue under the same limits and load, in rounds of random order until each RPS interval is narrow; one report: make compare [workers="arq saq" quick=1 rounds=3 max_rounds=8 budget_min=40 seed=N setting=article]
+compare: ## every queue under the same limits and load, in rounds of random order until each RPS interval is narrow; one report: make compare [workers="arq saq" quick=1 rounds=3 max_rounds=8 budget_min=40 seed=N setting=article capacity=1]
 	@$(LABCTL) compare --workers '$(workers)' $(compare-args) --results-dir '$(results_dir)'
 
 compare-agree: ## two comparisons of the same queues side by side: medians apart, pairs called both ways: make compare-agree a=compare-<time> b=compare-<time> [within_pct=10]

@@ -46,6 +46,11 @@ def dashed(regex: str) -> Json:
     return override(regex, {"custom.lineStyle": {"fill": "dash", "dash": [10, 10]}})
 
 
+def dotted(regex: str) -> Json:
+    """The series whose name matches /regex/ drawn dotted (a p99 beside its p95)."""
+    return override(regex, {"custom.lineStyle": {"fill": "dot", "dash": [0, 10]}})
+
+
 def targets(queries: dict[str, str], refs: str) -> list[Json]:
     """One Prometheus range query per legend: expr pair, refIds taken from refs in order."""
     if len(refs) < len(queries):
@@ -293,6 +298,16 @@ def per_queue(metric: str) -> str:
     return f"sum by (queue) ({metric}{QKV})"
 
 
+def quantiles_per_queue(histogram: str) -> dict[str, str]:
+    """The p50, p95 and p99 of a task histogram per queue over the rules' window, from its per-(queue, kind,
+    variant) bucket rates filtered by the dashboard's variables."""
+    buckets = f"sum by (queue, le) (queue_kind_variant:{histogram}_bucket:rate10s{QKV})"
+    return {
+        f"{{{{queue}}}} {p}": f"histogram_quantile({q}, {buckets})"
+        for p, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
+    }
+
+
 def or_zero(expr: str, like: str) -> str:
     """expr, or 0 for each queue that `like` has and expr has no series for yet."""
     return f"{expr} or {like} * 0"
@@ -365,18 +380,21 @@ QUEUES = dashboard(
                 overrides=[dashed("/p50$/")],
             ),
             timeseries(
-                "Wait from enqueue to start, p95",
-                "Time a task spent queued: from enqueued_at (set by the API) to the start of its execution.",
+                "Wait from enqueue to start: p50, p95, p99 per queue",
+                "Time a task spent queued, from enqueued_at (set by the API) to the start of its execution, over 10 s: "
+                "what make capacity holds under max_wait.",
                 "s",
-                {"{{queue}} {{kind}}/{{variant}} p95": f"queue_kind_variant:lab_task_wait_seconds:p95_10s{QKV}"},
+                quantiles_per_queue("lab_task_wait_seconds"),
                 w=8,
+                overrides=[dashed("/p50$/"), dotted("/p99$/")],
             ),
             timeseries(
-                "End-to-end latency, enqueue to completion, p95",
-                "From enqueued_at to the end of the task's work, for tasks completed for the first time.",
+                "End-to-end latency, enqueue to completion: p50, p95, p99 per queue",
+                "From enqueued_at to the end of the task's work, for tasks completed for the first time, over 10 s.",
                 "s",
-                {"{{queue}} {{kind}}/{{variant}} p95": f"queue_kind_variant:lab_task_latency_seconds:p95_10s{QKV}"},
+                quantiles_per_queue("lab_task_latency_seconds"),
                 w=8,
+                overrides=[dashed("/p50$/"), dotted("/p99$/")],
             ),
         ),
         row(

@@ -53,10 +53,12 @@ DEFAULT_SPAWN_RATE = 100.0
 DEFAULT_CLIENTS = 1000  # the API's default; the article's 40000 needs API_MEM=1G or so
 DEFAULT_PAYLOAD = 1024  # the API's default
 # rate= (the open model): requests a second on a fixed schedule, whatever the
-# answers, each user sending on its own schedule. Without users=, enough users
-# that each sends at most every RATE_USER_INTERVAL_S: an answer has that long
-# before it delays its user's next send; a send that is late anyway counts its
-# lateness in its latency (measured from the scheduled time, as wrk2 does).
+# answers, each user sending on its own schedule. Without users=, as many users
+# as send one every RATE_USER_INTERVAL_S each: an answer has that long before it
+# delays its user's next send; a send that is late anyway counts its lateness in
+# its latency (measured from the scheduled time, as wrk2 does). No more users
+# than that: a user sending less often leaves its connection idle past uvicorn's
+# keep-alive timeout, and a send that races the API closing it fails.
 RATE_USER_INTERVAL_S = 2.0
 MAX_RATE_USERS = 5000
 # What one Locust process (one core, FastHttpUser) is asked to send at most: a
@@ -269,8 +271,8 @@ def _rate(raw: Mapping[str, object], scenario: str) -> float | None:
 
 
 def users_for_rate(rate: float) -> int:
-    """The users of a rate= run without users=: each sends at most every RATE_USER_INTERVAL_S."""
-    return min(MAX_RATE_USERS, max(DEFAULT_USERS, math.ceil(rate * RATE_USER_INTERVAL_S)))
+    """The users of a rate= run without users=: each sends every RATE_USER_INTERVAL_S (one user at least)."""
+    return min(MAX_RATE_USERS, max(1, math.ceil(rate * RATE_USER_INTERVAL_S)))
 
 
 def _length(raw: Mapping[str, object], scenario: str) -> tuple[int | None, float | None]:

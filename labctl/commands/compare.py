@@ -8,9 +8,10 @@ import typer
 
 from labctl.commands.common import ResultsDir, console, handled, help_of
 from labctl.config import RESULTS_DIR
+from labctl.experiments import capacity as capacity_experiment
 from labctl.experiments import compare as experiment
 from labctl.experiments.compare import agree as agree_experiment
-from labctl.load_run.options import DRAIN_TIMEOUT_S, LOCUST_WORKERS
+from labctl.load_run.options import DRAIN_TIMEOUT_S, LOCUST_WORKERS, LoadOptions
 from labctl.platform.orchestrator import orchestrator
 from labctl.queues import QUEUES
 
@@ -81,6 +82,9 @@ def compare(
     backlog_wait_s: Annotated[
         float, typer.Option(help="how long to wait for every queue to be empty before a run")
     ] = 600,
+    capacity: Annotated[
+        bool, typer.Option(help="first a make capacity of the queues (at each setting), its table in the report")
+    ] = False,
     results_dir: ResultsDir = RESULTS_DIR,
 ) -> int:
     options = experiment.CompareOptions(
@@ -105,4 +109,10 @@ def compare(
         backlog_wait_s=backlog_wait_s,
         results_dir=results_dir,
     )
-    return experiment.compare(options, orchestrator(), console())
+    lab, ui = orchestrator(), console()
+
+    def measure_capacity(queues: list[str]) -> None:
+        load = LoadOptions(locust_workers=locust_workers, results_dir=results_dir, endpoint=endpoint)
+        capacity_experiment.capacity(load, capacity_experiment.CapacityOptions(workers=" ".join(queues)), lab, ui)
+
+    return experiment.compare(options, lab, ui, measure_capacity if capacity else None)

@@ -86,7 +86,7 @@ def chaos(
     return chaos_experiment.chaos(options, plan, drain_stall is not None, console())
 
 
-@handled("capacity", NO_RECORD)
+@handled("capacity", "interrupted: the steps run so far are in the capacity record written above")
 @with_load_options()
 def capacity(
     options: LoadOptions,

@@ -261,7 +261,7 @@ def capacity(load: LoadOptions, given: CapacityOptions, lab: Lab, ui: Console) -
     for rep, order in enumerate(record.order, 1):
         ui.say(f"  repetition {rep}: {' '.join(order)}")
     step = Stepper(load, o, lab, ui, base)
-    failed = ""
+    failed = interrupted = ""
     try:
         for rep, order in enumerate(record.order, 1):
             for queue in order:
@@ -272,6 +272,8 @@ def capacity(load: LoadOptions, given: CapacityOptions, lab: Lab, ui: Console) -
     except LabError as exc:
         failed = str(exc)
         ui.say(f"\nmake capacity: {exc}")
+    except KeyboardInterrupt:
+        failed = interrupted = "interrupted"
     ran = [q for q in o.queues if any(s.queue == q for s in record.steps)]
     record.queues = {q: summarize([s for s in record.steps if s.queue == q], o.reps) for q in ran}
     record.wall_s = round(time.time() - started, 1)
@@ -284,4 +286,6 @@ def capacity(load: LoadOptions, given: CapacityOptions, lab: Lab, ui: Console) -
     ]
     ui.say("\n" + capacity_page.markdown(record))
     ui.say("written: " + ", ".join(str(p) for p in paths))
+    if interrupted:
+        raise KeyboardInterrupt
     return EXIT_FAILED if failed or len(ran) < len(o.queues) else EXIT_OK

@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import Field
 
 from labctl import stats
+from labctl.queues import service_of
 from labctl.records.base import Record
 from labctl.records.run import RunRecord
 
@@ -134,8 +135,8 @@ def judge(
         wait_p95_s=times.get("wait", {}).get("p95"),
         latency_p95_s=times.get("latency", {}).get("p95"),
         api_cpu=(resources.get("api") or {}).get("cpu_used_cores"),
-        worker_cpu=(resources.get(queue) or {}).get("cpu_used_cores"),
-        worker_cpu_limit=(resources.get(queue) or {}).get("cpu_limit_cores"),
+        worker_cpu=(resources.get(service_of(queue)) or {}).get("cpu_used_cores"),
+        worker_cpu_limit=(resources.get(service_of(queue)) or {}).get("cpu_limit_cores"),
     )
     half = second_half(record)
     if half is not None:

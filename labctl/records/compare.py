@@ -71,6 +71,7 @@ class CompareRecord(Record):
     setting: dict[str, Any] = {}  # limits, knobs, versions, machine
     bench: dict[str, Any] = {}  # each queue's latest make bench ratios
     chaos: list[dict[str, Any]] = []  # each queue's latest make chaos per fault
+    capacity: dict[str, Any] = {}  # each queue's latest make capacity result (setting.latest_capacity)
     published: dict[str, Any] | None = None  # the published experiment's rows for this setting
     published_note: str = ""
     notes: list[str] = []

@@ -180,7 +180,57 @@ def markdown(record: CompareRecord) -> str:
             "",
             markdown_table(["queue", *(name for name, _ in ARTICLE_FIELDS)], rows, {"queue"}),
         ]
+    if record.capacity:
+        lines += ["", "The rate each queue sustains (its latest make capacity):", ""]
+        lines.append(markdown_table(CAPACITY_HEADER, capacity_rows(record), {"queue"}))
     return "\n".join(lines)
+
+
+CAPACITY_HEADER = (
+    "queue",
+    "sustained tasks/s",
+    "bracket",
+    "limited by",
+    "tasks/s per CPU",
+    "max wait s",
+    "limits",
+    "record",
+)
+
+
+def capacity_rows(record: CompareRecord) -> list[list[str]]:
+    """Each queue's latest make capacity: the rate sustained [95 % CI] (n), the search's bracket, what limited it."""
+    rows = []
+    for q, c in record.capacity.items():
+        lo, hi = (list(c.get("bracket") or []) + [None, None])[:2]
+        rows.append(
+            [
+                q,
+                stats.text(stats.from_json(c.get("sustained_rate"))),
+                f"{num(lo)} – {num(hi)}" if hi is not None else f"≥ {num(lo)}",
+                c.get("limited_by") or "-",
+                num(c.get("tasks_per_cpu")),
+                num(c.get("max_wait_s")),
+                str(c.get("limits")),
+                str(c.get("record")),
+            ]
+        )
+    return rows
+
+
+def capacity_section(record: CompareRecord) -> str:
+    if not record.capacity:
+        return (
+            "<p class='muted'>No <code>make capacity</code> record for these queues in the results directory "
+            "(<code>make compare capacity=1</code> runs one first).</p>"
+        )
+    rows = [[_td(c, i in (1, 2, 4, 5)) for i, c in enumerate(row)] for row in capacity_rows(record)]
+    note = (
+        "<p class='muted'>The highest arrival rate each queue's whole path kept in open-model steps: nothing failed, "
+        "the schedule kept, the backlog not growing, the p95 wait under max wait (docs/capacity.md). A capacity "
+        "measured under other limits than this comparison's says less about it.</p>"
+    )
+    return note + _table("capacity", CAPACITY_HEADER, rows)
 
 
 # -- HTML ---------------------------------------------------------------------------------------
@@ -618,6 +668,8 @@ share in which it used up its CPU limit. Machine speed: units of a fixed piece o
 over the same part of each run as its RPS: a limited container's rate follows the speed of the cores under it.</p>
 <h2>Over time</h2>
 {charts_section(record)}
+<h2>The rate each queue keeps up with (make capacity)</h2>
+{capacity_section(record)}
 <h2>What the lab costs</h2>
 {cost_section(record)}
 <h2>Faults (make chaos)</h2>

@@ -136,9 +136,12 @@ def test_bad_durations(text):
 
 def test_a_rate_run_sends_for_a_duration_with_users_enough_for_its_schedule():
     p = P.parse_params({"worker": "arq", "rate": "150"}, now=0)
-    # Each user sends at most every RATE_USER_INTERVAL_S: 300 users; the queue's default minute.
+    # Each user sends every RATE_USER_INTERVAL_S: 300 users; the queue's default minute.
     assert (p.rate, p.users, p.iterations, p.duration_s) == (150.0, 300, None, 60.0)
-    assert P.parse_params({"worker": "arq", "rate": "10"}).users == P.DEFAULT_USERS
+    # No more users than that at a low rate: each connection stays busy enough that the
+    # API's keep-alive never closes it under a send.
+    assert P.parse_params({"worker": "arq", "rate": "10"}).users == 20
+    assert P.parse_params({"worker": "arq", "rate": "0.2"}).users == 1
     assert P.parse_params({"worker": "arq", "rate": "10", "users": "4"}).users == 4
     assert P.parse_params({"worker": "arq", "rate": "1e6"}).users == P.MAX_RATE_USERS
     assert P.parse_params({"scenario": "payload", "rate": "5", "duration": "10s"}).rate == 5.0

@@ -361,3 +361,35 @@ def test_make_compare_agree_says_whether_two_comparisons_give_the_same_answer(tm
     assert agree.agree(tmp_path, "compare-a", "compare-e", ui, within_pct=25) == 0
     with pytest.raises(LabError, match="no comparison compare-x"):
         agree.agree(tmp_path, "compare-a", "compare-x", ui)
+
+
+def test_the_comparison_shows_each_queues_latest_capacity_with_its_limits(tmp_path):
+    """setting.latest_capacity reads the results directory's make capacity records, the
+    newest winning per queue; the markdown and the page show them, and say so when none."""
+    from labctl.experiments.compare.setting import latest_capacity
+    from labctl.records.capacity import CapacityRecord, QueueCapacity
+
+    def capacity(base: str, when: str, saq: float, limits: str) -> CapacityRecord:
+        api, worker = limits.split(" / ")
+        result = QueueCapacity(
+            sustained_rate=stats.estimate([saq, saq * 1.04, saq * 0.97]).as_json(),
+            bracket=[saq, saq * 1.08],
+            limited_by="worker",
+            tasks_per_cpu=saq / 0.2,
+        )
+        return CapacityRecord(base=base, time=when, queues={"saq": result}, params={"max_wait_s": 5.0},
+                              api_limits=api, worker_limits=worker)  # fmt: skip
+
+    store = Store(tmp_path)
+    store.save(capacity("capacity-old", "2026-11-28T10:00:00Z", 40.0, "0.5cpu/500M / 0.5cpu/500M"))
+    store.save(capacity("capacity-new", "2026-11-29T10:00:00Z", 20.0, "0.2cpu/200M / 0.2cpu/200M"))
+    found = latest_capacity(store, ["saq", "dramatiq"])
+    assert list(found) == ["saq"] and found["saq"]["record"] == "capacity-new", found
+    assert found["saq"]["limits"] == "0.2cpu/200M / 0.2cpu/200M" and found["saq"]["bracket"] == [20.0, 21.6]
+
+    record = compare_record.CompareRecord.model_validate({**comparison(), "capacity": found})
+    row = next(line for line in compare_report.markdown(record).splitlines() if line.startswith("| saq | 20 ["))
+    assert "| 20 – 21.6 | worker | 100 | 5 | 0.2cpu/200M / 0.2cpu/200M | capacity-new |" in row, row
+    assert "<table id='capacity'>" in compare_report.page(record)
+    empty = compare_report.page(compare_record.CompareRecord.model_validate(comparison()))
+    assert "No <code>make capacity</code> record" in empty and "capacity=1" in empty

@@ -35,6 +35,8 @@ writes one report with both tables beside the article's (compare-article-<time>)
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from labctl.errors import EXIT_FAILED, EXIT_OK
 from labctl.experiments.compare.article import article, article_env
 from labctl.experiments.compare.comparison import Comparison, compare_once
@@ -83,11 +85,12 @@ __all__ = [
 ]
 
 
-def compare(options: CompareOptions, lab: Lab, ui: Console) -> int:
+def compare(options: CompareOptions, lab: Lab, ui: Console, before: Callable[[list[str]], object] | None = None) -> int:
+    """`before(queues)` runs ahead of each comparison (make compare capacity=1: make capacity)."""
     if options.setting == ARTICLE_SETTING:
-        return article(options, lab, ui)
+        return article(options, lab, ui, before)
     queues = parse_workers(options.workers)
     options = options.quickened()
     check_params(options, queues)
-    _, failed = compare_once(options, queues, lab, ui)
+    _, failed = compare_once(options, queues, lab, ui, before=before)
     return EXIT_FAILED if failed else EXIT_OK

@@ -4,6 +4,7 @@ the compose lab restarted under each, then under its own settings again."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from lab.queues import BY_NAME
 from labctl.errors import EXIT_FAILED, EXIT_OK, ParamError
@@ -29,7 +30,7 @@ def article_env(text: str) -> dict[str, str]:
     return env
 
 
-def article(options: CompareOptions, lab: Lab, ui: Console) -> int:
+def article(options: CompareOptions, lab: Lab, ui: Console, before: Callable[[list[str]], object] | None = None) -> int:
     """The comparison at each of the article's settings, the compose lab restarted under each
     (only the limits and the concurrency change), then under its own settings again."""
     if not isinstance(lab, Compose):
@@ -45,7 +46,7 @@ def article(options: CompareOptions, lab: Lab, ui: Console) -> int:
         for text in published.SETTINGS:
             ui.say(f"\n== the article's setting {text}: the lab restarted under it ({article_env(text)})")
             lab.up(services, extra_env=article_env(text))
-            record, part_failed = compare_once(options, queues, lab, ui, f"{name}-{text.replace('/', '-')}")
+            record, part_failed = compare_once(options, queues, lab, ui, f"{name}-{text.replace('/', '-')}", before)
             parts.append(record)
             failed = failed or part_failed
     finally:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,13 @@ from labctl.errors import LabError, LabNotRunning
 from labctl.experiments.compare.options import CompareOptions, command_line, describe, run_options
 from labctl.experiments.compare.rounds import AT_CAP, OUT_OF_TIME, Rounds
 from labctl.experiments.compare.series import SERIES_AFTER_S, SERIES_STEP_S, cpu_seconds, middle_rate, run_series
-from labctl.experiments.compare.setting import latest_bench, latest_chaos, published_beside, setting_of
+from labctl.experiments.compare.setting import (
+    latest_bench,
+    latest_capacity,
+    latest_chaos,
+    published_beside,
+    setting_of,
+)
 from labctl.load_run.backlog import wait_for_empty
 from labctl.load_run.steps import run_load
 from labctl.platform.compose import Compose
@@ -225,6 +232,7 @@ class Comparison:
             setting=setting,
             bench=latest_bench(self.store, self.queues),
             chaos=latest_chaos(self.store, self.queues),
+            capacity=latest_capacity(self.store, self.queues),
             published=beside,
             published_note=why_not,
             notes=self.notes + notes,
@@ -240,9 +248,17 @@ class Comparison:
 
 
 def compare_once(
-    options: CompareOptions, queues: list[str], lab: Lab, ui: Console, name: str | None = None
+    options: CompareOptions,
+    queues: list[str],
+    lab: Lab,
+    ui: Console,
+    name: str | None = None,
+    before: Callable[[list[str]], object] | None = None,
 ) -> tuple[CompareRecord, bool]:
-    """One comparison under the lab's current limits: its record, written, and its paths."""
+    """One comparison under the lab's current limits: its record, written, and its paths;
+    `before(queues)` first (make compare capacity=1: a make capacity its report shows)."""
+    if before is not None:
+        before(queues)
     comparison = Comparison(options, queues, lab, ui, name)
     ui.say(
         f"make compare {comparison.name}: {', '.join(queues)}, {describe(options)} of {options.endpoint} from "

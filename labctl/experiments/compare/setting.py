@@ -1,6 +1,6 @@
 """Where a comparison ran: the limits and knobs its runs recorded, the libraries'
 versions, the machine; and what the lab's other records say of its queues (the
-latest bench and chaos runs, the published experiment's rows for its setting)."""
+latest bench, chaos and capacity runs, the published experiment's rows for its setting)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from labctl.platform.docker import engine_info
 from labctl.platform.lab import Lab
 from labctl.records import published
 from labctl.records.bench import ratios
+from labctl.records.capacity import CapacityRecord
 from labctl.records.run import RunRecord
 from labctl.records.store import Store
 
@@ -107,6 +108,21 @@ def latest_bench(store: Store, queues: list[str]) -> dict[str, dict[str, Any]]:
         for row in ratios(record.as_json()):
             if row["queue"] in queues:
                 out[row["queue"]] = row
+    return {q: out[q] for q in queues if q in out}
+
+
+def latest_capacity(store: Store, queues: list[str]) -> dict[str, dict[str, Any]]:
+    """Each queue's result in its latest `make capacity`, with the limits it ran under."""
+    out: dict[str, dict[str, Any]] = {}
+    for record in store.of(CapacityRecord):
+        for queue, result in record.queues.items():
+            if queue in queues:
+                out[queue] = {
+                    **result.as_json(),
+                    "limits": f"{record.api_limits} / {record.worker_limits}",
+                    "max_wait_s": record.params.get("max_wait_s"),
+                    "record": record.base,
+                }
     return {q: out[q] for q in queues if q in out}
 
 
