@@ -484,6 +484,25 @@ MUTANTS: tuple[Mutant, ...] = (
         (("grafana/generate.py", r'"title": "Lab dashboards",', '"title": "Lab dashboards, edited",'),),
         ("tests/unit/test_dashboards_generated.py::test_committed_dashboards_are_the_generators_output",),
     ),
+    # -- make capacity: a rate is sustained only when the queue keeps up with it -------------------
+    Mutant(
+        "capacity-backlog-ignored",
+        "a capacity step is sustained however fast its backlog grows, while its p95 wait stays under max_wait",
+        (("labctl/records/capacity.py", r"elif \(step\.backlog_slope_low or 0\) > step\.slope_bound:", "elif False:"),),
+        ("tests/unit/test_capacity.py::test_a_backlog_that_grows_faster_than_the_bound_is_the_workers_limit",),
+    ),
+    Mutant(
+        "capacity-bisects-the-wrong-way",
+        "the search's bisection keeps the lower bound when a rate between is not sustained",
+        (
+            (
+                "labctl/experiments/capacity.py",
+                r"lo, hi = \(mid, hi\) if s\.sustained else \(lo, mid\)",
+                "lo, hi = (mid, hi)",
+            ),
+        ),
+        ("tests/unit/test_capacity.py::test_the_search_brackets_the_capacity_within_the_precision",),
+    ),
     # -- The run record, the drain, the comparison and the bench (labctl) -----------------------
     Mutant(
         "tickets-past-the-target",
