@@ -90,7 +90,8 @@ def slope_interval(xs: Sequence[float], ys: Sequence[float], level: float = LEVE
     if len(xs) < 3 or len(set(xs)) < 2:
         return None
     fit = _scipy.linregress(xs, ys)
-    half = t_quantile(len(xs) - 2, level) * fit.stderr
+    # A series on a straight line (a queue that stayed empty) has no spread: its slope is exact.
+    half = t_quantile(len(xs) - 2, level) * fit.stderr if math.isfinite(fit.stderr) else 0.0
     return Interval(float(fit.slope), float(fit.slope - half), float(fit.slope + half), len(xs) - 2)
 
 

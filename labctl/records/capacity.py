@@ -10,8 +10,8 @@ by `judge` from its run record alone:
   api        the rate reached fell under RATE_KEPT of the rate asked, or over
              LATE_SHARE of the sends went late (every user was waiting on the API)
   worker     over the step's second half the backlog grew faster than GROWTH_SHARE
-             of the rate (the 95 % interval of its least-squares slope lies above
-             it), or the p95 wait (enqueue to start) passed max_wait
+             of the rate (its least-squares slope), or the p95 wait (enqueue to
+             start) passed max_wait
 
 and sustained when none of these holds. The p95 wait comes from the lab's
 histograms (lab_task_wait_seconds), interpolated within a bucket; compared
@@ -35,9 +35,11 @@ RATE_KEPT = 0.95  # the API answered fast enough that the schedule sent this sha
 LATE_SHARE_PCT = 5.0  # ...and at most this share of the sends went late
 # The backlog may grow at most this share of the rate over the step's second half:
 # slower than that, it takes twenty steps to hold one step of arrivals. A slope over
-# every second of the half, not two readings, and called growing only when its
-# interval lies above the bound: the tasks a worker holds in flight or fetched in
-# one batch make any one reading jump by that many.
+# every second of the half, not two readings: the tasks a worker holds in flight or
+# fetched in one batch make any one reading jump by that many. The slope itself is
+# compared, not the low end of its interval: a rule that gave the benefit of the
+# doubt called steps sustained whose queue completed fewer tasks a second than it
+# was sent (docs/capacity.md).
 GROWTH_SHARE = 0.05
 LIMITS = ("errors", "generator", "api", "worker")
 
@@ -156,7 +158,7 @@ def judge(
         reasons["api"].append(f"{step.late_sends_pct:g} % of the sends late")
     if step.backlog_slope is None or step.slope_bound is None:
         reasons["worker"].append("no timeline to read the backlog from")
-    elif (step.backlog_slope_low or 0) > step.slope_bound:
+    elif step.backlog_slope > step.slope_bound:
         reasons["worker"].append(
             f"backlog grew {step.backlog_slope:g} tasks/s [from {step.backlog_slope_low:g}] (bound {step.slope_bound:g})"
         )

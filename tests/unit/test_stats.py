@@ -117,3 +117,11 @@ def test_pairs_called_are_the_ordered_differences():
         ("c", "b"): stats.FASTER,
         ("b", "c"): stats.SLOWER,
     }
+
+
+def test_a_slopes_interval_holds_its_slope_and_is_exact_on_a_straight_line():
+    xs = [float(i) for i in range(15)]
+    noisy = stats.slope_interval(xs, [2.0 * x + (3 if i % 2 else 0) for i, x in enumerate(xs)])
+    assert noisy is not None and noisy.low < 2.0 < noisy.high and noisy.df == 13
+    assert stats.slope_interval(xs, [0.0] * 15) == stats.Interval(0.0, 0.0, 0.0, 13)  # an empty queue
+    assert stats.slope_interval([1.0, 2.0], [1.0, 2.0]) is None  # two points: no interval
