@@ -40,6 +40,7 @@ from labctl.errors import EXIT_FAILED, EXIT_OK, LabError, ParamError
 from labctl.load_run.options import LoadOptions
 from labctl.load_run.steps import run_load
 from labctl.params import load_params
+from labctl.platform.containers import limit_text, workers_limit_text
 from labctl.platform.lab import Lab
 from labctl.queues import parse_workers
 from labctl.records.capacity import CapacityRecord, QueueCapacity, Step, judge, saturated_rate
@@ -160,24 +161,27 @@ def bracket(steps: list[Step]) -> tuple[float | None, float | None]:
     return lo, (min(above) if above else None)
 
 
+def first_limit(steps: list[Step], lo: float | None) -> str | None:
+    """What stopped a search: the limit of its lowest rate above `lo` not sustained."""
+    above = [s for s in steps if not s.sustained and (lo is None or s.rate > lo)]
+    return min(above, key=lambda s: s.rate).limited_by if above else None
+
+
 def summarize(steps: list[Step], reps: int) -> QueueCapacity:
     """A queue's result from its steps (every repetition's search, and the checks)."""
     searched = [s for s in steps if s.phase == "search"]
-    found = [bracket([s for s in searched if s.rep == r]) for r in range(1, reps + 1)]
+    runs = [[s for s in searched if s.rep == r] for r in range(1, reps + 1)]
+    found = [bracket(run) for run in runs]
+    limits = [first_limit(run, lo) for run, (lo, _) in zip(runs, found)]
     lo, hi = found[-1]
-    estimate = stats.estimate(f[0] for f in found)
-    at = [s for s in searched if s.sustained and s.rate == lo]
-    above = [s for s in searched if not s.sustained and hi is not None and s.rate == hi]
-    limits = [s.limited_by for s in searched if not s.sustained and s.limited_by and lo is not None and s.rate > lo]
     result = QueueCapacity(
-        sustained_rate=estimate.as_json(),
+        sustained_rate=stats.estimate(f[0] for f in found).as_json(),
         bracket=[lo, hi],
-        first_unsustained=hi,
-        limited_by=max(set(limits), key=limits.count) if limits else None,
+        # the most searches' limit; the last search's on a tie
+        limited_by=max(reversed(limits), key=limits.count) if limits else None,
         saturated_rate=saturated_rate(searched).as_json(),
     )
-    if above:
-        result.limited_by = above[-1].limited_by
+    at = [s for s in runs[-1] if s.sustained and s.rate == lo]
     if at:
         result.api_cpu, result.worker_cpu, result.worker_cpu_limit = (
             at[-1].api_cpu,
@@ -203,7 +207,8 @@ class Stepper:
     lab: Lab
     ui: Console
     base: str
-    limits: dict[str, Any] = field(default_factory=dict)  # the first run's: the record's API and worker limits
+    api_limits: dict[str, Any] = field(default_factory=dict)  # the first run's
+    worker_limits: dict[str, dict[str, Any]] = field(default_factory=dict)  # each queue's, as its runs recorded them
 
     def __call__(self, queue: str, rate: float, rep: int = 1, factor: float | None = None) -> Step:
         """One step's run and its verdict; with `factor`, a check of `factor` x the rate found."""
@@ -213,22 +218,13 @@ class Stepper:
         self.ui.say(f"\n== {queue}: {rate:g} tasks/s ({phase}, repetition {rep})")
         options = self.load.but(worker=queue, rate=f"{rate:g}", duration=f"{seconds:g}s", run=run, wait=True)
         record = run_load(options, self.lab, self.ui)
-        self.limits = self.limits or record.limits
+        self.api_limits = self.api_limits or record.limits.get("api") or {}
+        self.worker_limits.update(record.limits.get("workers") or {})
         step = judge(record, queue, rate, self.options.max_wait_s, rep=rep, phase=phase)
         step.factor = factor
         verdict = "sustained" if step.sustained else f"NOT sustained ({step.limited_by}: {'; '.join(step.reasons)})"
         self.ui.say(f"-> {queue} at {rate:g} tasks/s: {verdict}")
         return step
-
-
-def limit_texts(limits: dict[str, Any]) -> tuple[str | None, str | None]:
-    """The API's and the workers' limits as `0.2cpu/200M` (the workers': the first queue's)."""
-
-    def text(d: dict[str, Any]) -> str | None:
-        return f"{d.get('cpus')}cpu/{d.get('memory')}" if d else None
-
-    workers = list((limits.get("workers") or {}).values())
-    return text(limits.get("api") or {}), text(workers[0] if workers else {})
 
 
 def capacity(load: LoadOptions, given: CapacityOptions, lab: Lab, ui: Console) -> int:
@@ -277,7 +273,7 @@ def capacity(load: LoadOptions, given: CapacityOptions, lab: Lab, ui: Console) -
     ran = [q for q in o.queues if any(s.queue == q for s in record.steps)]
     record.queues = {q: summarize([s for s in record.steps if s.queue == q], o.reps) for q in ran}
     record.wall_s = round(time.time() - started, 1)
-    record.api_limits, record.worker_limits = limit_texts(step.limits)
+    record.api_limits, record.worker_limits = limit_text(step.api_limits), workers_limit_text(step.worker_limits)
     store = Store(Path(load.results_dir))
     paths = [
         store.save(record),

@@ -20,7 +20,6 @@ The backlog is the ledger's pending count, exact, read once a second."""
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
 
 from pydantic import Field
@@ -77,7 +76,6 @@ class QueueCapacity(Record):
     sustained_rate: dict[str, Any] = {}  # stats.Estimate over the searches: median, low, high, n
     bracket: list[float | None] = []  # the last search's highest rate sustained and lowest not
     limited_by: str | None = None  # why the first rate above it was not sustained (most searches)
-    first_unsustained: float | None = None
     saturated_rate: dict[str, Any] = {}  # Estimate of the worker's throughput in its saturated steps
     api_cpu: float | None = None  # at the sustained rate (the step's run)
     worker_cpu: float | None = None
@@ -112,9 +110,8 @@ def second_half(record: RunRecord) -> tuple[stats.Interval, float] | None:
     if len(rows) < 3:
         return None
     at = [r[0] for r in rows]
-    pending = stats.slope_interval(at, [r[4] for r in rows])
-    done = statistics.linear_regression(at, [r[2] for r in rows]).slope
-    return (pending, done) if pending is not None else None
+    pending, done = stats.slope_interval(at, [r[4] for r in rows]), stats.slope_interval(at, [r[2] for r in rows])
+    return (pending, done.mean) if pending is not None and done is not None else None
 
 
 def judge(
@@ -124,6 +121,7 @@ def judge(
     tasks = record.tasks
     times = (record.task_times or {}).get(queue, {})
     resources = record.resources or {}
+    worker = resources.get(service_of(queue)) or {}
     step = Step(
         queue=queue,
         rate=rate,
@@ -137,8 +135,8 @@ def judge(
         wait_p95_s=times.get("wait", {}).get("p95"),
         latency_p95_s=times.get("latency", {}).get("p95"),
         api_cpu=(resources.get("api") or {}).get("cpu_used_cores"),
-        worker_cpu=(resources.get(service_of(queue)) or {}).get("cpu_used_cores"),
-        worker_cpu_limit=(resources.get(service_of(queue)) or {}).get("cpu_limit_cores"),
+        worker_cpu=worker.get("cpu_used_cores"),
+        worker_cpu_limit=worker.get("cpu_limit_cores"),
     )
     half = second_half(record)
     if half is not None:

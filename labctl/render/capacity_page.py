@@ -7,10 +7,11 @@ inline SVG), each step a point, the sustained ones filled: the hockey stick."""
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 
 from labctl import stats
 from labctl.records.capacity import CapacityRecord, QueueCapacity, Step
-from labctl.render import charts
+from labctl.render import charts, plain_page
 from labctl.render.table import markdown_table
 
 HEADER = (
@@ -53,16 +54,21 @@ def _check(q: QueueCapacity) -> str:
     return f"{shown} ({'as expected' if q.checks.get('passed') else 'NOT as expected'})"
 
 
+def bracket_text(bracket: Sequence[float | None]) -> str:
+    """`140 – 150`: a search's highest rate sustained and lowest not; `≥ 140` when none failed above it."""
+    lo, hi = (list(bracket) + [None, None])[:2]
+    return f"{stats.num(lo)} – {stats.num(hi)}" if hi is not None else f"≥ {stats.num(lo)}"
+
+
 def queue_rows(record: CapacityRecord) -> list[list[str]]:
     rows = []
     for name, q in record.queues.items():
-        lo, hi = (q.bracket + [None, None])[:2]
         rows.append(
             [
                 name,
                 stats.text(stats.from_json(q.sustained_rate)),
-                f"{stats.num(lo)} – {stats.num(hi)}" if hi is not None else f"≥ {stats.num(lo)}",
-                q.limited_by or ("max_rate reached" if lo is not None else "-"),
+                bracket_text(q.bracket),
+                q.limited_by or ("max_rate reached" if q.bracket and q.bracket[0] is not None else "-"),
                 stats.text(stats.from_json(q.saturated_rate)),
                 stats.num(q.api_cpu),
                 stats.num(q.worker_cpu),
@@ -145,18 +151,10 @@ def svg_plot(record: CapacityRecord) -> str:
     return charts.svg_with_line_data(charts.svg(fig), data)
 
 
-def _html_table(header: tuple[str, ...], rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{html.escape(t)}</th>" for t in header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
 def html_page(record: CapacityRecord) -> str:
-    return (
-        f"<!doctype html>\n<html><head><meta charset='utf-8'><title>{html.escape(record.base)}</title>"
-        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}</style></head><body>\n"
+    return plain_page.page(
+        record.base,
         f"<h1>make capacity</h1>\n<p>{html.escape(summary_line(record))}</p>\n"
-        f"{_html_table(HEADER, queue_rows(record))}\n<p>{html.escape(LEGEND)}</p>\n{svg_plot(record)}\n"
-        f"<h2>Every step</h2>\n{_html_table(STEP_HEADER, [step_row(s) for s in record.steps])}\n</body></html>\n"
+        f"{plain_page.table(HEADER, queue_rows(record))}\n<p>{html.escape(LEGEND)}</p>\n{svg_plot(record)}\n"
+        f"<h2>Every step</h2>\n{plain_page.table(STEP_HEADER, [step_row(s) for s in record.steps])}\n",
     )

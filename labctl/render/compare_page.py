@@ -26,6 +26,7 @@ from labctl.records.compare import (
 )
 from labctl.records.published import SOURCE as PUBLISHED_SOURCE
 from labctl.render import charts
+from labctl.render.capacity_page import bracket_text
 from labctl.render.table import markdown_table
 
 # One colour per queue, the same in every report (labctl.queues.QUEUES' order).
@@ -202,12 +203,11 @@ def capacity_rows(record: CompareRecord) -> list[list[str]]:
     """Each queue's latest make capacity: the rate sustained [95 % CI] (n), the search's bracket, what limited it."""
     rows = []
     for q, c in record.capacity.items():
-        lo, hi = (list(c.get("bracket") or []) + [None, None])[:2]
         rows.append(
             [
                 q,
                 stats.text(stats.from_json(c.get("sustained_rate"))),
-                f"{num(lo)} – {num(hi)}" if hi is not None else f"≥ {num(lo)}",
+                bracket_text(c.get("bracket") or []),
                 c.get("limited_by") or "-",
                 num(c.get("tasks_per_cpu")),
                 num(c.get("max_wait_s")),

@@ -10,7 +10,7 @@ from typing import Any
 
 from labctl import stats
 from labctl.records.scale import CountFigures, ScaleRecord, count_figures
-from labctl.render import charts
+from labctl.render import charts, plain_page
 from labctl.render.table import markdown_table
 
 # (key, column title) of the figures, in order: each count's over its runs, and each run's.
@@ -200,22 +200,14 @@ def svg_plot(summary: dict[str, Any]) -> str:
     return charts.svg(fig)
 
 
-def _html_table(header: list[str], rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{html.escape(title)}</th>" for title in header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
 def html_page(summary: ScaleRecord | dict[str, Any]) -> str:
     summary = _data(summary)
     header, rows = count_rows(summary)
     order = f"<p>{html.escape(order_line(summary))}</p>\n" if summary.get("order") else ""
-    return (
-        f"<!doctype html>\n<html><head><meta charset='utf-8'><title>{html.escape(summary['base'])}</title>"
-        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}</style></head><body>\n"
+    return plain_page.page(
+        summary["base"],
         f"<h1>make scale worker={html.escape(summary['worker'])}</h1>\n<p>{html.escape(summary_line(summary))}</p>\n"
-        f"<h2>Each count over its runs</h2>\n{_html_table(header, rows)}\n<p>{html.escape(LEGEND)}</p>\n"
+        f"<h2>Each count over its runs</h2>\n{plain_page.table(header, rows)}\n<p>{html.escape(LEGEND)}</p>\n"
         f"{svg_plot(summary)}\n<h2>Every run</h2>\n{order}"
-        f"{_html_table([t for _, t in columns(summary)], run_rows(summary))}\n</body></html>\n"
+        f"{plain_page.table([t for _, t in columns(summary)], run_rows(summary))}\n",
     )

@@ -1,0 +1,28 @@
+"""The plain HTML page of make scale and make capacity: a title, tables of text
+cells and inline charts, one style, nothing fetched (make compare's page has its
+own, richer one)."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+
+STYLE = (
+    "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
+    "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+)
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """A table of text cells under `header`, every cell escaped."""
+    head = "".join(f"<th>{html.escape(title)}</th>" for title in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def page(title: str, body: str) -> str:
+    """A whole page around `body` (already HTML), titled `title` (text)."""
+    return (
+        f"<!doctype html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{STYLE}</style></head><body>\n{body}</body></html>\n"
+    )
