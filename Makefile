@@ -8,7 +8,7 @@ export UV_LOCKED := 1
 RUN_ARG = $(if $(run),--run $(run),)
 # The experiments' one command line (labctl/, `$(LABCTL) --help`): each target below passes its parameters on.
 # $(call options,a b_c): `--a 'VALUE' --b-c 'VALUE'` for each variable given (non-empty); the
-# defaults live in labctl and locust/load_params.py. $(call flags,x): `--x` when x is given and not 0.
+# defaults live in labctl and lab/load_params.py. $(call flags,x): `--x` when x is given and not 0.
 options = $(foreach p,$(1),$(if $(strip $($(p))),--$(subst _,-,$(p)) '$(strip $($(p)))'))
 flags = $(foreach f,$(1),$(if $(filter-out 0,$(strip $($(f)))),--$(subst _,-,$(f))))
 LABCTL = COMPOSE="$(COMPOSE)" $(UV) run python -m labctl
@@ -155,7 +155,7 @@ compose-services: ## print every compose service but Grafana (for the tests)
 # make load worker=arq [endpoint=io/simple users=100 spawn=100 iterations=N|duration=60s rate=R run=NAME]
 #                      [drain_watch=60 | wait=1]
 # make load scenario=upstream variant=async-blocking users=50 iterations=100
-# Only the parameters given are passed: the defaults live in locust/load_params.py.
+# Only the parameters given are passed: the defaults live in lab/load_params.py.
 LOAD_PARAMS = worker endpoint users spawn iterations duration rate run scenario variant mode count size \
               locust_workers drain_watch drain_timeout drain_stall
 load-args = $(call options,$(LOAD_PARAMS)) $(call flags,wait)

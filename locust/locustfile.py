@@ -1,4 +1,4 @@
-"""Locust users for the lab, one class per scenario (locust/load_params.py):
+"""Locust users for the lab, one class per scenario (lab/load_params.py):
 
   QueueUser     POST /api/v1/incr/{kind}/{variant}/{queue}   (LOAD_SCENARIO=queue)
   UpstreamUser  POST /api/v1/upstream/{variant}              (LOAD_SCENARIO=upstream)
@@ -31,19 +31,24 @@ import dataclasses
 import json
 import os
 import random
-import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # load_params, beside this file
+import gevent
+import locust.runners
+from gevent.event import Event
+from gevent.pywsgi import WSGIServer
+from locust.argument_parser import LocustArgumentParser
+from locust.env import Environment
+from locust.event import EventHook
+from locust.rpc import Message
+from locust.runners import MasterRunner, Runner, WorkerRunner
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram, make_wsgi_app
 
-import gevent  # noqa: E402
-import locust.runners  # noqa: E402
-from gevent.event import Event  # noqa: E402
-from gevent.pywsgi import WSGIServer  # noqa: E402
-from load_params import (  # noqa: E402
+from lab.cgroup import read_cgroup, register_cgroup_metrics
+from lab.load_params import (
     ENV_NAMES,
     USER_CLASSES,
     LoadParams,
@@ -52,15 +57,7 @@ from load_params import (  # noqa: E402
     parse_params,
     tickets_to_ask,
 )
-from locust.argument_parser import LocustArgumentParser  # noqa: E402
-from locust.env import Environment  # noqa: E402
-from locust.event import EventHook  # noqa: E402
-from locust.rpc import Message  # noqa: E402
-from locust.runners import MasterRunner, Runner, WorkerRunner  # noqa: E402
-from prometheus_client import REGISTRY, Counter, Gauge, Histogram, make_wsgi_app  # noqa: E402
-
-from lab.cgroup import read_cgroup, register_cgroup_metrics  # noqa: E402
-from locust import FastHttpUser, constant, events, task  # noqa: E402
+from locust import FastHttpUser, constant, events, task
 
 SCENARIO = os.environ.get("LOAD_SCENARIO") or "queue"
 if SCENARIO not in USER_CLASSES:
@@ -231,7 +228,7 @@ def options_of(environment: Environment) -> dict[str, object]:
 
 @listener(events.init_command_line_parser)
 def add_options(parser: LocustArgumentParser) -> None:
-    group = parser.add_argument_group("lab", "The lab's load parameters (locust/load_params.py)")
+    group = parser.add_argument_group("lab", "The lab's load parameters (lab/load_params.py)")
     for key, env in OPTIONS.items():
         group.add_argument(f"--lab-{key}", env_var=env, default="", help=f"load parameter {key} (${env})")
 

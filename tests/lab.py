@@ -179,7 +179,7 @@ class RedisServer:
 # wait, not test anything more. arq takes at most max_jobs jobs per poll (its
 # default 0.5 s poll: README, "Queues"); the stream queues' entries a stopped
 # replica left unacknowledged are claimed after the reclaim delay, and the
-# tests' tasks take milliseconds. labctl/tools/host_drain_rate.py puts the defaults back.
+# tests' tasks take milliseconds. tests/host_drain_rate.py puts the defaults back.
 SHORTENED = {
     "ARQ_POLL_DELAY": "0.05",
     "FASTSTREAM_RECLAIM_S": "5",

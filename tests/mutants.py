@@ -509,7 +509,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "the ticket book grants what a worker asks for, past the run's iterations",
         (
             (
-                "locust/load_params.py",
+                "lab/load_params.py",
                 r"given = max\(0, min\(int\(want\), self\.remaining\)\)",
                 "given = max(0, int(want))",
             ),

@@ -13,11 +13,11 @@ from typing import Annotated, Any
 
 import typer
 
+from lab import load_params
 from labctl.config import RESULTS_DIR
 from labctl.errors import EXIT_INTERRUPTED, EXIT_PARAMS, LabError
 from labctl.load_run import options as load_defaults
 from labctl.load_run.options import LoadOptions
-from labctl.params import load_params
 from labctl.render.console import Console
 
 ResultsDir = Annotated[Path, typer.Option("--results-dir", help="where the records go (and are read)")]
@@ -72,9 +72,7 @@ LOAD_OPTIONS: dict[str, tuple[Any, Any]] = {
     ),
     "users": _option("", str, "--users", help="Locust users (default 100)"),
     "spawn": _option("", str, "--spawn", help="users started per second (default 100)"),
-    "iterations": _option(
-        "", str, "--iterations", help="exactly this many requests (default: locust/load_params.py's)"
-    ),
+    "iterations": _option("", str, "--iterations", help="exactly this many requests (default: lab/load_params.py's)"),
     "duration": _option("", str, "--duration", help="or send for this long: 60s, 2m"),
     "run": _option("", str, "--run", help="the ledger's run name (default: generated)"),
     "variant": _option("", str, "--variant", help="upstream: async-blocking|async-threadpool|sync-def|async-native"),

@@ -35,11 +35,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from lab import load_params
 from labctl import stats
 from labctl.errors import EXIT_FAILED, EXIT_OK, LabError, ParamError
 from labctl.load_run.options import LoadOptions
 from labctl.load_run.steps import run_load
-from labctl.params import load_params
 from labctl.platform.containers import limit_text, workers_limit_text
 from labctl.platform.lab import Lab
 from labctl.queues import parse_workers

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from lab.load_params import LoadParams
 from labctl.clients.api import ledger
 from labctl.errors import LabError
 from labctl.load_run.task_wait import timeline_row
@@ -40,7 +41,7 @@ class Rate:
 
 
 def load_progress(
-    params: Any, p: dict[str, Any], elapsed: float, ledger_totals: dict[str, Any] | None, rps: float
+    params: LoadParams, p: dict[str, Any], elapsed: float, ledger_totals: dict[str, Any] | None, rps: float
 ) -> tuple[float, str]:
     """The share of the load done, and the progress line's text."""
     requests, failures = p.get("requests", 0), p.get("failures", 0)
@@ -48,7 +49,7 @@ def load_progress(
         fraction = requests / params.iterations
         head = f"{requests}/{params.iterations} {100 * requests / params.iterations:3.0f}%"
     else:
-        fraction = elapsed / params.duration_s
+        fraction = elapsed / params.duration_s if params.duration_s else 0.0
         head = f"{requests} requests"
     target = f" of {params.rate:g}" if params.rate else ""  # rate=: the schedule's
     line = (

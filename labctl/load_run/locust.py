@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from lab import load_params
 from labctl.clients.prometheus import Prometheus
-from labctl.params import load_params
 from labctl.platform import docker
 from labctl.platform.lab import Lab
 from labctl.polling import wait_until
@@ -21,7 +21,7 @@ LOAD_SERVICES = ("locust-master", "locust-worker")
 GATE_FILE = "/tmp/lab-go"  # LOAD_START_GATE inside the master's container
 
 
-def load_env(params: Any, locust_workers: int) -> dict[str, str]:
+def load_env(params: load_params.LoadParams, locust_workers: int) -> dict[str, str]:
     """What the Locust containers read (docker-compose.yml, profile `load`): the
     parsed parameters written back, so the containers parse exactly this run."""
     given = {

@@ -1,7 +1,7 @@
 """A load run's options: what `make load` takes on its command line, and what
 compare, sweep, scale and chaos set directly. The parameters the locustfile
 reads too (worker, endpoint, users, ...) stay text, as given, and are checked
-by locust/load_params.py, shared with the locustfile; the driver's own knobs
+by lab/load_params.py, shared with the locustfile; the driver's own knobs
 default to their env var, else the project's .env, else the lab's default."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from lab import load_params
 from labctl.config import RESULTS_DIR, setting
 from labctl.errors import ParamError
-from labctl.params import load_params
 
 # The driver's defaults, each written here once (the commands' options and the
 # comparison's read them too); an env var or the project's .env overrides them.
@@ -51,7 +51,7 @@ class LoadOptions:
     results_dir: Path = RESULTS_DIR
 
     def raw_params(self) -> dict[str, str]:
-        """The parameters as locust/load_params.py takes them."""
+        """The parameters as lab/load_params.py takes them."""
         return {
             "scenario": self.scenario,
             "run": self.run,

@@ -1,7 +1,7 @@
 """`make load`: drive the running lab with Locust, show the run live, and leave
 a record of it in results/<run>.json. A run is these steps (run_load):
 
-  prepare        check the parameters (locust/load_params.py, shared with the
+  prepare        check the parameters (lab/load_params.py, shared with the
                  locustfile), that the lab runs and the run name is new; read the
                  limits the engine applied to the API and the workers
   start_locust   the liveness probe for the event-loop scenarios (stopped for queue
@@ -29,6 +29,7 @@ from typing import Any, cast
 
 import httpx
 
+from lab.load_params import LoadParams
 from labctl.clients.api import api_address, ledger, probe_report
 from labctl.clients.grafana import Grafana, annotation
 from labctl.clients.prometheus import Prometheus
@@ -57,7 +58,7 @@ class LoadRun:
     """What one run knows, filled in step by step."""
 
     options: LoadOptions
-    params: Any  # load_params.LoadParams
+    params: LoadParams
     lab: Lab  # the compose project, or a Swarm stack
     ui: Console
     store: Store

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import httpx
 
+from lab import load_params
 from labctl.config import setting
 from labctl.errors import LabError, ParamError
-from labctl.params import load_params
 from labctl.platform.compose import Compose
 from labctl.polling import wait_until
 from labctl.render.console import Console

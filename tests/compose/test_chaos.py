@@ -23,7 +23,7 @@ from tests.compose.panel_truth import panel_targets
 
 RESTARTS_PANEL = ("Queues", "Restarts, OOM kills and replicas up")
 
-VALUE = 1  # what each of make load's tasks adds to its run's `work` (locust/load_params.py)
+VALUE = 1  # what each of make load's tasks adds to its run's `work` (lab/load_params.py)
 
 
 def bodies_run(run_ledger: dict) -> tuple[int, int]:

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from labctl.params import load_params
+from lab import load_params
 from tests.compose import panel_truth
 from tests.compose.helpers import (
     QUEUE_RUN_SECONDS,
@@ -317,7 +317,7 @@ EVENT_LOOP_RUNS = [
 
 @pytest.mark.parametrize("raw, endpoint", EVENT_LOOP_RUNS, ids=[label for _, label in EVENT_LOOP_RUNS])
 def test_each_event_loop_scenarios_requests_are_answered_as_make_load_expects(stack, raw, endpoint):
-    """The requests a run of each scenario sends (locust/load_params.py's calls,
+    """The requests a run of each scenario sends (lab/load_params.py's calls,
     which Locust's users send and judge the same way: status, and the payload's
     whole body), answered by the stack's API, under the endpoint label its
     record and table show."""

@@ -1,5 +1,5 @@
 """The load tooling without Docker: the parameters the locustfile and the driver
-share (locust/load_params.py), the result record and table (labctl/records/run.py,
+share (lab/load_params.py), the result record and table (labctl/records/run.py,
 labctl/render/run_table.py),
 and the locustfile itself run by real Locust processes (a master and two workers)
 against a small HTTP server: exactly `iterations` requests, each counted once.
@@ -24,6 +24,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from typer.main import get_command
 
+from lab import load_params
 from lab.protocol import RUN_PATTERN
 from labctl import config
 from labctl.app import app as labctl_app
@@ -32,7 +33,6 @@ from labctl.clients.grafana import RUN_DASHBOARDS, annotation, grafana_link
 from labctl.errors import ParamError
 from labctl.load_run import follow, locust
 from labctl.load_run.options import LoadOptions
-from labctl.params import load_params
 from labctl.platform import containers as C
 from labctl.records.run import RunInputs, RunRecord, build_run_record, generator_check
 from labctl.render import run_table
@@ -45,7 +45,7 @@ def bench_rows(record: dict) -> list[str]:
 
 
 ROOT = Path(__file__).resolve().parents[2]
-P = load_params  # locust/load_params.py, loaded by path the way the driver loads it
+P = load_params
 
 
 # -- Parameters ---------------------------------------------------------------------

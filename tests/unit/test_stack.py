@@ -180,14 +180,7 @@ def test_bind_mounts_become_configs_named_after_their_content(config):
         f"/etc/prometheus/rules/{p.name}" for p in (S.ROOT / "prometheus" / "rules").glob("*.yml")
     }
     assert "/var/lib/grafana/dashboards/queues.json" in mounts["grafana"]
-    assert (
-        set(mounts["locust-master"])
-        == set(mounts["locust-worker"])
-        == {
-            "/app/locust/locustfile.py",
-            "/app/locust/load_params.py",
-        }
-    )
+    assert set(mounts["locust-master"]) == set(mounts["locust-worker"]) == {"/app/locust/locustfile.py"}
     for name, spec in stack["configs"].items():
         path = S.ROOT / spec["file"]
         assert path.is_file() and name == S.config_name(path), name

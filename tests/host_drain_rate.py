@@ -3,16 +3,21 @@ are queued while no worker runs, then one worker starts and the time until the
 last one settles is measured. One worker process, default concurrency, no
 container limits, a Redis of its own (the tests' harness of real processes).
 
-    uv run python -m labctl host-drain-rate [--count 2000] [--queues "arq saq ..."] (default: every broker queue)
-                                            [--set ARQ_POLL_DELAY=0.05 ...]
+    uv run python -m tests.host_drain_rate [--count 2000] [--queues "arq saq ..."] (default: every broker queue)
+                                           [--set ARQ_POLL_DELAY=0.05 ...]
+
+A measurement, not a test: it sits beside the harness it uses.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Annotated, Any
+
+import typer
 
 from lab.settings import Settings
+from labctl.queues import QUEUES
 from labctl.render.console import Console
 from labctl.render.table import markdown_table
 from tests.lab import SHORTENED, RedisServer, ledger, new_run, post_tasks, start_api, start_worker, wait_settled
@@ -48,7 +53,7 @@ def measure(queue: str, count: int, knobs: dict[str, str]) -> dict[str, Any]:
         redis.stop()
 
 
-def host_drain_rates(queues: list[str], count: int, settings: list[str], ui: Console) -> int:
+def host_drain_rates(queues: list[str], count: int, settings: list[str], ui: Console) -> None:
     knobs = {**LIBRARY_DEFAULTS, **dict(kv.split("=", 1) for kv in settings)}
     ui.say(f"knobs: {knobs}")
     rows = []
@@ -60,4 +65,15 @@ def host_drain_rates(queues: list[str], count: int, settings: list[str], ui: Con
     ui.say(
         markdown_table(("queue", "tasks", "seconds", "tasks/s", "completed", "duplicates", "failed"), rows, {"queue"})
     )
-    return 0
+
+
+def main(
+    count: Annotated[int, typer.Option(help="tasks queued before the worker starts")] = 2000,
+    queues: Annotated[str, typer.Option(help="broker queues (default: every one)")] = "",
+    set_: Annotated[list[str] | None, typer.Option("--set", help="extra worker settings, KNOB=VALUE")] = None,
+) -> None:
+    host_drain_rates(queues.split() or list(QUEUES[1:]), count, set_ or [], Console())
+
+
+if __name__ == "__main__":
+    typer.run(main)
