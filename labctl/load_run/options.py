@@ -68,8 +68,8 @@ class LoadOptions:
             "rate": self.rate,
         }
 
-    def parse(self) -> Any:
-        """The checked parameters (load_params.LoadParams); ParamError names the one refused."""
+    def parse(self) -> load_params.LoadParams:
+        """The checked parameters; ParamError names the one refused."""
         if self.locust_workers < 1:
             raise ParamError("locust_workers must be at least 1")
         try:
