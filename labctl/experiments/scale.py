@@ -55,7 +55,7 @@ from labctl.platform.lab import Lab
 from labctl.platform.swarm import Swarm
 from labctl.polling import wait_until
 from labctl.records.run import RunRecord
-from labctl.records.scale import ScaleRecord, count_figures
+from labctl.records.scale import ScaleParams, ScalePlatform, ScaleRecord, ScaleRun, count_figures
 from labctl.records.store import Store
 from labctl.render import scale_page
 from labctl.render.console import Console
@@ -148,7 +148,7 @@ def exact(record: RunRecord | dict[str, Any]) -> bool:
 
 def run_step(
     options: LoadOptions, lab: Lab, replicas: int, run: str, ui: Console, nodes: list[str] | None = None, rep: int = 1
-) -> tuple[dict[str, Any], RunRecord]:
+) -> tuple[ScaleRun, RunRecord]:
     """Scale (or spread over `nodes`), wait until scraped, run the load to its last task;
     the run's row and its record."""
     on = f" on {len(nodes)} node(s), {', '.join(nodes)}" if nodes else ""
@@ -168,7 +168,7 @@ def run_step(
         row = {"nodes": len(nodes), **row, "node_names": nodes}
     if record.unsettled() or not row["exact"]:
         row["warnings"] = [*row["warnings"], "the run did not settle exactly"]
-    return row, record
+    return ScaleRun.model_validate(row), record
 
 
 def parse_counts(replicas: str, name: str = "replicas") -> list[int]:
@@ -230,13 +230,13 @@ def scale(
     summary = ScaleRecord(
         base=base,
         worker=options.worker,
-        params={
-            "requests": params.iterations,
-            "duration_s": params.duration_s,
-            "endpoint": params.endpoint_label,
-            "users": params.users,
-        },
-        platform=lab.describe(),
+        params=ScaleParams(
+            requests=params.iterations,
+            duration_s=params.duration_s,
+            endpoint=params.endpoint_label,
+            users=params.users,
+        ),
+        platform=ScalePlatform.model_validate(lab.describe()),
         axis="nodes" if spread else "replicas",
         per_node=per_node if spread else None,
         counts=counts,
@@ -278,4 +278,4 @@ def scale(
     ui.say("\n" + scale_page.markdown(summary))
     ui.say("written: " + ", ".join(str(p) for p in paths))
     done = len(summary.rows) == len(counts) * reps
-    return EXIT_OK if done and all(r["exact"] for r in summary.rows) else EXIT_FAILED
+    return EXIT_OK if done and all(r.exact for r in summary.rows) else EXIT_FAILED

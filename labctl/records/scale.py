@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from labctl import stats
 from labctl.records.base import Record
@@ -29,19 +29,72 @@ FIGURES = (
     "workers_cpu",
     "busy_replicas",
 )
-# The figure a count's speed-up is taken on: the pool's throughput.
-SPEEDUP_OF = "drain_rate"
+
+
+class _Given(Record):
+    """A part of the record written with the fields it was given, and no others: a run
+    over replicas has no `nodes: null`, an older one no `rep`, so a record reads and
+    writes back as the same JSON."""
+
+    @model_serializer(mode="wrap")
+    def _as_given(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return {key: value for key, value in handler(self).items() if key in self.model_fields_set}
+
+
+class ScaleParams(_Given):
+    """The load of every run: a number of requests, or a duration."""
+
+    requests: int | None = None
+    duration_s: float | None = None
+    endpoint: str = ""
+    users: int = 0
+
+
+class ScalePlatform(_Given):
+    """Lab.describe(): where the runs ran (a Swarm's node roles and placement kept as given)."""
+
+    orchestrator: str = "compose"
+    project: str | None = None  # compose
+    stack: str | None = None  # a Swarm
+    nodes: int | None = None
+
+
+class ScaleRun(_Given):
+    """One run: a count in one repetition, its run record's figures, Prometheus's and the ledger's."""
+
+    nodes: int | None = None  # over nodes: how many the workers were spread over
+    rep: int | None = None  # older records: one run a count, no repetition
+    replicas: int
+    run: str
+    rps: float | None = None
+    median_ms: float | None = None
+    p95_ms: float | None = None
+    all_done_s: float | None = None
+    drain_rate: float | None = None
+    enqueued: int | None = None
+    completed: int | None = None
+    failed: int | None = None
+    duplicates: int | None = None
+    lost: int | None = None
+    exact: bool = False
+    warnings: list[str] = []
+    # Prometheus's, absent without it
+    redis_cpu_mean: float | None = None
+    redis_cpu_peak: float | None = None
+    workers_cpu: float | None = None
+    busy_replicas: float | int | None = None  # a count, yet Prometheus's is a float: kept as written
+    node_names: list[str] = []  # over nodes: the nodes' hostnames
 
 
 class ScaleRecord(Record):
     schema_version: str = Field(SCHEMA, alias="schema")
     base: str  # the runs' common name: each run is <base>-<n>r-rep<i> (<base>-<n>n-rep<i> over nodes)
     worker: str
-    params: dict[str, Any] = {}  # requests, endpoint, users
-    rows: list[dict[str, Any]] = []  # one per run: a count in one repetition ("rep"; older records: one per count)
+    params: ScaleParams = Field(default_factory=ScaleParams)
+    rows: list[ScaleRun] = []  # one per run: a count in one repetition (older records: one per count)
     axis: str = "replicas"  # what the counts are: replicas, or nodes the workers are spread over
     per_node: int | None = None  # over nodes: the workers' replicas on each
-    platform: dict[str, Any] = {}
+    platform: ScalePlatform = Field(default_factory=ScalePlatform)
     api_limits: str | None = None
     worker_limits: str | None = None
     counts: list[int] = []  # as given: the first is the one every speed-up is over
@@ -49,6 +102,10 @@ class ScaleRecord(Record):
     seed: int | None = None  # the seed of `order`
     order: list[list[int]] = []  # each repetition's counts in the order they ran
     by_count: list[dict[str, Any]] = []  # `count_figures` as written, for readers of the JSON
+
+    def count(self, row: ScaleRun) -> int | None:
+        """The run's count on the record's axis: its replicas, or its nodes."""
+        return row.nodes if self.axis == "nodes" else row.replicas
 
 
 @dataclass(frozen=True)
@@ -72,28 +129,22 @@ class CountFigures:
         }
 
 
-def _data(record: ScaleRecord | dict[str, Any]) -> dict[str, Any]:
-    return record.as_json() if isinstance(record, ScaleRecord) else record
-
-
-def counts_of(record: ScaleRecord | dict[str, Any]) -> list[int]:
+def counts_of(record: ScaleRecord) -> list[int]:
     """The counts as given; an older record's, in the order its rows ran."""
-    data = _data(record)
-    axis = data.get("axis") or "replicas"
-    return list(data.get("counts") or dict.fromkeys(row[axis] for row in data.get("rows", [])))
+    ran = (record.count(row) for row in record.rows)
+    return list(record.counts or dict.fromkeys(n for n in ran if n is not None))
 
 
-def count_figures(record: ScaleRecord | dict[str, Any]) -> list[CountFigures]:
+def count_figures(record: ScaleRecord) -> list[CountFigures]:
     """Each count's figures over its runs, in the order the counts were given. The
     speed-up is Welch's interval of the ratio (stats.ratio): the runs of two counts are
     independent, taken at different moments in a random order."""
-    data = _data(record)
-    axis = data.get("axis") or "replicas"
-    runs = {n: [row for row in data.get("rows", []) if row.get(axis) == n] for n in counts_of(data)}
+    runs = {n: [row for row in record.rows if record.count(row) == n] for n in counts_of(record)}
     first = next(iter(runs.values()), [])
     out = []
     for i, (n, rows) in enumerate(runs.items()):
-        figures = {key: stats.estimate(row.get(key) for row in rows) for key in FIGURES}
-        speedup = None if i == 0 else stats.ratio((r.get(SPEEDUP_OF) for r in rows), (r.get(SPEEDUP_OF) for r in first))
-        out.append(CountFigures(n, len(rows), sum(1 for r in rows if r.get("exact")), figures, speedup))
+        figures = {key: stats.estimate(getattr(row, key) for row in rows) for key in FIGURES}
+        # the speed-up is taken on the drain rate: the pool's throughput
+        speedup = None if i == 0 else stats.ratio((r.drain_rate for r in rows), (r.drain_rate for r in first))
+        out.append(CountFigures(n, len(rows), sum(1 for r in rows if r.exact), figures, speedup))
     return out

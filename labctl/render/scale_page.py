@@ -6,10 +6,9 @@ what it shows), then every run; and the four panels against the count
 from __future__ import annotations
 
 import html
-from typing import Any
 
 from labctl import stats
-from labctl.records.scale import CountFigures, ScaleRecord, count_figures
+from labctl.records.scale import CountFigures, ScaleRecord, ScaleRun, count_figures
 from labctl.render import charts, plain_page
 from labctl.render.table import markdown_table
 
@@ -42,11 +41,7 @@ LEGEND = (
 )
 
 
-def _data(summary: ScaleRecord | dict[str, Any]) -> dict[str, Any]:
-    return summary.as_json() if isinstance(summary, ScaleRecord) else summary
-
-
-def cell(value: Any) -> str:
+def cell(value: object) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
@@ -54,13 +49,9 @@ def cell(value: Any) -> str:
     return str(value)
 
 
-def columns(summary: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+def columns(summary: ScaleRecord) -> tuple[tuple[str, str], ...]:
     """Every run's columns: over nodes, the node count beside the replicas."""
-    return (COLUMNS[0], ("nodes", "nodes"), *COLUMNS[1:]) if summary.get("axis") == "nodes" else COLUMNS
-
-
-def _axis(summary: dict[str, Any]) -> str:
-    return summary.get("axis") or "replicas"
+    return (COLUMNS[0], ("nodes", "nodes"), *COLUMNS[1:]) if summary.axis == "nodes" else COLUMNS
 
 
 def speedup_cell(figures: CountFigures) -> str:
@@ -70,9 +61,9 @@ def speedup_cell(figures: CountFigures) -> str:
     return f"{stats.ratio_text(figures.speedup)} {figures.speedup.verdict}"
 
 
-def count_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+def count_rows(summary: ScaleRecord) -> tuple[list[str], list[list[str]]]:
     """The header and rows of the counts' table."""
-    axis = _axis(summary)
+    axis = summary.axis
     counts = count_figures(summary)
     first = f"{counts[0].count} {axis[:-1]}(s)" if counts else "the first count"
     header = [axis, "runs", *(title for _, title in FIGURE_COLUMNS[:3]), f"speed-up over {first}"]
@@ -84,23 +75,23 @@ def count_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-def order_line(summary: dict[str, Any]) -> str:
+def order_line(summary: ScaleRecord) -> str:
     """`Order (seed 7): repetition 1: 4 1 2; repetition 2: 2 4 1`; nothing for an older record."""
-    if not summary.get("order"):
+    if not summary.order:
         return ""
-    reps = "; ".join(f"repetition {i}: {' '.join(map(str, o))}" for i, o in enumerate(summary["order"], 1))
-    return f"Order (seed {summary.get('seed')}): {reps}."
+    reps = "; ".join(f"repetition {i}: {' '.join(map(str, o))}" for i, o in enumerate(summary.order, 1))
+    return f"Order (seed {summary.seed}): {reps}."
 
 
-def run_rows(summary: dict[str, Any]) -> list[list[str]]:
-    return [[cell(row.get(key)) for key, _ in columns(summary)] for row in summary["rows"]]
+def run_rows(summary: ScaleRecord) -> list[list[str]]:
+    # the columns are named by the run's fields (tests/unit/test_scale.py checks each is one)
+    return [[cell(getattr(row, key)) for key, _ in columns(summary)] for row in summary.rows]
 
 
-def markdown(summary: ScaleRecord | dict[str, Any]) -> str:
-    summary = _data(summary)
+def markdown(summary: ScaleRecord) -> str:
     header, rows = count_rows(summary)
     lines = [
-        f"# make scale worker={summary['worker']}: {summary['base']}",
+        f"# make scale worker={summary.worker}: {summary.base}",
         "",
         summary_line(summary),
         "",
@@ -112,41 +103,38 @@ def markdown(summary: ScaleRecord | dict[str, Any]) -> str:
         "",
         "## Every run",
         "",
-        *([order_line(summary), ""] if summary.get("order") else []),
+        *([order_line(summary), ""] if summary.order else []),
         markdown_table([title for _, title in columns(summary)], run_rows(summary), {"run"}),
     ]
-    axis = _axis(summary)
-    notes = [
-        f"- {row[axis]} {axis[:-1]}(s){_rep(row)}: {w}" for row in summary["rows"] for w in row.get("warnings", [])
-    ]
+    axis = summary.axis
+    notes = [f"- {summary.count(row)} {axis[:-1]}(s){_rep(row)}: {w}" for row in summary.rows for w in row.warnings]
     if axis == "nodes":
-        names = {row["nodes"]: row.get("node_names") or [] for row in summary["rows"]}
+        names = {row.nodes: row.node_names for row in summary.rows}
         notes += [f"- {n} node(s): {', '.join(nodes)}" for n, nodes in names.items()]
     return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
 
 
-def _rep(row: dict[str, Any]) -> str:
-    return f", repetition {row['rep']}" if row.get("rep") else ""
+def _rep(row: ScaleRun) -> str:
+    return f", repetition {row.rep}" if row.rep else ""
 
 
-def summary_line(summary: dict[str, Any]) -> str:
-    platform, p = summary["platform"], summary["params"]
+def summary_line(summary: ScaleRecord) -> str:
+    platform, p = summary.platform, summary.params
     where = (
-        f"Swarm stack {platform.get('stack')}, {platform.get('nodes')} node(s)"
-        if platform.get("orchestrator") == "swarm"
-        else f"compose project {platform.get('project')}"
+        f"Swarm stack {platform.stack}, {platform.nodes} node(s)"
+        if platform.orchestrator == "swarm"
+        else f"compose project {platform.project}"
     )
-    length = f"{p['requests']} requests" if p.get("requests") else f"{p.get('duration_s'):g} s of load"
+    length = f"{p.requests} requests" if p.requests else f"{p.duration_s:g} s of load"
     spread = (
-        f"; the workers spread over 1 node or more, {summary.get('per_node')} replica(s) a node"
-        if summary.get("axis") == "nodes"
+        f"; the workers spread over 1 node or more, {summary.per_node} replica(s) a node"
+        if summary.axis == "nodes"
         else ""
     )
-    reps = summary.get("reps") or 1
     return (
-        f"{length} of {p['endpoint']} from {p['users']} users per run, {reps} run(s) of each count, "
-        f"on the {where}{spread}; worker limits {summary.get('worker_limits') or '-'}, "
-        f"API {summary.get('api_limits') or '-'}."
+        f"{length} of {p.endpoint} from {p.users} users per run, {summary.reps} run(s) of each count, "
+        f"on the {where}{spread}; worker limits {summary.worker_limits or '-'}, "
+        f"API {summary.api_limits or '-'}."
     )
 
 
@@ -161,10 +149,10 @@ PANELS = (
 )
 
 
-def svg_plot(summary: dict[str, Any]) -> str:
+def svg_plot(summary: ScaleRecord) -> str:
     """The four panels against the count, as an SVG document (text kept as text): each
     count's median with its interval as an error bar, each run a small dot."""
-    axis = _axis(summary)
+    axis = summary.axis
     counts = count_figures(summary)
     xs = [c.count for c in counts]
     fig, axes = charts.figure(1100, 700, 2, 2)
@@ -178,7 +166,7 @@ def svg_plot(summary: dict[str, Any]) -> str:
             below = [e.median - (e.low if e.low is not None else e.median) for e in est]
             above = [(e.high if e.high is not None else e.median) - e.median for e in est]
             bars = ax.errorbar(x, medians, yerr=[below, above], marker="o", capsize=4, label=label)
-            runs = [(row[axis], row[key]) for row in summary["rows"] if row.get(key) is not None]
+            runs = [(summary.count(row), getattr(row, key)) for row in summary.rows if getattr(row, key) is not None]
             ax.plot(*zip(*runs), ls="none", marker=".", alpha=0.4, color=bars[0].get_color())
         first = counts[0] if counts else None
         if title.startswith("drain") and first and first.figures["drain_rate"].median:
@@ -193,20 +181,19 @@ def svg_plot(summary: dict[str, Any]) -> str:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle(
-        f"make scale worker={summary['worker']} ({summary['base']}): median and 95 % interval of each count's runs",
+        f"make scale worker={summary.worker} ({summary.base}): median and 95 % interval of each count's runs",
         fontsize=10,
     )
     fig.tight_layout()
     return charts.svg(fig)
 
 
-def html_page(summary: ScaleRecord | dict[str, Any]) -> str:
-    summary = _data(summary)
+def html_page(summary: ScaleRecord) -> str:
     header, rows = count_rows(summary)
-    order = f"<p>{html.escape(order_line(summary))}</p>\n" if summary.get("order") else ""
+    order = f"<p>{html.escape(order_line(summary))}</p>\n" if summary.order else ""
     return plain_page.page(
-        summary["base"],
-        f"<h1>make scale worker={html.escape(summary['worker'])}</h1>\n<p>{html.escape(summary_line(summary))}</p>\n"
+        summary.base,
+        f"<h1>make scale worker={html.escape(summary.worker)}</h1>\n<p>{html.escape(summary_line(summary))}</p>\n"
         f"<h2>Each count over its runs</h2>\n{plain_page.table(header, rows)}\n<p>{html.escape(LEGEND)}</p>\n"
         f"{svg_plot(summary)}\n<h2>Every run</h2>\n{order}"
         f"{plain_page.table([t for _, t in columns(summary)], run_rows(summary))}\n",

@@ -6,12 +6,13 @@ limits from (labctl/platform/swarm.py): pure functions, no Docker."""
 
 import json
 import re
+from pathlib import Path
 
 from labctl import stats
 from labctl.experiments import scale as S
 from labctl.platform import containers
 from labctl.platform.swarm import task_containers
-from labctl.records.scale import ScaleRecord, count_figures
+from labctl.records.scale import FIGURES, ScaleParams, ScalePlatform, ScaleRecord, ScaleRun, count_figures
 from labctl.render import scale_page
 
 
@@ -68,13 +69,14 @@ def summary() -> ScaleRecord:
             rate = RATES[n][rep - 1]
             row = S.step_row(n, record(f"scale-x-{n}r-rep{rep}"), None, "celery")
             redis = 0.1 * n
-            rows.append({"rep": rep, **row, "drain_rate": rate, "redis_cpu_mean": redis, "redis_cpu_peak": redis * 1.5})
-    rows[-1]["warnings"] = ["the run did not settle exactly"]
+            figures = {"drain_rate": rate, "redis_cpu_mean": redis, "redis_cpu_peak": redis * 1.5}
+            rows.append(ScaleRun.model_validate({"rep": rep, **row, **figures}))
+    rows[-1].warnings = ["the run did not settle exactly"]
     return ScaleRecord(
         base="scale-x",
         worker="celery",
-        params={"requests": 3000, "endpoint": "io/simple", "users": 100},
-        platform={"orchestrator": "swarm", "stack": "lab", "nodes": 1},
+        params=ScaleParams(requests=3000, endpoint="io/simple", users=100),
+        platform=ScalePlatform(orchestrator="swarm", stack="lab", nodes=1),
         rows=rows,
         api_limits="0.2cpu/200M",
         worker_limits="0.2cpu/200M each",
@@ -146,9 +148,7 @@ def test_each_count_is_a_median_with_its_interval_and_its_speedup_says_what_it_s
 
 def test_an_older_record_of_one_run_a_count_has_no_interval():
     older = summary()
-    older.rows = [row for row in older.rows if row["rep"] == 1]
-    for row in older.rows:
-        del row["rep"]
+    older.rows = [ScaleRun.model_validate(row.model_dump(exclude={"rep"})) for row in older.rows if row.rep == 1]
     older.counts, older.order, older.reps, older.seed = [], [], 1, None
     by = count_figures(older)
     assert [c.count for c in by] == [2, 1, 4]  # no counts recorded: the order the rows ran in
@@ -157,6 +157,23 @@ def test_an_older_record_of_one_run_a_count_has_no_interval():
     text = scale_page.markdown(older)
     assert "too few runs" in text and "Order (seed" not in text
     assert "speed-up over 2 replica(s)" in text
+
+
+def test_a_record_writes_back_the_json_it_was_read_from():
+    # A run over replicas writes no `nodes`, an older run no `rep`, a count stays a whole number.
+    sample = json.loads((Path(__file__).parent / "records" / "scale-1.json").read_text())
+    again = ScaleRecord.model_validate(sample).as_json()
+    for part in ("rows", "params", "platform"):
+        assert json.dumps(again[part]) == json.dumps(sample[part]), part
+    row = S.step_row(2, record("scale-x-2r"), None, "celery")
+    assert ScaleRun.model_validate(row).as_json() == row  # what make scale appends, written as it was
+
+
+def test_every_figure_and_column_is_a_field_of_the_run():
+    # Both are read from a run by name: one that is no field would fail only where it is shown.
+    by_nodes = summary().model_copy(update={"axis": "nodes"})
+    named = set(FIGURES) | {key for key, _ in scale_page.columns(by_nodes)}
+    assert named <= set(ScaleRun.model_fields)
 
 
 def test_each_repetition_runs_every_count_once_in_an_order_its_seed_gives():
@@ -188,13 +205,13 @@ def test_the_html_page_plots_inline_and_loads_nothing(tmp_path):
 def test_over_nodes_the_table_and_plots_count_nodes_and_name_them(tmp_path):
     by_nodes = summary()
     by_nodes.axis, by_nodes.per_node = "nodes", 2
-    by_nodes.platform = {"orchestrator": "swarm", "stack": "lab", "nodes": 6}
+    by_nodes.platform = ScalePlatform(orchestrator="swarm", stack="lab", nodes=6)
     names = ["node-4", "node-5", "node-6"]
     nodes = {1: 1, 2: 2, 4: 3}  # the summary's replica counts, as node counts
     by_nodes.counts = [1, 2, 3]
     by_nodes.order = [[nodes[n] for n in o] for o in ORDER]
     by_nodes.rows = [
-        {"rep": row["rep"], "nodes": nodes[row["replicas"]], **row, "node_names": names[: nodes[row["replicas"]]]}
+        row.model_copy(update={"nodes": nodes[row.replicas], "node_names": names[: nodes[row.replicas]]})
         for row in by_nodes.rows
     ]
     text = scale_page.markdown(by_nodes)
