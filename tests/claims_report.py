@@ -132,7 +132,7 @@ def expected_claim(record: dict, claim, setup: str) -> dict:
     else:
         num = _ok_values(num_runs, claim.figure)
         if claim.rule == "absolute":
-            published = BENCHES[claim.bench]["published"][claim.num][claim.figure]
+            published = BENCHES[claim.bench].published[claim.num][claim.figure]
             est = stats.estimate(num)
             per = [None if x is None else x / published for x in (est.median, est.low, est.high)]
             out["ratio"] = (*per, est.n, None)
@@ -151,10 +151,10 @@ def expected_scale(claim, num_runs: list[dict]) -> str:
     """N here against N published, and the worker processes where they differ (the doc's wording)."""
     if not num_runs:
         return ""
-    n, published_n = min(r["n"] for r in num_runs), BENCHES[claim.bench]["n"]
+    n, published_n = min(r["n"] for r in num_runs), BENCHES[claim.bench].n
     params = num_runs[0]["params"]
     here = int(params.get("workers") or params.get("processes") or 1)
-    there = int(claim.column[1:]) if claim.column else BENCHES[claim.bench].get("workers", 1)
+    there = int(claim.column[1:]) if claim.column else (BENCHES[claim.bench].workers or 1)
     parts = []
     if n < published_n:
         parts.append(f"N {n:,} here, {published_n:,} published")
@@ -259,7 +259,7 @@ def _markdown_verdicts(markdown: str) -> dict[tuple[str, str], tuple[str, str]]:
 
 
 def _published(cell: dict[str, str]) -> float | None:
-    row = BENCHES[cell["bench"]]["published"].get(cell["queue"], {})
+    row = BENCHES[cell["bench"]].published.get(cell["queue"], {})
     column, figure = cell["column"], cell["figure"]
     if cell["bench"].startswith("streaq") and figure in ("spawn_done_s", "first_last_s"):
         return row.get(column)

@@ -13,13 +13,13 @@ and `lab_rows` (the lab's own path over the author's, per job shape).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, cast
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from labctl.records import claims_rules as rules
 from labctl.records.base import Record
-from labctl.records.claims_published import BENCHES, CLAIMS, Claim
+from labctl.records.claims_published import BENCHES, CLAIMS, STREAQ_CONCURRENCY, Claim
 from labctl.stats import Ratio, estimate, ratio
 
 SCHEMA = "claims/1"
@@ -91,13 +91,13 @@ def row_keys(runs: Iterable[ClaimsRun]) -> list[tuple[str, str, str, str]]:
 
 def published_figure(bench: str, queue: str, figure: str, column: str = "") -> float | None:
     """The author's figure for this row: for streaq's tables, the column's seconds stand for the timed figure."""
-    row: dict[str, float] = BENCHES[bench]["published"].get(queue, {})
+    table = BENCHES[bench]
     if column and figure in ("spawn_done_s", "first_last_s"):
-        return row.get(column)
-    if bench == "streaq_sleep" and column and figure == "efficiency" and row.get(column):
+        return table.figure(queue, column)
+    if bench == "streaq_sleep" and column and figure == "efficiency" and (seconds := table.figure(queue, column)):
         workers = int(column[1:])
-        return round(cast(int, BENCHES[bench]["n"]) / (workers * 32) / row[column], 3)
-    return row.get(figure)
+        return round(table.n / (workers * STREAQ_CONCURRENCY) / seconds, 3)
+    return table.figure(queue, figure)
 
 
 def rows(record: ClaimsRecord) -> list[dict[str, Any]]:
@@ -107,7 +107,7 @@ def rows(record: ClaimsRecord) -> list[dict[str, Any]]:
         runs = select(record.runs, bench, queue, setup, column)
         figures = {
             f: {"published": published_figure(bench, queue, f, column), "lab": estimate(values(runs, f)).as_json()}
-            for f in BENCHES[bench]["figures"]
+            for f in BENCHES[bench].figures
         }
         out.append(
             {
@@ -151,7 +151,7 @@ def workers_here(run: ClaimsRun) -> int:
 def workers_published(bench: str, column: str) -> int:
     if column.startswith("w") and column[1:].isdigit():
         return int(column[1:])
-    return int(BENCHES[bench].get("workers", 1))
+    return BENCHES[bench].workers or 1
 
 
 def scale(runs: list[ClaimsRun], claim: Claim, setup: str) -> str:
@@ -160,7 +160,7 @@ def scale(runs: list[ClaimsRun], claim: Claim, setup: str) -> str:
     found = select(runs, claim.bench, claim.num, setup, claim.column)
     if not found:
         return ""
-    n, published_n = min(r.n for r in found), int(BENCHES[claim.bench]["n"])
+    n, published_n = min(r.n for r in found), BENCHES[claim.bench].n
     workers, published_w = workers_here(found[0]), workers_published(claim.bench, claim.column)
     parts = []
     if n < published_n:

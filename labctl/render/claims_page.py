@@ -198,7 +198,7 @@ def figures_markdown(record: ClaimsRecord) -> str:
         bench_rows = [r for r in rows(record) if r["bench"] == bench]
         if not bench_rows or bench == "lab_path":  # its own section
             continue
-        figures = meta["figures"]
+        figures = meta.figures
         body = []
         for r in bench_rows:
             cells = []
@@ -208,7 +208,7 @@ def figures_markdown(record: ClaimsRecord) -> str:
             failed = "; ".join(r["failed"]) or "-"
             body.append([_label(r), r["setup"], r["n"], r["reps"], *cells, r["lost"], r["duplicates"], failed])
         header = ["queue", "setup", "N", "reps", *(f"{f} published / here" for f in figures), "lost", "dup", "failed"]
-        out += [f"### {meta['title']}", "", markdown_table(header, body, {"queue", "setup", "failed"}), ""]
+        out += [f"### {meta.title}", "", markdown_table(header, body, {"queue", "setup", "failed"}), ""]
     return "\n".join(out)
 
 
@@ -311,8 +311,8 @@ def figures_section(record: ClaimsRecord) -> str:
         bench_rows = [r for r in all_rows if r["bench"] == bench]
         if not bench_rows or bench == "lab_path":  # its own section
             continue
-        src = meta["source"]
-        figures = meta["figures"]
+        src = meta.source
+        figures = meta.figures
         head = _row(
             [_th(h) for h in ("queue", "setup", "path", "N", "reps")]
             + [_th(f"{f}: published / here") for f in figures]
@@ -336,9 +336,9 @@ def figures_section(record: ClaimsRecord) -> str:
         ]
         quirks = "".join(f"<li>{esc(q)}</li>" for q in QUIRKS.get(bench, []))
         out.append(
-            f"<h3 id='bench-{bench}'>{esc(meta['title'])}</h3>"
-            f"<p class='muted'>{esc(src['repo'])} @{esc(src['commit'])} ({esc(', '.join(src['files']))}; "
-            f"{esc(src['licence'])}); published with {esc(src['versions'])}. {esc(meta['setup'])}.</p>"
+            f"<h3 id='bench-{bench}'>{esc(meta.title)}</h3>"
+            f"<p class='muted'>{esc(src.repo)} @{esc(src.commit)} ({esc(', '.join(src.files))}; "
+            f"{esc(src.licence)}); published with {esc(src.versions)}. {esc(meta.setup)}.</p>"
             f"<table class='figures' data-bench='{esc(bench)}'><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
             f"<ul class='quirks'>{quirks}</ul>"
         )

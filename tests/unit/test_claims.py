@@ -255,11 +255,11 @@ def test_the_full_run_has_an_interval_for_every_claim_and_arq_at_40_workers_its_
     [w40] = [
         c for bench, _, _, c in full if bench == "streaq_sleep" and c.queue == "arq" and c.params["column"] == "w40"
     ]
-    assert w40.n == BENCHES["streaq_sleep"]["n"] == 20000 and w40.params["workers"] == 40
+    assert w40.n == BENCHES["streaq_sleep"].n == 20000 and w40.params["workers"] == 40
     # The authors' own N where the full run holds it (docs/claims.md, "What runs").
     sizes = {(bench, setup, c.queue, c.params.get("column", "")): c.n for bench, setup, _, c in full}
-    assert sizes[("saq_simple", "unlimited", "arq", "")] == BENCHES["saq_simple"]["n"]
-    assert sizes[("rq_doc", "unlimited", "rq-worker", "")] == BENCHES["rq_doc"]["n"]
+    assert sizes[("saq_simple", "unlimited", "arq", "")] == BENCHES["saq_simple"].n
+    assert sizes[("rq_doc", "unlimited", "rq-worker", "")] == BENCHES["rq_doc"].n
     assert sizes[("blog_io", "unlimited", "arq", "")] == sizes[("blog_cpu", "unlimited", "arq", "")] == 1000
 
 
@@ -278,7 +278,7 @@ def test_a_quick_run_is_one_repetition_at_a_tenth_and_decides_nothing():
 
 def test_every_claim_reads_a_figure_its_benchmark_records():
     for claim in CLAIMS:
-        assert claim.figure in BENCHES[claim.bench]["figures"], claim.id
+        assert claim.figure in BENCHES[claim.bench].figures, claim.id
         assert claim.rule in rules.RULES, claim.id
         if claim.rule == "magnitude":
             assert claim.published, claim.id

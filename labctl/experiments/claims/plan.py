@@ -23,14 +23,7 @@ from labctl.experiments.claims.lab_path import lab_configs, lab_path
 from labctl.experiments.claims.ports import BLOG_WORKERS, blog, dramatiq_fib
 from labctl.experiments.claims.steps import LIMITED, Config, scaled
 from labctl.records.claims import ClaimsRun
-from labctl.records.claims_published import (
-    BENCHES,
-    CLAIMS,
-    STREAQ_CONCURRENCY,
-    STREAQ_NOOP_WORKERS,
-    STREAQ_SLEEP_ROUNDS,
-    STREAQ_SLEEP_WORKERS,
-)
+from labctl.records.claims_published import BENCHES, CLAIMS, STREAQ_CONCURRENCY, STREAQ_SLEEP_WORKERS
 
 # -- The plan ------------------------------------------------------------------------------------------------
 MEASURE: dict[str, Callable[..., ClaimsRun | list[ClaimsRun]]] = {
@@ -46,10 +39,13 @@ MEASURE: dict[str, Callable[..., ClaimsRun | list[ClaimsRun]]] = {
 }
 BENCH_ORDER = tuple(MEASURE)
 STREAQ_QUEUES = ("streaq", "saq", "taskiq", "arq")
+# Columns of streaq's noop table and their scaled process counts here (2/10 per core: 1 stays 1).
+STREAQ_NOOP_WORKERS = {1: 1, 10: 2, 20: 4, 40: 8}
+STREAQ_SLEEP_ROUNDS = 5  # N = rounds x workers x 32: the ideal time is rounds x 1 s
 
 
 def rests_a_claim(c: Config) -> bool:
-    """Whether some claim's ratio reads this configuration's figure (records/claims_published.py)."""
+    """Whether some claim's ratio reads this configuration's figure (records/data/claims_published.toml)."""
     column = str(c.params.get("column", ""))
     return any(cl.bench == c.bench and c.queue in (cl.num, cl.den) and cl.column == column for cl in CLAIMS)
 
@@ -91,7 +87,7 @@ def _configs(bench: str, setup: str, scale: float, quick: bool) -> list[Config]:
             for w in rounds
             for q in STREAQ_QUEUES
         ]  # fmt: skip
-        return out + [Config(bench, q, setup, BENCHES[bench]["n"], "author", {"workers": last, "column": f"w{last}", "sleep": 1}, most_reps=1) for q in STREAQ_QUEUES]  # fmt: skip
+        return out + [Config(bench, q, setup, BENCHES[bench].n, "author", {"workers": last, "column": f"w{last}", "sleep": 1}, most_reps=1) for q in STREAQ_QUEUES]  # fmt: skip
     if bench == "steventen":
         if lim:
             return []  # ten interpreters booting in 0.2 CPU: the figure would be import time
