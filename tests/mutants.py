@@ -503,7 +503,18 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         ("tests/unit/test_capacity.py::test_the_search_brackets_the_capacity_within_the_precision",),
     ),
-    # -- The run record, the drain, the comparison and the bench (labctl) -----------------------
+    Mutant(
+        "capacity-walks-by-the-percent-as-a-factor",
+        "a later search steps by precision as a factor (x11), not by precision %: its bracket is 11 times wide",
+        (
+            (
+                "labctl/experiments/capacity.py",
+                r"factor = 1 \+ precision_pct / 100",
+                "factor = 1 + precision_pct",
+            ),
+        ),
+        ("tests/unit/test_capacity.py::test_a_later_search_walks_from_the_first_ones_rate_to_the_same_precision",),
+    ),
     Mutant(
         "tickets-past-the-target",
         "the ticket book grants what a worker asks for, past the run's iterations",

@@ -14,7 +14,10 @@ A generator short of CPU ends the search where it is.
 
 reps=N searches every queue N times, the queues in a random order (from
 `seed`) in each repetition: the sustained rate is the median of the searches
-with its 95 % interval and n. With one search it is the search's result, the
+with its 95 % interval and n. A later search walks from the queue's first
+result instead of starting over: up by `precision` % while sustained, down
+while not, until the verdict turns (`walk`); it brackets the rate as finely in
+two or three steps as the first did in eight or more. With one search it is the search's result, the
 bracket beside it. Every step the worker could not keep up with also gives the
 rate it completed tasks at when saturated; their median and interval show too.
 
@@ -153,6 +156,27 @@ def search(try_rate: Callable[[float], Step], start: float, max_rate: float, pre
     return steps
 
 
+def walk(try_rate: Callable[[float], Step], start: float, max_rate: float, precision_pct: float) -> list[Step]:
+    """A later search: from an earlier search's rate, up by `precision_pct` % while
+    sustained or down while not, until the verdict turns; the steps in order."""
+    factor = 1 + precision_pct / 100
+    steps: list[Step] = []
+    rate = start
+    while True:
+        s = try_rate(round(rate, 2))
+        steps.append(s)
+        if s.limited_by == "generator" or s.sustained != steps[0].sustained:
+            return steps
+        if s.sustained and rate >= max_rate or not s.sustained and rate / factor < MIN_RATE:
+            return steps
+        rate = min(rate * factor, max_rate) if s.sustained else rate / factor
+
+
+def first_found(steps: list[Step], queue: str) -> float | None:
+    """The rate a queue's first search sustained: where its later searches start."""
+    return bracket([s for s in steps if s.queue == queue and s.phase == "search" and s.rep == 1])[0]
+
+
 def bracket(steps: list[Step]) -> tuple[float | None, float | None]:
     """The highest rate sustained, and the lowest above it that was not."""
     ok = [s.rate for s in steps if s.sustained]
@@ -261,7 +285,9 @@ def capacity(load: LoadOptions, given: CapacityOptions, lab: Lab, ui: Console) -
     try:
         for rep, order in enumerate(record.order, 1):
             for queue in order:
-                record.steps += search(partial(step, queue, rep=rep), o.start, top, o.precision)
+                earlier = first_found(record.steps, queue) if rep > 1 else None
+                find = partial(walk, start=earlier) if earlier else partial(search, start=o.start)
+                record.steps += find(partial(step, queue, rep=rep), max_rate=top, precision_pct=o.precision)
         for queue in o.queues if o.check else []:
             found = summarize([s for s in record.steps if s.queue == queue], o.reps).sustained_rate.get("median")
             record.steps += [step(queue, round(f * found, 2), factor=f) for f in CHECK_FACTORS] if found else []

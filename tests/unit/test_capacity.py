@@ -113,6 +113,50 @@ def test_the_search_brackets_the_capacity_within_the_precision(capacity):
     assert len(asked) == len(set(asked)) <= 20  # no rate twice, and a bounded number of steps
 
 
+@pytest.mark.parametrize("start", [20.0, 40.0, 41.0, 45.0, 90.0])
+def test_a_later_search_walks_from_the_first_ones_rate_to_the_same_precision(start):
+    try_rate, asked = model_queue(41.0)
+    steps = C.walk(try_rate, start, 2000.0, 10.0)
+    lo, hi = C.bracket(steps)
+    assert lo is not None and hi is not None and lo <= 41.0 < hi and hi / lo <= 1.101, (
+        asked,
+        lo,
+        hi,
+    )  # rates go to 0.01
+    assert asked[0] == start and len(asked) == len(set(asked))
+    # Each step but the last keeps the first one's verdict: no more steps than the way from the start takes.
+    assert [s.sustained for s in steps[:-1]] == [steps[0].sustained] * (len(steps) - 1)
+
+
+def test_a_walk_stops_at_max_rate_and_at_the_generators_limit():
+    try_rate, asked = model_queue(1999.0)
+    steps = C.walk(try_rate, 1900.0, 2000.0, 10.0)
+    assert asked == [1900.0, 2000.0] and C.bracket(steps) == (1900.0, 2000.0)
+    try_rate, asked = model_queue(5000.0)
+    assert C.bracket(C.walk(try_rate, 1900.0, 2000.0, 10.0)) == (2000.0, None) and asked == [1900.0, 2000.0]
+
+    def generator_bound(rate: float) -> Step:
+        ok = rate < 100
+        return Step(queue="q", rate=rate, run="r", sustained=ok, limited_by=None if ok else "generator")
+
+    assert [s.rate for s in C.walk(generator_bound, 90.0, 2000.0, 10.0)] == [90.0, 99.0, 108.9]
+
+
+def test_later_searches_start_at_the_queues_first_result():
+    steps = []
+    for rep, capacity in ((1, 40.0), (2, 44.0), (3, 38.0)):
+        try_rate, _ = model_queue(capacity)
+        if rep == 1:
+            run = C.search(try_rate, 5.0, 2000.0, 10.0)
+        else:
+            run = C.walk(try_rate, C.first_found(steps, "q"), 2000.0, 10.0)
+        steps += [s.model_copy(update={"rep": rep}) for s in run]
+    first = C.first_found(steps, "q")
+    assert first is not None and first <= 40.0 and [s.rate for s in steps if s.rep > 1][:1] == [first]
+    est = C.summarize(steps, 3).sustained_rate
+    assert est["n"] == 3 and est["low"] < est["median"] < est["high"], est
+
+
 def test_a_queue_that_sustains_nothing_has_no_rate_and_a_generator_short_of_cpu_ends_the_search():
     try_rate, asked = model_queue(0.1)
     assert C.bracket(C.search(try_rate, 5.0, 2000.0, 10.0)) == (None, 0.62)  # 5 halved three times
