@@ -13,7 +13,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    ValidatorFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from labctl import stats
 from labctl.platform.containers import limit_text
@@ -23,6 +32,117 @@ SCHEMA = "bench/1"
 # The budget (docs/bench.md): lab/bare at least this for RPS and drain, the lab API's peak at most this many MB.
 BUDGET_RATIO = 0.9
 BUDGET_PEAK_MB = 120
+
+
+# Each figure as the JSON holds it: an int stays an int where a float type would
+# make 1.0 of 1, so that a record read and written again is the same file and its
+# figures show as they were written.
+Figure = int | float
+
+
+class _Part(BaseModel):
+    """A part of a bench record, its fields the ones read here, any other kept as
+    it is. Written back with the keys it was read with, in their order, and no
+    others: an older row lacks keys a newer one has, and a record read and written
+    again must be the same file (a default written out would be a key the bench
+    never wrote)."""
+
+    model_config = ConfigDict(extra="allow")
+    _order: list[str] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_order(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        part = handler(data)
+        if isinstance(data, dict):
+            part._order = list(data)
+        return part
+
+    @model_serializer(mode="wrap")
+    def _as_read(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        dumped = {k: v for k, v in handler(self).items() if k in self.model_fields_set}
+        return {k: dumped[k] for k in self._order if k in dumped} | dumped
+
+
+class ApiLoad(_Part):
+    """One API's load over its rounds (runner.combine): its RPS, each round's, the
+    API's own CPU a request, latency, peak memory, and what went wrong."""
+
+    rps: Figure | None = None
+    rps_rounds: list[Figure | None] = []
+    api_cpu_us_per_request: Figure | None = None
+    p50_ms: Figure | None = None
+    p95_ms: Figure | None = None
+    api_peak_mb: Figure | None = None
+    errors: int = 0
+    enqueued: int = 0
+    published: int | None = None  # after-response mode: what it really published (runner.settled_count)
+    api_down: list[str] = []  # each round it was seen down in, and why
+    generator_bound: bool = False
+
+
+class DrainWindow(_Part):
+    """One window of a drain (experiments/bench/paired_windows.py): the tasks its
+    worker did in `s` seconds, and the CPU it spent (None where it was not read)."""
+
+    tasks: int = 0
+    s: Figure | None = None
+    cpu_s: Figure | None = None
+
+    @property
+    def rate(self) -> float | None:
+        return self.tasks / self.s if self.s else None
+
+    @property
+    def cpu_per_task(self) -> float | None:
+        return self.cpu_s / self.tasks if self.cpu_s is not None and self.tasks else None
+
+
+class Drain(_Part):
+    """One worker's drain, in windows taken in turns with the other side's."""
+
+    rate: Figure | None = None
+    rate_rounds: list[Figure | None] = []  # each window's rate, rounded (all an older record has)
+    windows: list[DrainWindow] = []
+    cpu_us_per_task: Figure | None = None
+
+    def window_rates(self) -> list[float | None]:
+        """Its rate in each window: its tasks over its seconds (the `rate_rounds`, unrounded)."""
+        return [w.rate for w in self.windows] if self.windows else list(self.rate_rounds)
+
+    def window_cpu_per_task(self) -> list[float | None]:
+        """Its CPU seconds a task in each window."""
+        return [w.cpu_per_task for w in self.windows]
+
+
+class BenchRow(_Part):
+    """One queue of a bench: the bare and the lab API's load, the drains (and arq's
+    again at a fast poll), the worker's limits (containers.limits_of), and the
+    ratios as judged when it was written (`judged`, from `row_ratios`)."""
+
+    queue: str
+    worker_limits: dict[str, Any] = {}
+    bare: ApiLoad = Field(default_factory=ApiLoad)
+    lab: ApiLoad = Field(default_factory=ApiLoad)
+    bare_drain: Drain | None = None
+    lab_drain: Drain | None = None
+    bare_drain_fast: Drain | None = None
+    lab_drain_fast: Drain | None = None
+
+    def drains(self, fast: bool = False) -> tuple[Drain | None, Drain | None]:
+        """The bare and the lab worker's drain (fast: arq's at a fast poll); None for a
+        side without one (the background queue ran inside the APIs)."""
+        return (self.bare_drain_fast, self.lab_drain_fast) if fast else (self.bare_drain, self.lab_drain)
+
+    def drains_or_empty(self, fast: bool = False) -> tuple[Drain, Drain]:
+        """`drains`, with an empty drain, its figures all None, for a side without one."""
+        bare, lab = self.drains(fast)
+        return bare or Drain(), lab or Drain()
+
+    @property
+    def worker_cpus(self) -> float | None:
+        cpus = self.worker_limits.get("cpus")
+        return float(cpus) if cpus is not None else None
 
 
 class BenchRecord(Record):
@@ -38,10 +158,7 @@ class BenchRecord(Record):
     api_limits: dict[str, Any] = {}
     worker_limits: dict[str, Any] = {}
     knobs: dict[str, Any] = {}
-    # One per queue: the bare and the lab API's load ("bare", "lab"), the drains
-    # ("bare_drain", "lab_drain", and "_fast" for arq at a fast poll), limits, notes,
-    # and the ratios as judged when it was written ("judged", from `row_ratios`).
-    rows: list[dict[str, Any]] = []
+    rows: list[BenchRow] = []  # one per queue
 
 
 def _ratio(lab: float | None, bare: float | None) -> float | None:
@@ -78,10 +195,6 @@ class BudgetRatio:
     def has_interval(self) -> bool:
         return self.low is not None and self.high is not None
 
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> BudgetRatio:
-        return cls(data.get("value"), data.get("low"), data.get("high"), data.get("n") or 0, bool(data.get("unsure")))
-
     def as_json(self) -> dict[str, Any]:
         return {
             "value": self.value,
@@ -108,76 +221,58 @@ def _paired(a: list[Any] | None, b: list[Any] | None) -> list[tuple[Any, Any]]:
     return list(zip(a, b)) if a and b and len(a) == len(b) else []
 
 
-def window_rates(drain: dict[str, Any]) -> list[float | None]:
-    """A drain's rate in each window: its tasks over its seconds (the record's
-    `rate_rounds` are these, rounded; a record without its windows has only those)."""
-    if windows := drain.get("windows"):
-        return [w["tasks"] / w["s"] if w.get("s") else None for w in windows]
-    return list(drain.get("rate_rounds") or [])
-
-
-def window_cpu_per_task(drain: dict[str, Any]) -> list[float | None]:
-    """A drain's CPU seconds a task in each window (none where its CPU was not read)."""
-    return [
-        w["cpu_s"] / w["tasks"] if w.get("cpu_s") is not None and w.get("tasks") else None
-        for w in drain.get("windows") or []
-    ]
-
-
-def rps_ratio(bare: dict[str, Any], lab: dict[str, Any]) -> BudgetRatio:
+def rps_ratio(bare: ApiLoad, lab: ApiLoad) -> BudgetRatio:
     """The lab's RPS over the bare app's: round i of one against round i of the other, driven together."""
-    return judged(_paired(lab.get("rps_rounds"), bare.get("rps_rounds")), lab.get("rps"), bare.get("rps"))
+    return judged(_paired(lab.rps_rounds, bare.rps_rounds), lab.rps, bare.rps)
 
 
-def drain_ratio(b: dict[str, Any], l: dict[str, Any]) -> BudgetRatio:
+def drain_ratio(b: Drain, l: Drain) -> BudgetRatio:
     """The lab's drain rate over the bare worker's, window pair by window pair."""
-    return judged(_paired(window_rates(l), window_rates(b)), l.get("rate"), b.get("rate"))
+    return judged(_paired(l.window_rates(), b.window_rates()), l.rate, b.rate)
 
 
-def drain_cpu_ratio(b: dict[str, Any], l: dict[str, Any]) -> BudgetRatio:
+def drain_cpu_ratio(b: Drain, l: Drain) -> BudgetRatio:
     """The bare worker's CPU a task over the lab's (the ratio two CPU-bound workers would
     show), window pair by window pair."""
-    pairs = _paired(window_cpu_per_task(b), window_cpu_per_task(l))
-    return judged(pairs, b.get("cpu_us_per_task"), l.get("cpu_us_per_task"))
+    pairs = _paired(b.window_cpu_per_task(), l.window_cpu_per_task())
+    return judged(pairs, b.cpu_us_per_task, l.cpu_us_per_task)
 
 
-def row_ratios(row: dict[str, Any]) -> dict[str, BudgetRatio]:
+def row_ratios(row: BenchRow) -> dict[str, BudgetRatio]:
     """Every ratio of a queue's row: "rps", and per drain ("drain", and "drain_fast"
     for arq at a fast poll) its rate's and its CPU's ("drain_cpu", "drain_cpu_fast")."""
-    out = {"rps": rps_ratio(row.get("bare") or {}, row.get("lab") or {})}
-    for suffix in ("", "_fast"):
-        b, l = row.get(f"bare_drain{suffix}"), row.get(f"lab_drain{suffix}")
-        if b and l:
+    out = {"rps": rps_ratio(row.bare, row.lab)}
+    for suffix, (b, l) in (("", row.drains()), ("_fast", row.drains(fast=True))):
+        if b is not None and l is not None:
             out[f"drain{suffix}"] = drain_ratio(b, l)
             out[f"drain_cpu{suffix}"] = drain_cpu_ratio(b, l)
     return out
 
 
-def ratios(record: dict[str, Any]) -> list[dict[str, Any]]:
+def ratios(record: BenchRecord) -> list[dict[str, Any]]:
     """Each queue's figures of a bench in a few fields (`make results`, `make
     compare`): the lab's RPS and drain rate against the bare app's (lab ÷ bare,
     the median over the pairs, rounded down as in the table; with its interval, n
     and whether it is unsure in `rps_ratio_interval` and `drain_ratio_interval`),
     and each side's CPU per request and per task."""
     out = []
-    for row in record.get("rows", []):
-        bare, lab = row.get("bare") or {}, row.get("lab") or {}
-        b, l = row.get("bare_drain") or {}, row.get("lab_drain") or {}
-        rps, drain = rps_ratio(bare, lab), drain_ratio(b, l)
+    for row in record.rows:
+        b, l = row.drains_or_empty()
+        rps, drain = rps_ratio(row.bare, row.lab), drain_ratio(b, l)
         out.append(
             {
-                "queue": row["queue"],
-                "run": record.get("run"),
-                "time": record.get("time"),
-                "mode": record.get("mode"),
-                "api_limits": limit_text(record.get("api_limits")),
-                "worker_limits": limit_text(row.get("worker_limits")) if row.get("worker_limits") else "-",
+                "queue": row.queue,
+                "run": record.run,
+                "time": record.time,
+                "mode": record.mode,
+                "api_limits": limit_text(record.api_limits),
+                "worker_limits": limit_text(row.worker_limits),
                 "rps_ratio": rps.value,
                 "drain_ratio": drain.value,
                 "rps_ratio_interval": rps.as_json(),
                 "drain_ratio_interval": drain.as_json(),
-                "api_cpu_us_per_request": [bare.get("api_cpu_us_per_request"), lab.get("api_cpu_us_per_request")],
-                "worker_cpu_us_per_task": [b.get("cpu_us_per_task"), l.get("cpu_us_per_task")],
+                "api_cpu_us_per_request": [row.bare.api_cpu_us_per_request, row.lab.api_cpu_us_per_request],
+                "worker_cpu_us_per_task": [b.cpu_us_per_task, l.cpu_us_per_task],
             }
         )
     return out

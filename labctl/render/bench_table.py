@@ -6,20 +6,20 @@ is its median over the pairs, its interval and n (labctl/records/bench.py,
 from __future__ import annotations
 
 import statistics
-from typing import Any
 
 from labctl.platform.containers import limit_text
 from labctl.records.bench import (
     BUDGET_PEAK_MB,
     BUDGET_RATIO,
+    ApiLoad,
     BenchRecord,
+    BenchRow,
     BudgetRatio,
+    Drain,
     _ratio,
     drain_cpu_ratio,
     drain_ratio,
-    ratios,
     rps_ratio,
-    window_rates,
 )
 from labctl.render.run_table import arq_knobs
 from labctl.render.table import markdown_table
@@ -32,10 +32,6 @@ LEGEND = (
     f"and n, rounded down; ✗ under the {BUDGET_RATIO:g} budget; unsure: the interval holds {BUDGET_RATIO:g}, "
     f"so the median may be on either side of it (more rounds narrow it: docs/bench.md)."
 )
-
-
-def _data(record: BenchRecord | dict[str, Any]) -> dict[str, Any]:
-    return record.as_json() if isinstance(record, BenchRecord) else record
 
 
 def ratio_cell(r: BudgetRatio, judge: bool = True) -> str:
@@ -61,7 +57,7 @@ def spread(ratios: list[float]) -> str:
 
 
 # -- The table -----------------------------------------------------------------------------
-def _by_round(what: str, bare_rounds: list[float | None] | None, lab_rounds: list[float | None] | None) -> list[str]:
+def _by_round(what: str, bare_rounds: list[float | None], lab_rounds: list[float | None]) -> list[str]:
     """Each round's lab / bare ratio (round i of one side ran next to round i of
     the other). Driven together, one round's RPS ratio moves little about its
     mean (docs/results/2026-11-28-figures-out-of-comments.md), so rounds spread much wider say the machine was not
@@ -86,32 +82,28 @@ def _drain_pairs(bare_rounds: list[float | None], lab_rounds: list[float | None]
 CPU_BOUND_SHARE = 0.8
 
 
-def _idle_windows(drain: dict[str, Any], cpus: float | None) -> int:
+def _idle_windows(drain: Drain, cpus: float | None) -> int:
     """How many of a side's windows its worker spent partly idle (see CPU_BOUND_SHARE)."""
     if not cpus:
         return 0
-    return sum(
-        1
-        for w in drain.get("windows") or []
-        if w.get("cpu_s") is not None and w.get("s") and w["cpu_s"] / w["s"] / cpus < CPU_BOUND_SHARE
-    )
+    return sum(1 for w in drain.windows if w.cpu_s is not None and w.s and w.cpu_s / w.s / cpus < CPU_BOUND_SHARE)
 
 
-def _not_cpu_bound(bare: dict[str, Any], lab: dict[str, Any], cpus: float | None) -> list[str]:
+def _not_cpu_bound(bare: Drain, lab: Drain, cpus: float | None) -> list[str]:
     """A note for a drain whose windows were not all CPU-bound. arq at
     a fast poll under a small CPU quota runs at one of two rates: flat out, or,
     sleeping between polls with its few jobs done, at a fraction of it and of
     its quota; which one, from one window to the next, is the quota's timing. Its ratio then compares two schedules, and the CPU per task is
     what says what the lab costs."""
     idle = [
-        f"{name} {n} of {len(drain['windows'])}"
+        f"{name} {n} of {len(drain.windows)}"
         for name, drain in (("bare", bare), ("lab", lab))
         if (n := _idle_windows(drain, cpus))
     ]
     return [f"windows not CPU-bound (under {CPU_BOUND_SHARE:.0%} of the quota): {', '.join(idle)}"] if idle else []
 
 
-def _drain_cell(b: dict[str, Any], l: dict[str, Any], cpus: float | None) -> str:
+def _drain_cell(b: Drain, l: Drain, cpus: float | None) -> str:
     """The drain ratio, judged. A rate under budget from
     workers whose windows were not all CPU-bound is judged again on the CPU
     each side spent per task (bare ÷ lab: the ratio two CPU-bound workers
@@ -130,6 +122,11 @@ def _drain_cell(b: dict[str, Any], l: dict[str, Any], cpus: float | None) -> str
 
 def _or_dash(value: float | None) -> str:
     return "-" if value is None else f"{value:g}"
+
+
+def _as_written(value: float | None) -> str:
+    """A figure as the record holds it: 310.0 stays 310.0, as the bench rounded it to its tenth."""
+    return "-" if value is None else str(value)
 
 
 def _mark(value: float | None, ok: bool) -> str:
@@ -168,93 +165,102 @@ TEXT = {
 }
 
 
-def table(records: list[BenchRecord | dict[str, Any]]) -> str:
-    cells = (cells for record in records for cells in rows_cells(_data(record)))
+def table(records: list[BenchRecord]) -> str:
+    cells = (cells for record in records for cells in rows_cells(record))
     return markdown_table(HEADER, cells, TEXT) + "\n\n" + LEGEND
 
 
-def _row_notes(bare: dict[str, Any], lab: dict[str, Any]) -> list[str]:
+def _row_notes(bare: ApiLoad, lab: ApiLoad) -> list[str]:
     """What the notes column says of a queue's load, bare and lab: generator, errors, publishing, rounds."""
     notes = []
-    if bare.get("generator_bound") or lab.get("generator_bound"):
+    if bare.generator_bound or lab.generator_bound:
         notes.append("generator CPU-bound")
-    if bare.get("errors") or lab.get("errors"):
-        notes.append(f"errors bare {bare.get('errors', 0)} / lab {lab.get('errors', 0)}")
+    if bare.errors or lab.errors:
+        notes.append(f"errors bare {bare.errors} / lab {lab.errors}")
     for side, result, where in (("bare", bare, "never in its queue"), ("lab", lab, "lab_enqueue_errors_total")):
-        if result.get("published") is not None and result["published"] < result.get("enqueued", 0):
+        if result.published is not None and result.published < result.enqueued:
             notes.append(
-                f"{side}: {result['enqueued'] - result['published']} of {result['enqueued']} "
+                f"{side}: {result.enqueued - result.published} of {result.enqueued} "
                 f"accepted tasks not published ({where})"
             )
-        if result.get("api_down"):  # the first round it was seen down says when and why
-            notes.append(f"{side} API down from {result['api_down'][0]}")
-    notes += _by_round("RPS", bare.get("rps_rounds"), lab.get("rps_rounds"))
+        if result.api_down:  # the first round it was seen down says when and why
+            notes.append(f"{side} API down from {result.api_down[0]}")
+    notes += _by_round("RPS", bare.rps_rounds, lab.rps_rounds)
     return notes
 
 
-def _load_cells(bare: dict[str, Any], lab: dict[str, Any]) -> tuple[str, ...]:
+def _load_cells(bare: ApiLoad, lab: ApiLoad) -> tuple[str, ...]:
     """The load's cells, bare beside lab: RPS and its ratio, API CPU per request, latency, API memory."""
-    lab_peak = lab.get("api_peak_mb")
     return (
-        f"{bare.get('rps', '-')}",
-        f"{lab.get('rps', '-')}",
+        _as_written(bare.rps),
+        _as_written(lab.rps),
         ratio_cell(rps_ratio(bare, lab)),
-        f"{bare.get('api_cpu_us_per_request') or '-'} / {lab.get('api_cpu_us_per_request') or '-'}",
-        f"{bare.get('p50_ms', '-')}/{bare.get('p95_ms', '-')}",
-        f"{lab.get('p50_ms', '-')}/{lab.get('p95_ms', '-')}",
-        f"{bare.get('api_peak_mb', '-')}",
-        _mark(lab_peak, (lab_peak or 0) <= BUDGET_PEAK_MB),
+        f"{bare.api_cpu_us_per_request or '-'} / {lab.api_cpu_us_per_request or '-'}",
+        f"{_as_written(bare.p50_ms)}/{_as_written(bare.p95_ms)}",
+        f"{_as_written(lab.p50_ms)}/{_as_written(lab.p95_ms)}",
+        _as_written(bare.api_peak_mb),
+        _mark(lab.api_peak_mb, (lab.api_peak_mb or 0) <= BUDGET_PEAK_MB),
     )
 
 
-def _row_line(
-    record: dict[str, Any], row: dict[str, Any], suffix: str, label: str, extra_notes: list[str]
-) -> list[str]:
-    """One table row: a labelled row (the fast drain) has the drain's cells only."""
-    q, bare, lab = row["queue"], row.get("bare") or {}, row.get("lab") or {}
-    api = limit_text(record.get("api_limits"))
-    limits = f"{api} / {limit_text(row.get('worker_limits')) if row.get('worker_limits') else '-'}"
-    b, l = row.get(f"bare_drain{suffix}") or {}, row.get(f"lab_drain{suffix}") or {}
-    cpus = (row.get("worker_limits") or {}).get("cpus")
-    cells = [
-        q + label,
-        record.get("mode", ""),
-        limits,
-        *(_load_cells(bare, lab) if not label else ("", "", "", "", "", "", "", "")),
-        _or_dash(b.get("rate")),
-        _or_dash(l.get("rate")),
-        _drain_cell(b, l, cpus) if b else "-",
-        f"{b.get('cpu_us_per_task') or '-'} / {l.get('cpu_us_per_task') or '-'}" if b else "-",
-        "; ".join(extra_notes + _drain_pairs(window_rates(b), window_rates(l)) + _not_cpu_bound(b, l, cpus)) or "",
-        record.get("run", ""),
+def _drain_cells(row: BenchRow, fast: bool) -> list[str]:
+    """A drain's cells, bare beside lab: its rates, their ratio (judged), the CPU a task."""
+    b, l = row.drains_or_empty(fast)
+    measured = row.drains(fast)[0] is not None
+    return [
+        _or_dash(b.rate),
+        _or_dash(l.rate),
+        _drain_cell(b, l, row.worker_cpus) if measured else "-",
+        f"{b.cpu_us_per_task or '-'} / {l.cpu_us_per_task or '-'}" if measured else "-",
     ]
-    return [str(x) for x in cells]
 
 
-def rows_cells(record: dict[str, Any]) -> list[list[str]]:
+def _drain_notes(row: BenchRow, fast: bool) -> list[str]:
+    """What the notes column says of a drain: the spread of its pairs' ratios, the windows not CPU-bound."""
+    b, l = row.drains_or_empty(fast)
+    return _drain_pairs(b.window_rates(), l.window_rates()) + _not_cpu_bound(b, l, row.worker_cpus)
+
+
+def _limits(record: BenchRecord, row: BenchRow) -> str:
+    return f"{limit_text(record.api_limits)} / {limit_text(row.worker_limits)}"
+
+
+def _row_line(record: BenchRecord, row: BenchRow, fast: bool, extra_notes: list[str]) -> list[str]:
+    """One table row: the fast drain's row (arq's at a fast poll) has the drain's cells only."""
+    return [
+        row.queue + (f" (ARQ_POLL_DELAY={FAST_ARQ_POLL})" if fast else ""),
+        record.mode,
+        _limits(record, row),
+        *(("",) * 8 if fast else _load_cells(row.bare, row.lab)),
+        *_drain_cells(row, fast),
+        "; ".join(extra_notes + _drain_notes(row, fast)),
+        record.run,
+    ]
+
+
+def rows_cells(record: BenchRecord) -> list[list[str]]:
     """The cells of each row: one per queue, and arq's again at a fast poll."""
     lines = []
-    for row in record["rows"]:
-        notes = _row_notes(row.get("bare") or {}, row.get("lab") or {})
-        arq_note = [arq_knobs(record.get("knobs") or {})] if row["queue"] == "arq" else []
-        lines.append(_row_line(record, row, "", "", arq_note + notes))
-        if "bare_drain_fast" in row:
-            lines.append(_row_line(record, row, "_fast", f" (ARQ_POLL_DELAY={FAST_ARQ_POLL})", []))
+    for row in record.rows:
+        arq_note = [arq_knobs(record.knobs)] if row.queue == "arq" else []
+        lines.append(_row_line(record, row, False, arq_note + _row_notes(row.bare, row.lab)))
+        if row.bare_drain_fast is not None:
+            lines.append(_row_line(record, row, True, []))
     return lines
 
 
-def short_table(record: BenchRecord | dict[str, Any]) -> str:
+def short_table(record: BenchRecord) -> str:
     """One bench as `make results` shows it by default: its ratios, judged as in the full table."""
     cells = [
         [
-            r["queue"],
-            r["mode"],
-            f"{r['api_limits']} / {r['worker_limits']}",
-            ratio_cell(BudgetRatio.from_json(r["rps_ratio_interval"])),
-            ratio_cell(BudgetRatio.from_json(r["drain_ratio_interval"])),
-            r["run"],
+            row.queue,
+            record.mode,
+            _limits(record, row),
+            ratio_cell(rps_ratio(row.bare, row.lab)),
+            ratio_cell(drain_ratio(*row.drains_or_empty())),
+            record.run,
         ]
-        for r in ratios(_data(record))
+        for row in record.rows
     ]
     header = ("queue", "mode", "API / worker limits", "RPS lab/bare", "drain lab/bare", "run")
     text = {"queue", "mode", "API / worker limits", "RPS lab/bare", "drain lab/bare", "run"}

@@ -34,14 +34,16 @@ from labctl.errors import ParamError
 from labctl.load_run import follow, locust
 from labctl.load_run.options import LoadOptions
 from labctl.platform import containers as C
+from labctl.records.bench import BenchRecord
 from labctl.records.run import RunInputs, RunRecord, build_run_record, generator_check
 from labctl.render import run_table
 from labctl.render.bench_table import rows_cells as bench_cells
 
 
 def bench_rows(record: dict) -> list[str]:
-    """The bench table's rows as markdown lines: one per queue (arq twice)."""
-    return ["| " + " | ".join(cells) + " |" for cells in bench_cells(record)]
+    """The bench table's rows as markdown lines: one per queue (arq twice), of a
+    record as its JSON holds it, read as the store reads it."""
+    return ["| " + " | ".join(cells) + " |" for cells in bench_cells(BenchRecord.model_validate(record))]
 
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ from labctl.records.store import Store
 from labctl.render import bench_table
 
 
-def row(bare_rounds, lab_rounds, bare_windows=None, lab_windows=None, queue="huey") -> dict:
+def row(bare_rounds, lab_rounds, bare_windows=None, lab_windows=None, queue="huey") -> B.BenchRow:
     """A queue's row as make bench writes it: each round's RPS, each window's tasks and CPU."""
 
     def side(rounds):
@@ -31,11 +31,13 @@ def row(bare_rounds, lab_rounds, bare_windows=None, lab_windows=None, queue="hue
     out = {"queue": queue, "worker_limits": {"cpus": 0.2}, "bare": side(bare_rounds), "lab": side(lab_rounds)}
     if bare_windows and lab_windows:
         out["bare_drain"], out["lab_drain"] = drain(bare_windows), drain(lab_windows)
-    return out
+    return B.BenchRow.model_validate(out)
 
 
-def record(*rows) -> dict:
-    return {"schema": B.SCHEMA, "run": "bench-t", "mode": "await", "api_limits": {"cpus": 0.2}, "rows": list(rows)}
+def record(*rows) -> B.BenchRecord:
+    return B.BenchRecord.model_validate(
+        {"schema": B.SCHEMA, "run": "bench-t", "mode": "await", "api_limits": {"cpus": 0.2}, "rows": list(rows)}
+    )
 
 
 BARE = [500.0, 520.0, 480.0, 510.0, 495.0, 505.0, 515.0, 490.0]
@@ -44,7 +46,8 @@ ACROSS = [440.0, 520.0, 420.0, 475.0, 470.0, 440.0, 500.0, 450.0]  # 0.88 to 1.0
 
 
 def test_a_ratio_is_the_median_of_its_pairs_with_the_interval_stats_gives_rounded_down():
-    r = B.rps_ratio(*(row(BARE, CLEAR)[side] for side in ("bare", "lab")))
+    clear = row(BARE, CLEAR)
+    r = B.rps_ratio(clear.bare, clear.lab)
     pairs = stats.paired_ratio(zip(CLEAR, BARE))
     assert r.n == 8 and r.has_interval and not r.unsure and r.meets
     assert r.value == math.floor(statistics.median(lab / bare for lab, bare in zip(CLEAR, BARE)) * 100) / 100
@@ -54,10 +57,11 @@ def test_a_ratio_is_the_median_of_its_pairs_with_the_interval_stats_gives_rounde
 
 
 def test_an_interval_that_holds_the_budget_is_unsure_whichever_side_its_median_is():
-    across = B.rps_ratio(*(row(BARE, ACROSS)[side] for side in ("bare", "lab")))
+    across_row, below_row = row(BARE, ACROSS), row(BARE, [x * 0.96 for x in ACROSS])
+    across = B.rps_ratio(across_row.bare, across_row.lab)
     assert across.low is not None and across.high is not None
     assert across.unsure and across.low < B.BUDGET_RATIO <= across.high and across.meets
-    below = B.rps_ratio(*(row(BARE, [x * 0.96 for x in ACROSS])[side] for side in ("bare", "lab")))
+    below = B.rps_ratio(below_row.bare, below_row.lab)
     assert below.unsure and not below.meets
     cells = {
         cells[0]: cells[5]
@@ -91,30 +95,30 @@ def test_the_drain_is_judged_window_pair_by_window_pair():
 def test_a_record_derives_its_intervals_again_from_the_pairs_it_keeps(tmp_path):
     bare = [(100, 0.2), (104, 0.2), (98, 0.2), (101, 0.2)]
     lab = [(95, 0.2), (80, 0.2), (93, 0.2), (99, 0.2)]
-    written = record(row(BARE, ACROSS, bare, lab))
+    written = row(BARE, ACROSS, bare, lab)
     # As make bench writes it: each row with its ratios as judged then.
-    for r in written["rows"]:
-        r["judged"] = {name: ratio.as_json() for name, ratio in B.row_ratios(r).items()}
-    Store(tmp_path).save(B.BenchRecord.model_validate(written))
+    written.judged = {name: ratio.as_json() for name, ratio in B.row_ratios(written).items()}
+    Store(tmp_path).save(record(written))
     [again] = Store(tmp_path).benches()
-    [r] = again.as_json()["rows"]
-    assert {name: ratio.as_json() for name, ratio in B.row_ratios(r).items()} == r["judged"]
-    assert r["judged"]["rps"]["unsure"] and r["judged"]["drain"]["n"] == 4
-    [short] = B.ratios(again.as_json())
+    [r] = again.rows
+    judged = again.as_json()["rows"][0]["judged"]
+    assert {name: ratio.as_json() for name, ratio in B.row_ratios(r).items()} == judged
+    assert judged["rps"]["unsure"] and judged["drain"]["n"] == 4
+    [short] = B.ratios(again)
     # make compare reads these: the existing keys, their figures the judged medians.
-    assert (short["rps_ratio"], short["drain_ratio"]) == (r["judged"]["rps"]["value"], r["judged"]["drain"]["value"])
-    assert short["rps_ratio_interval"] == r["judged"]["rps"] and short["drain_ratio_interval"] == r["judged"]["drain"]
+    assert (short["rps_ratio"], short["drain_ratio"]) == (judged["rps"]["value"], judged["drain"]["value"])
+    assert short["rps_ratio_interval"] == judged["rps"] and short["drain_ratio_interval"] == judged["drain"]
 
 
 def test_an_older_record_reads_and_renders_without_an_interval():
     # No rounds recorded: the whole figures' ratio, rounded down, no interval.
-    older = {"queue": "rq", "bare": {"rps": 1000.0}, "lab": {"rps": 899.0}}
-    r = B.rps_ratio(older["bare"], older["lab"])
+    older = B.BenchRow.model_validate({"queue": "rq", "bare": {"rps": 1000.0}, "lab": {"rps": 899.0}})
+    r = B.rps_ratio(older.bare, older.lab)
     assert (r.value, r.low, r.high, r.n, r.unsure, r.meets) == (0.89, None, None, 0, False, False)
     # One round: its own ratio, and still no interval.
-    one = row([500.0], [470.0])
-    assert B.rps_ratio(one["bare"], one["lab"]) == B.BudgetRatio(0.94, None, None, 1, False)
-    lines = bench_table.rows_cells(record(older, {**one, "queue": "saq"}))
+    one = row([500.0], [470.0], queue="saq")
+    assert B.rps_ratio(one.bare, one.lab) == B.BudgetRatio(0.94, None, None, 1, False)
+    lines = bench_table.rows_cells(record(older, one))
     assert [cells[5] for cells in lines] == ["0.89 ✗ (no interval)", "0.94 (no interval)"]
     [short] = B.ratios(record(older))
     assert short["rps_ratio"] == 0.89 and short["drain_ratio"] is None

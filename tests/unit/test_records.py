@@ -75,6 +75,17 @@ def test_each_schema_loads_as_its_model_and_writes_back_every_field(store, name,
     assert json.loads(path.read_text()) == again and type(out.all()[0]) is KINDS[name]
 
 
+def test_a_bench_record_is_written_back_as_the_same_file(store, tmp_path):
+    """A bench's rows are models of the fields the tables read; the fields they do not
+    read are kept, and the defaults of those a row lacks are not written: a bench
+    record read and saved again is the same file, an older row's too."""
+    [bench] = store.benches()
+    again = Store(tmp_path / "out").save(bench)
+    assert again.read_text() == (SAMPLES / "bench-1.json").read_text()
+    older = {**json.loads(again.read_text()), "rows": [{"queue": "rq", "bare": {"rps": 1000}, "lab": {"rps": 899.0}}]}
+    assert json.dumps(BenchRecord.model_validate(older).as_json()) == json.dumps(older)
+
+
 def test_an_older_run_takes_the_defaults_of_what_it_lacks(store):
     older = store.run("arq-io-simple-100u-20261120T101500")
     assert older.platform is None and older.window_end is None and older.locust_report == []

@@ -52,7 +52,7 @@ from labctl.platform.cgroups import PeakMemory, cpu_seconds
 from labctl.platform.compose import Compose
 from labctl.platform.lab import answers
 from labctl.polling import Progress, wait_until
-from labctl.records.bench import BenchRecord, row_ratios
+from labctl.records.bench import BenchRecord, BenchRow, row_ratios
 from labctl.records.store import Store
 from labctl.render import bench_table
 from labctl.render.bench_table import FAST_ARQ_POLL
@@ -382,7 +382,9 @@ class Bench:
             for queue in queues:
                 row = self.bench_queue(queue)
                 # As judged now; a reader derives them again from the pairs' figures the row keeps.
-                row["judged"] = {name: ratio.as_json() for name, ratio in row_ratios(row).items()}
+                row["judged"] = {
+                    name: ratio.as_json() for name, ratio in row_ratios(BenchRow.model_validate(row)).items()
+                }
                 rows.append(row)
         finally:
             self.client_down()

@@ -105,7 +105,7 @@ def latest_bench(store: Store, queues: list[str]) -> dict[str, dict[str, Any]]:
     """Each queue's row of its latest bench."""
     out: dict[str, dict[str, Any]] = {}
     for record in store.benches():
-        for row in ratios(record.as_json()):
+        for row in ratios(record):
             if row["queue"] in queues:
                 out[row["queue"]] = row
     return {q: out[q] for q in queues if q in out}
