@@ -7,8 +7,9 @@ by `judge` from its run record alone:
 
   errors     a request failed, or a task failed or was lost
   generator  Locust's own processes ran out of CPU: the step says nothing of the queue
-  api        the rate reached fell under RATE_KEPT of the rate asked, or over
-             LATE_SHARE of the sends went late (every user was waiting on the API)
+  api        the rate the API took over the step's second half fell under
+             RATE_KEPT of the rate asked, or over LATE_SHARE of the sends went
+             late (every user was waiting on the API)
   worker     over the step's second half the backlog grew faster than GROWTH_SHARE
              of the rate (its least-squares slope), or the p95 wait (enqueue to
              start) passed max_wait
@@ -55,7 +56,8 @@ class Step(Record):
     sustained: bool = False
     limited_by: str | None = None  # one of LIMITS when not sustained
     reasons: list[str] = []
-    achieved_rate: float | None = None
+    achieved_rate: float | None = None  # requests a second over the whole load, its users' start included
+    sent_half: float | None = None  # tasks the API took a second over the second half (the api rule's)
     late_sends_pct: float | None = None
     failures: int = 0
     wait_p50_s: float | None = None
@@ -99,10 +101,13 @@ class CapacityRecord(Record):
     wall_s: float | None = None
 
 
-def second_half(record: RunRecord) -> tuple[stats.Interval, float] | None:
+def second_half(record: RunRecord) -> tuple[stats.Interval, float, float] | None:
     """Over the second half of the load, from the ledger's timeline (at, enqueued,
     completed, failed, pending, once a second): the backlog's slope with its
-    interval, and the tasks completed a second (least-squares slopes, tasks/s)."""
+    interval, the tasks completed a second and the tasks taken a second
+    (least-squares slopes, tasks/s). The half starts once every user has long
+    started: the whole load's rate is short of the rate asked by the seconds the
+    users took to start (100 a second, two per task a second)."""
     start, end, timeline = record.load_started_at, record.load_ended_at, record.timeline
     if not start or not end or timeline is None:
         return None
@@ -111,7 +116,8 @@ def second_half(record: RunRecord) -> tuple[stats.Interval, float] | None:
         return None
     at = [r[0] for r in rows]
     pending, done = stats.slope_interval(at, [r[4] for r in rows]), stats.slope_interval(at, [r[2] for r in rows])
-    return (pending, done.mean) if pending is not None and done is not None else None
+    sent = stats.slope_interval(at, [r[1] for r in rows])
+    return (pending, done.mean, sent.mean) if pending is not None and done is not None and sent is not None else None
 
 
 def judge(
@@ -141,7 +147,7 @@ def judge(
     half = second_half(record)
     if half is not None:
         step.backlog_slope, step.backlog_slope_low = round(half[0].mean, 2), round(half[0].low, 2)
-        step.throughput_half = round(half[1], 2)
+        step.throughput_half, step.sent_half = round(half[1], 2), round(half[2], 2)
         step.slope_bound = round(rate * GROWTH_SHARE, 2)
     reasons: dict[str, list[str]] = {k: [] for k in LIMITS}
     if step.failures:
@@ -150,8 +156,9 @@ def judge(
         reasons["errors"].append("the step's tasks did not all settle")
     if record.generator.get("cpu_bound"):
         reasons["generator"].append("Locust's processes ran out of CPU")
-    if step.achieved_rate is None or step.achieved_rate < RATE_KEPT * rate:
-        reasons["api"].append(f"sent {step.achieved_rate} of {rate:g} req/s")
+    taken = step.sent_half if step.sent_half is not None else step.achieved_rate  # no timeline: the whole load's
+    if taken is None or taken < RATE_KEPT * rate:
+        reasons["api"].append(f"took {taken} of {rate:g} tasks/s over the second half")
     if (step.late_sends_pct or 0) > LATE_SHARE_PCT:
         reasons["api"].append(f"{step.late_sends_pct:g} % of the sends late")
     if step.backlog_slope is None or step.slope_bound is None:
