@@ -721,7 +721,7 @@ REDIS = dashboard(
             ),
             timeseries(
                 "Queue lengths in Redis",
-                "Length of each broker queue's key (redis_exporter --check-keys, in docker-compose.yml), labelled with the queue its name starts with (after an optional lab: or lab-): lab:arq:queue (a ZSET), saq:lab:queued, lab-celery, dramatiq:lab, rq:queue:lab, huey.redis.lab (LISTs), lab:faststream, lab:taskiq, streaq:lab:queues:normal (STREAMs: a stream's length is not its backlog).",
+                "Length of each broker queue's key (redis_exporter --check-keys, in docker-compose.yml), labelled with the queue its name starts with (after an optional lab: or lab-): lab:arq:queue (a ZSET), saq:lab:queued, lab-celery, dramatiq:lab, rq:queue:lab, huey.redis.lab (LISTs), lab:faststream, lab:taskiq, streaq:lab:queues:normal, docket:lab:stream (STREAMs: a stream's length is not its backlog).",
                 "short",
                 {
                     "{{queue}} ({{key}})": 'max by (queue, key) (label_replace(redis_key_size, "queue", "$1", "key", "(?:lab[:-])?([a-z]+).*"))'

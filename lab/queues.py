@@ -69,6 +69,13 @@ BROKERS: tuple[Broker, ...] = (
     Broker("streaq", "workers.streaq_queue", "STREAQ_CONCURRENCY", ("STREAQ_IDLE_TIMEOUT_S",), ("streaq",)),
     Broker("rq", "workers.rq_queue", "RQ_CONCURRENCY", ("RQ_WORKER_CLASS",), ("rq",)),
     Broker("huey", "workers.huey_queue", "HUEY_WORKERS", ("HUEY_WORKER_TYPE",), ("huey",), at_most_once=True),
+    Broker(
+        "docket",
+        "workers.docket_queue",
+        "DOCKET_CONCURRENCY",
+        ("DOCKET_MINIMUM_CHECK_INTERVAL_S", "DOCKET_REDELIVERY_TIMEOUT_S"),
+        ("docket",),
+    ),
 )
 BROKER_NAMES: tuple[str, ...] = tuple(b.name for b in BROKERS)
 BY_NAME: dict[str, Broker] = {b.name: b for b in BROKERS}

@@ -58,6 +58,7 @@ class Settings(BaseSettings):
     streaq_concurrency: int | None = Field(None, ge=1)
     rq_concurrency: int | None = Field(None, ge=1)  # worker processes of RQ's WorkerPool
     huey_workers: int | None = Field(None, ge=1)
+    docket_concurrency: int | None = Field(None, ge=1)
 
     # Library-specific knobs that change the result (docs/queues.md).
     arq_poll_delay: float = Field(0.5, gt=0)
@@ -77,6 +78,15 @@ class Settings(BaseSettings):
     rq_worker_class: Literal["Worker", "SimpleWorker"] = "Worker"
     # Huey's consumer runs its workers as threads (Huey's default) or forked processes.
     huey_worker_type: Literal["thread", "process"] = "thread"
+    # A docket worker whose slots are all busy sleeps this long before it looks
+    # for finished tasks (the `docket worker` command's default; its Worker
+    # class's is 0.25 s): with short tasks, DOCKET_CONCURRENCY tasks an interval at most.
+    docket_minimum_check_interval_s: float = Field(0.1, gt=0)
+    # A docket stream entry left idle this long (its worker stopped or died) is
+    # delivered to another worker (docket's redelivery_timeout; its live
+    # workers renew the leases of theirs, every quarter of it, but not through a
+    # stop's grace): more than SHUTDOWN_GRACE_S plus a quarter of itself.
+    docket_redelivery_timeout_s: float = Field(60, gt=0)
     celery_pool: Literal["prefork", "threads", "solo"] = "prefork"
     celery_prefetch_multiplier: int = Field(4, ge=1)
     # Task events (-E): what Flower shows tasks from; three publishes a task, on the worker.

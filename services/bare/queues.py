@@ -15,6 +15,7 @@ import asyncio
 import os
 import signal
 import socket
+from datetime import timedelta
 
 import redis
 import redis.asyncio as aioredis
@@ -469,6 +470,65 @@ class Huey:
         ).run()
 
 
+class Docket:
+    NAME = "docket:bench"  # keys docket:bench:* (the stream docket:bench:stream), as docket names them
+    keys = (f"{NAME}:stream",)
+    backlog = ("XLEN", f"{NAME}:stream")
+
+    @classmethod
+    def docket_for(cls, settings: Settings):
+        """A Docket with the lab's (no results kept) and the task registered on it, with the lab's timeout."""
+        from docket import Docket, Timeout
+
+        docket = Docket(name=cls.NAME, url=settings.redis_url, execution_ttl=timedelta(0))
+        client = aioredis.Redis.from_url(settings.redis_url)
+
+        async def bench_task(
+            value: int, timeout: Timeout = Timeout(timedelta(seconds=settings.task_timeout_s))
+        ) -> None:
+            await client.incrby(done_key("docket"), value)
+
+        docket.register(bench_task)
+        return docket, bench_task
+
+    async def start(self, url: str) -> None:
+        self.docket, self.task = self.docket_for(get_settings().model_copy(update={"redis_url": url}))
+        await self.docket.__aenter__()  # `async with docket:` around the app's life
+
+    async def publish(self, value: int) -> None:
+        await self.docket.add(self.task)(value)
+
+    async def close(self) -> None:
+        await self.docket.__aexit__(None, None, None)
+
+    @classmethod
+    def worker(cls, settings: Settings) -> None:
+        from docket import Worker
+
+        async def run() -> None:
+            docket, _ = cls.docket_for(settings)
+            async with (
+                docket,
+                Worker(  # the lab worker's settings (workers/docket_queue.py)
+                    docket,
+                    concurrency=settings.concurrency_for("docket"),
+                    redelivery_timeout=timedelta(seconds=settings.docket_redelivery_timeout_s),
+                    reconnection_delay=timedelta(seconds=1),
+                    minimum_check_interval=timedelta(seconds=settings.docket_minimum_check_interval_s),
+                    schedule_automatic_tasks=False,
+                ) as worker,
+            ):
+                running = asyncio.create_task(worker.run_forever())
+                for sig in (signal.SIGTERM, signal.SIGINT):  # as docket's own `docket worker` stops
+                    asyncio.get_running_loop().add_signal_handler(sig, running.cancel)
+                try:
+                    await running
+                except asyncio.CancelledError:
+                    pass
+
+        asyncio.run(run())
+
+
 # The broker queues that have a bare counterpart (a class above and a
 # bench-<queue> compose service); `make bench` measures these and background.
 BARE = {
@@ -481,6 +541,7 @@ BARE = {
     "streaq": Streaq,
     "rq": Rq,
     "huey": Huey,
+    "docket": Docket,
 }
 # What `make bench` deletes before a run (never anything outside these).
 KEYS = tuple(key for bare in BARE.values() for key in bare.keys)

@@ -10,7 +10,8 @@ completion). The leases are shortened through the libraries' own settings
 enqueuer's; it also sets SAQ's sweep to 10 s; the stream queues' reclaim is
 5 s in every test, tests/lab.py), so each queue shows its own way back within
 the test: arq's in-progress key, SAQ's sweep, Celery's visibility timeout, the
-stream groups' XAUTOCLAIM, Dramatiq's heartbeat housekeeping, RQ's abandoned
+stream groups' XAUTOCLAIM (docket's on a timer at a quarter of its redelivery
+timeout), Dramatiq's heartbeat housekeeping, RQ's abandoned
 job (its started-job registry entry outlives the job's timeout by RQ's fixed
 60 s: the longest test here)."""
 
@@ -55,6 +56,8 @@ COME_BACK_S = {
     "dramatiq": 2 * TASK_TIMEOUT_S,
     "streaq": float(SHORTENED["STREAQ_IDLE_TIMEOUT_S"]),
     "rq": TASK_TIMEOUT_S + 60 + 10,
+    # its sweep's jittered timer (a quarter of the timeout) adds up to a third
+    "docket": 1.5 * float(SHORTENED["DOCKET_REDELIVERY_TIMEOUT_S"]),
 }
 SETTLE_MARGIN_S = 45
 

@@ -36,6 +36,7 @@ LIBRARIES = (
     "streaq",
     "rq",
     "huey",
+    "pydocket",
     "prometheus-client",
     "locust",
 )
