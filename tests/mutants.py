@@ -218,6 +218,31 @@ MUTANTS: tuple[Mutant, ...] = (
         timeout_s=SIGKILL_TIMEOUT_S,
     ),
     Mutant(
+        "docket-cuts-off-on-sigterm",
+        "docket's worker gives its running tasks no grace on SIGTERM: they are cancelled at once",
+        (
+            (
+                "workers/docket_queue.py",
+                r"await stop\(worker, running, settings\.shutdown_grace_s\)",
+                "await stop(worker, running, 0)",
+            ),
+        ),
+        (f"{SIGTERM_TEST}[docket]",),
+    ),
+    Mutant(
+        "docket-no-redelivery",
+        "docket redelivers an idle entry after a day (redelivery_timeout): a killed worker's tasks do not come back",
+        (
+            (
+                "workers/docket_queue.py",
+                r"redelivery_timeout=timedelta\(seconds=settings\.docket_redelivery_timeout_s\),",
+                "redelivery_timeout=timedelta(days=1),",
+            ),
+        ),
+        (f"{SIGKILL_TEST}[docket]",),
+        timeout_s=SIGKILL_TIMEOUT_S,
+    ),
+    Mutant(
         "rq-cold-stop",
         "RQ's pool stops its workers with SIGKILL on SIGTERM (a cold stop): their running jobs are cut off",
         (

@@ -41,8 +41,13 @@ from labctl.render.console import Console
 
 # The rest of a backlog its queue drains too slowly is run by a one-off worker of
 # the queue, its CPU limit lifted, with these settings besides its own: arq polls
-# as often as it can and takes more jobs a poll, RQ runs jobs without a fork.
-SWEEPER_SETTINGS = {"arq": {"ARQ_POLL_DELAY": "0.01", "ARQ_MAX_JOBS": "20"}, "rq": {"RQ_WORKER_CLASS": "SimpleWorker"}}
+# as often as it can and takes more jobs a poll, RQ runs jobs without a fork,
+# docket looks for a free slot as often and has more of them.
+SWEEPER_SETTINGS = {
+    "arq": {"ARQ_POLL_DELAY": "0.01", "ARQ_MAX_JOBS": "20"},
+    "rq": {"RQ_WORKER_CLASS": "SimpleWorker"},
+    "docket": {"DOCKET_MINIMUM_CHECK_INTERVAL_S": "0.01", "DOCKET_CONCURRENCY": "20"},
+}
 SWEEP_STALL_S = 60
 # The warm-up run's load: long enough for every queue to take requests, short enough
 # that the slowest drainer's share of it empties in seconds.
