@@ -1,5 +1,5 @@
 """Redis stream consumer groups, as the stream-based queues use them (FastStream,
-taskiq): created at the start of the stream, and their backlog."""
+taskiq, streaq, docket): created at the start of the stream, and their backlog."""
 
 from redis.exceptions import ResponseError
 
@@ -30,3 +30,17 @@ async def group_lag(redis, stream: str, group: str) -> int | float:
     if found is not None:
         return found["lag"] if found.get("lag") is not None else float("nan")
     return await redis.xlen(stream)
+
+
+async def unread_entries(redis, stream: str, group: str) -> int:
+    """Entries no worker has read yet, in a stream whose entries are deleted once
+    their task is done (streaq, docket): the stream holds the backlog plus what
+    is read and not yet done, the group's pending list."""
+    length = await redis.xlen(stream)
+    if not length:
+        return 0
+    try:
+        pending = (await redis.xpending(stream, group))["pending"]
+    except ResponseError:  # no group yet: nothing was read
+        pending = 0
+    return max(0, length - pending)

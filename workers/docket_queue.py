@@ -46,14 +46,13 @@ from datetime import timedelta
 from docket import Docket, Timeout, Worker
 from docket._redis import RedisConnection
 from docket.execution import Disposition
-from redis import exceptions as redis_errors
 from redis.asyncio import ConnectionPool
 
 from lab.key_purge import delete_keys
 from lab.protocol import Queue, TaskMessage
 from lab.redis_clients import async_options
 from lab.settings import Settings, get_settings
-from lab.stream_groups import ensure_group
+from lab.stream_groups import ensure_group, unread_entries
 from lab.worker_runtime import WorkerRuntime, setup_logging
 
 QUEUE = Queue("docket")
@@ -123,14 +122,7 @@ async def depth(redis) -> int:
     has ended, so the stream holds the backlog plus what is read and not yet
     finished. (Docket keeps tasks added for later in the sorted set
     `docket:lab:queue`; the lab adds every task for now.)"""
-    length = await redis.xlen(STREAM)
-    if not length:
-        return 0
-    try:
-        pending = (await redis.xpending(STREAM, GROUP))["pending"]
-    except redis_errors.ResponseError:  # no group yet: nothing was read
-        pending = 0
-    return max(0, length - pending)
+    return await unread_entries(redis, STREAM, GROUP)
 
 
 async def purge(redis) -> int:

@@ -28,14 +28,13 @@ from pathlib import Path
 import streaq
 from coredis.exceptions import ResponseError
 from coredis.retry import NoRetryPolicy
-from redis import exceptions as redis_errors
 from streaq import Worker
 
 from lab.key_purge import delete_keys
 from lab.protocol import Queue, TaskMessage
 from lab.redis_clients import async_client
 from lab.settings import Settings, get_settings
-from lab.stream_groups import ensure_group
+from lab.stream_groups import ensure_group, unread_entries
 from lab.worker_runtime import WorkerRuntime, setup_logging
 
 QUEUE = Queue("streaq")
@@ -162,14 +161,7 @@ class Producer:
 async def depth(redis) -> int:
     """(`redis` is the monitor's redis-py client.) Entries no worker has read yet: streaq deletes an entry once done, so
     the stream holds the backlog plus what is read and not yet finished."""
-    length = await redis.xlen(STREAM)
-    if not length:
-        return 0
-    try:
-        pending = (await redis.xpending(STREAM, GROUP))["pending"]
-    except redis_errors.ResponseError:  # no group yet: nothing was read
-        pending = 0
-    return max(0, length - pending)
+    return await unread_entries(redis, STREAM, GROUP)
 
 
 async def purge(redis) -> int:
