@@ -205,16 +205,30 @@ def test_a_dead_workers_node_loses_nothing_the_queues_deliver(cluster_env):
     wait_until(lambda: swarm.node_states().get("node-3") == "down", 60, "the Swarm to see node-3 down")
     time.sleep(max(0.0, killed_at + 20 - time.time()))
     cluster.start("node-3")
+
+    # The settle counts from the workers' return: a slow machine takes longer to start them.
+    def workers_back() -> bool:
+        placement = swarm.placement()
+        return all(placement.get(q) == ["node-3"] for q in QUEUES)
+
+    wait_until(workers_back, 300, "every queue's worker running on node-3 again", interval=3)
     total = per_queue * len(QUEUES)
 
     slots = {q: 3 if BY_NAME[q].at_most_once else 0 for q in QUEUES}  # CONCURRENCY: what a worker runs at once
 
+    waiting: dict = {}  # the rows still waited on, for the message if the wait ends
+
     def settled():
         report = ledger(api, run)
         rows = {q: report["queues"][q][KILLED_ENDPOINT] for q in QUEUES}  # the ledger's rows: queue, endpoint
-        return report if all(rows[q]["pending"] <= slots[q] for q in QUEUES) else None
+        waiting.clear()
+        waiting.update({q: row for q, row in rows.items() if row["pending"] > slots[q]})
+        return None if waiting else report
 
-    wait_until(settled, SETTLE_S, "every queue's tasks settled but what Huey's dead worker ran", interval=2)
+    try:
+        wait_until(settled, SETTLE_S, "every queue's tasks settled but what Huey's dead worker ran", interval=2)
+    except AssertionError as timed_out:
+        raise AssertionError(f"{timed_out}; still pending: {waiting}") from None
     time.sleep(10)  # a task still coming would come
     report = ledger(api, run)
     assert report["totals"]["enqueued"] == total, report["totals"]
