@@ -541,6 +541,18 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/unit/test_capacity.py::test_a_later_search_walks_from_the_first_ones_rate_to_the_same_precision",),
     ),
     Mutant(
+        "capacity-api-rate-from-the-lagging-ledger",
+        "a capacity step's API rate is read from the ledger's timeline, read through the loaded API, not the scraped counter",
+        (
+            (
+                "labctl/records/capacity.py",
+                r"    if scraped is not None:\n        step.sent_half = scraped\n",
+                "",
+            ),
+        ),
+        ("tests/unit/test_capacity.py::test_the_rate_taken_is_the_scraped_counters_where_the_record_has_it",),
+    ),
+    Mutant(
         "tickets-past-the-target",
         "the ticket book grants what a worker asks for, past the run's iterations",
         (

@@ -7,7 +7,8 @@ by `judge` from its run record alone:
 
   errors     a request failed, or a task failed or was lost
   generator  Locust's own processes ran out of CPU: the step says nothing of the queue
-  api        the rate the API took over the step's second half fell under
+  api        the rate the API took over the step's second half (its enqueue
+             counter as scraped, else the ledger's timeline) fell under
              RATE_KEPT of the rate asked, or over LATE_SHARE of the sends went
              late (every user was waiting on the API)
   worker     over the step's second half the backlog grew faster than GROWTH_SHARE
@@ -120,6 +121,18 @@ def second_half(record: RunRecord) -> tuple[stats.Interval, float, float] | None
     return (pending, done.mean, sent.mean) if pending is not None and done is not None and sent is not None else None
 
 
+def scraped_half(record: RunRecord) -> float | None:
+    """The tasks the API took a second over the second half of the load, from its
+    enqueue counter as Prometheus scraped it every 2 s (the record's enqueued_scrapes).
+    The ledger's timeline is read through the loaded API, whose answers can come
+    seconds late near its limit; the counter is scraped from its metrics thread.
+    None without the scrapes (older records: the timeline's slope stands)."""
+    start, end, scrapes = record.load_started_at, record.load_ended_at, record.enqueued_scrapes
+    if not start or not end or scrapes is None:
+        return None
+    return scrapes.rate((start + end) / 2, end)
+
+
 def judge(
     record: RunRecord, queue: str, rate: float, max_wait_s: float, *, rep: int = 1, phase: str = "search"
 ) -> Step:
@@ -149,6 +162,9 @@ def judge(
         step.backlog_slope, step.backlog_slope_low = round(half[0].mean, 2), round(half[0].low, 2)
         step.throughput_half, step.sent_half = round(half[1], 2), round(half[2], 2)
         step.slope_bound = round(rate * GROWTH_SHARE, 2)
+    scraped = scraped_half(record)
+    if scraped is not None:
+        step.sent_half = scraped
     reasons: dict[str, list[str]] = {k: [] for k in LIMITS}
     if step.failures:
         reasons["errors"].append(f"{step.failures} request(s) or task(s) failed or lost")

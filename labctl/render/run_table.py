@@ -3,7 +3,7 @@ row per run, the published article's columns first, then the lab's own."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from lab.queues import BROKER_NAMES
@@ -11,85 +11,77 @@ from labctl.platform.containers import limit_text, workers_limit_text
 from labctl.records.run import RunRecord
 from labctl.render.table import markdown_table
 
+Column = tuple[str, Callable[[RunRecord], Any]]
+
+
+def _workers(r: RunRecord) -> Mapping[str, Mapping[str, Any]]:
+    return r.limits.get("workers") or {}
+
+
+def _joined(r: RunRecord, knob: str) -> str | None:
+    """The workers' concurrency or replicas: one value, or each they differ by."""
+    values = sorted({w[knob] for w in _workers(r).values() if w.get(knob) is not None})
+    return "/".join(str(v) for v in values) if values else None
+
+
+def _api_limits(r: RunRecord) -> str:
+    return limit_text(r.limits.get("api"))
+
+
+def _worker_limits(r: RunRecord) -> str:
+    return workers_limit_text(_workers(r)) if _workers(r) else "-"
+
+
+def _peak_mb(r: RunRecord) -> float | None:
+    return round(r.worker_peak_memory_bytes / (1 << 20), 1) if r.worker_peak_memory_bytes else None
+
+
+def _probe_ok(r: RunRecord) -> float | None:
+    rate = (r.probe or {}).get("success_rate")
+    return round(100 * rate, 1) if rate is not None else None
+
+
 # The published article's columns first (RPS, median and p95 latency, time to
 # execute all tasks, errors), then the lab's own.
-COLUMNS = (
-    ("worker", "worker"),
-    ("RPS", "rps"),
-    ("median ms", "median_ms"),
-    ("p95 ms", "p95_ms"),
-    ("all tasks done s", "tasks.time_to_execute_all_s"),
-    ("errors %", "failures_pct"),
-    ("scenario", "scenario"),
-    ("endpoint", "endpoint"),
-    ("users", "users"),
-    ("iterations", "iterations"),
-    ("requests", "requests"),
-    ("p99 ms", "p99_ms"),
-    ("load s", "duration_s"),
-    ("drain s", "tasks.drain_s"),
-    ("enqueued", "tasks.enqueued"),
-    ("completed", "tasks.completed"),
-    ("failed", "tasks.failed"),
-    ("dup", "tasks.duplicates"),
-    ("lost", "tasks.lost"),
-    ("API limits", "_api_limits"),
-    ("worker limits", "_worker_limits"),
-    ("conc.", "_concurrency"),
-    ("repl.", "_replicas"),
-    ("peak MB", "_peak_mb"),
-    ("throttled periods %", "cpu_throttled_periods_pct"),
-    ("probe ok %", "_probe_ok"),
-    ("probe worst gap s", "probe.worst_gap_s"),
-    ("notes", "_notes"),
-    ("run", "run"),
+COLUMNS: tuple[Column, ...] = (
+    ("worker", lambda r: r.worker),
+    ("RPS", lambda r: r.rps),
+    ("median ms", lambda r: r.median_ms),
+    ("p95 ms", lambda r: r.p95_ms),
+    ("all tasks done s", lambda r: r.tasks and r.tasks.time_to_execute_all_s),
+    ("errors %", lambda r: r.failures_pct),
+    ("scenario", lambda r: r.scenario),
+    ("endpoint", lambda r: r.endpoint),
+    ("users", lambda r: r.users),
+    ("iterations", lambda r: r.iterations),
+    ("requests", lambda r: r.requests),
+    ("p99 ms", lambda r: r.p99_ms),
+    ("load s", lambda r: r.duration_s),
+    ("drain s", lambda r: r.tasks and r.tasks.drain_s),
+    ("enqueued", lambda r: r.tasks and r.tasks.enqueued),
+    ("completed", lambda r: r.tasks and r.tasks.completed),
+    ("failed", lambda r: r.tasks and r.tasks.failed),
+    ("dup", lambda r: r.tasks and r.tasks.duplicates),
+    ("lost", lambda r: r.tasks and r.tasks.lost),
+    ("API limits", _api_limits),
+    ("worker limits", _worker_limits),
+    ("conc.", lambda r: _joined(r, "concurrency")),
+    ("repl.", lambda r: _joined(r, "replicas")),
+    ("peak MB", _peak_mb),
+    ("throttled periods %", lambda r: r.cpu_throttled_periods_pct),
+    ("probe ok %", _probe_ok),
+    ("probe worst gap s", lambda r: (r.probe or {}).get("worst_gap_s")),
+    ("notes", lambda r: notes_of(r)),
+    ("run", lambda r: r.run),
 )
 # `make results` by default: the article's figures, what ran, under which limits, and what went wrong.
-SHORT_COLUMNS = (
+SHORT_COLUMNS: tuple[Column, ...] = (
     *COLUMNS[:8],
-    ("API / worker limits", "_limits"),
-    ("notes", "_notes"),
-    ("run", "run"),
+    ("API / worker limits", lambda r: f"{_api_limits(r)} / {_worker_limits(r)}"),
+    ("notes", lambda r: notes_of(r)),
+    ("run", lambda r: r.run),
 )
 TEXT_COLUMNS = {"worker", "scenario", "endpoint", "API limits", "worker limits", "API / worker limits", "notes", "run"}
-
-
-def _data(record: RunRecord | Mapping[str, Any]) -> Mapping[str, Any]:
-    return record.as_json() if isinstance(record, RunRecord) else record
-
-
-def _get(record: Mapping[str, Any], path: str) -> Any:
-    value: Any = record
-    for part in path.split("."):
-        if not isinstance(value, Mapping):
-            return None
-        value = value.get(part)
-    return value
-
-
-def _derived(record: Mapping[str, Any], key: str) -> Any:
-    workers = (record.get("limits") or {}).get("workers") or {}
-    if key == "_api_limits":
-        return limit_text((record.get("limits") or {}).get("api"))
-    if key == "_worker_limits":
-        return workers_limit_text(workers) if workers else "-"
-    if key == "_limits":  # the short table's one column for both
-        return f"{_derived(record, '_api_limits')} / {_derived(record, '_worker_limits')}"
-    if key == "_concurrency":
-        values = {w.get("concurrency") for w in workers.values() if w.get("concurrency") is not None}
-        return "/".join(str(v) for v in sorted(values)) if values else None
-    if key == "_replicas":
-        values = {w.get("replicas") for w in workers.values()}
-        return "/".join(str(v) for v in sorted(v for v in values if v is not None)) if values else None
-    if key == "_peak_mb":
-        peak = record.get("worker_peak_memory_bytes")
-        return round(peak / (1 << 20), 1) if peak else None
-    if key == "_probe_ok":
-        rate = _get(record, "probe.success_rate")
-        return round(100 * rate, 1) if rate is not None else None
-    if key == "_notes":
-        return notes_of(record)
-    raise KeyError(key)
 
 
 def arq_knobs(knobs: Mapping[str, Any]) -> str:
@@ -100,58 +92,56 @@ def arq_knobs(knobs: Mapping[str, Any]) -> str:
     return f"arq: ARQ_MAX_JOBS={jobs}, ARQ_POLL_DELAY={delay} s (its drain: docs/queues.md)"
 
 
-def arq_note(record: Mapping[str, Any]) -> str:
+def arq_note(record: RunRecord) -> str:
     """The drain rate arq held in this run: while its tasks were watched, or from its first
     enqueue to its last completion; with the settings that set it."""
-    tasks = record.get("tasks") or {}
-    watch = tasks.get("draining") or {}
+    tasks = record.tasks
+    watch = (tasks and tasks.draining) or {}
     if watch.get("rate_per_s") is not None:
         rate = f"arq drained {watch['rate_per_s']:g} tasks/s while watched"
-    elif tasks.get("time_to_execute_all_s"):
-        rate = f"arq ran {tasks.get('completed', 0) / tasks['time_to_execute_all_s']:.1f} tasks/s"
+    elif tasks and tasks.time_to_execute_all_s:
+        rate = f"arq ran {tasks.completed / tasks.time_to_execute_all_s:.1f} tasks/s"
     else:
         rate = "arq"
-    return rate + arq_knobs(record.get("knobs") or {}).removeprefix("arq")
+    return rate + arq_knobs(record.knobs).removeprefix("arq")
 
 
-def where_it_ran(record: Mapping[str, Any]) -> str:
+def where_it_ran(record: RunRecord) -> str:
     """`: api node-2, celery node-4+node-5` on a Swarm of several nodes: the nodes
     of the API and the run's workers (the record's platform.placement)."""
-    platform = record.get("platform") or {}
+    platform = record.platform or {}
     placement = platform.get("placement") or {}
     if (platform.get("nodes") or 0) < 2 or not placement:
         return ""
-    worker = record.get("worker")
-    services = ["api", *(BROKER_NAMES if worker == "all" else [w for w in str(worker or "").split(",") if w])]
+    worker = record.worker or ""
+    services = ["api", *(BROKER_NAMES if worker == "all" else [w for w in worker.split(",") if w])]
     parts = [f"{s} {'+'.join(dict.fromkeys(placement[s]))}" for s in services if placement.get(s)]
     return ": " + ", ".join(parts) if parts else ""
 
 
-def notes_of(record: RunRecord | Mapping[str, Any]) -> str:
+def notes_of(record: RunRecord) -> str:
     """Short notes for the table: the knobs that change a queue's numbers, and problems."""
-    record = _data(record)
     notes = []
-    platform = record.get("platform") or {}
+    platform = record.platform or {}
     if platform.get("orchestrator") == "swarm":
         notes.append(f"swarm, {platform.get('nodes')} node(s)" + where_it_ran(record))
-    knobs = record.get("knobs") or {}
-    if "ARQ_POLL_DELAY" in knobs.get("arq", {}) and record.get("worker") in ("arq", "all"):
+    if "ARQ_POLL_DELAY" in record.knobs.get("arq", {}) and record.worker in ("arq", "all"):
         notes.append(arq_note(record))
-    if (record.get("generator") or {}).get("cpu_bound"):
+    if record.generator.get("cpu_bound"):
         notes.append("generator CPU-bound")
-    for service, r in (record.get("restarts") or {}).items():
+    for service, r in record.restarts.items():
         notes.append(f"{service} restarted" + (" (OOM)" if r.get("oom_killed") else ""))
-    tasks = record.get("tasks")
-    if tasks and tasks.get("draining") and not tasks.get("settled"):
-        watch = tasks["draining"]
+    tasks = record.tasks
+    if tasks and tasks.draining and not tasks.settled:
+        watch = tasks.draining
         notes.append(f"draining: {watch.get('backlog')} pending at {watch.get('rate_per_s')} tasks/s when watched")
-    elif tasks and not tasks.get("settled"):
+    elif tasks and not tasks.settled:
         notes.append("NOT SETTLED")
-    if tasks and tasks.get("purged"):
-        notes.append(f"{tasks['purged']} purged")
-    if record.get("duration_target_s"):
-        notes.append(f"duration {record['duration_target_s']:g}s")
-    if any("!=" in w or "ledger inconsistent" in w for w in record.get("warnings", [])):
+    if tasks and tasks.purged:
+        notes.append(f"{tasks.purged} purged")
+    if record.duration_target_s:
+        notes.append(f"duration {record.duration_target_s:g}s")
+    if any("!=" in w or "ledger inconsistent" in w for w in record.warnings):
         notes.append("ledger mismatch")
     return "; ".join(notes)
 
@@ -164,16 +154,13 @@ def cell(value: Any) -> str:
     return str(value).replace("|", "\\|")
 
 
-def row_cells(record: RunRecord | Mapping[str, Any], columns: tuple[Any, ...] = COLUMNS) -> list[str]:
-    data = _data(record)
-    return [cell(_derived(data, key) if key.startswith("_") else _get(data, key)) for _, key in columns]
+def row_cells(record: RunRecord, columns: tuple[Column, ...] = COLUMNS) -> list[str]:
+    return [cell(value(record)) for _, value in columns]
 
 
-def table(
-    records: Iterable[RunRecord | Mapping[str, Any]], columns: tuple[Any, ...] = COLUMNS, last: int | None = None
-) -> str:
+def table(records: Iterable[RunRecord], columns: tuple[Column, ...] = COLUMNS, last: int | None = None) -> str:
     """The records as a markdown table, oldest first; `last`: only the newest that many."""
-    rows = sorted((_data(r) for r in records), key=lambda r: (r.get("time") or "", r.get("run") or ""))
+    rows = sorted(records, key=lambda r: (r.time, r.run))
     if last is not None:
         rows = rows[-last:] if last > 0 else []
     return markdown_table([name for name, _ in columns], (row_cells(r, columns) for r in rows), TEXT_COLUMNS)

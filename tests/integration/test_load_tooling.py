@@ -410,7 +410,7 @@ def test_the_record_flags_what_does_not_add_up():
     assert any("1999 requests recorded, not the 2000" in w for w in short["warnings"])
     mismatch = record(ledger={**LEDGER, "totals": {**LEDGER["totals"], "enqueued": 1991}})
     assert any("ledger enqueued 1991 != 1990" in w for w in mismatch["warnings"])
-    assert "ledger mismatch" in run_table.notes_of(mismatch)
+    assert "ledger mismatch" in run_table.notes_of(RunRecord.model_validate(mismatch))
     # More settled than enqueued: an enqueue taken back although the broker had the
     # task. Nothing is waiting, so the run counts as settled, and the record says why
     # its numbers cannot be trusted.
@@ -418,7 +418,7 @@ def test_the_record_flags_what_does_not_add_up():
     r = record(ledger=overdrawn, locust={**LOCUST_RESULT, "status_codes": {"202": 204, "503": 1796}})
     assert (r["tasks"]["lost"], r["tasks"]["settled"]) == (0, True)
     assert any("1560 more task(s) settled than enqueued" in w for w in r["warnings"])
-    assert "ledger mismatch" in run_table.notes_of(r)
+    assert "ledger mismatch" in run_table.notes_of(RunRecord.model_validate(r))
     calm = record(locust={**LOCUST_RESULT, "processes": LOCUST_RESULT["processes"][:1]})
     assert calm["generator"] == {
         "processes": [{"role": "master", "cpu_cores": 0.025, "ceiling_cores": 1.0}],
@@ -444,7 +444,7 @@ def test_restarts_during_a_run_are_reported():
     assert restarts == {"api": {"restarts": 2, "oom_killed": True}}  # arq-1's old OOM kill is not this run's
     r = record(restarts=restarts)
     assert "api restarted 2 time(s) during the run (OOM killed)" in r["warnings"]
-    assert "api restarted (OOM)" in run_table.notes_of(r) and record()["restarts"] == {}
+    assert "api restarted (OOM)" in run_table.notes_of(RunRecord.model_validate(r)) and record()["restarts"] == {}
 
 
 def test_the_generator_is_cpu_bound_against_its_own_limit_too():
@@ -481,7 +481,7 @@ def test_an_event_loop_run_has_no_task_fields_and_keeps_the_probe():
     )
     assert r["tasks"] is None and r["probe"] == probe and r["worker"] is None
     assert r["worker_peak_memory_bytes"] == 90 * 2**20 and r["cpu_throttled_periods_pct"] == 80.0
-    cells = dict(zip([name for name, _ in run_table.COLUMNS], run_table.row_cells(r)))
+    cells = dict(zip([name for name, _ in run_table.COLUMNS], run_table.row_cells(RunRecord.model_validate(r))))
     assert (
         cells["worker"],
         cells["scenario"],
@@ -509,7 +509,7 @@ def test_the_table_puts_the_articles_columns_first():
         },
         locust={**LOCUST_RESULT, "first_request_at": 10.0},
     )
-    lines = run_table.table([record(), older]).splitlines()
+    lines = run_table.table([RunRecord.model_validate(r) for r in (record(), older)]).splitlines()
     assert len(lines) == 4 and all(line.count("|") == len(run_table.COLUMNS) + 1 for line in lines)
     assert "b-old" in lines[2] and "arq-x" in lines[3]  # oldest first
     cells = [c.strip() for c in lines[3].strip("|").split("|")]

@@ -80,6 +80,20 @@ def test_the_rate_taken_is_read_over_the_second_half_not_the_users_start():
     assert judge(run_record(180, 400, rps=186.0), "arq", 200, 5.0).limited_by == "api"
 
 
+def scrapes(rate: float, seconds: int = 30) -> dict:
+    """The API's enqueue counter as Prometheus scraped it every 2 s, taking `rate` a second."""
+    return {"source": "lab_enqueued_total", "rows": [[T0 + i, rate * i] for i in range(0, seconds + 1, 2)]}
+
+
+def test_the_rate_taken_is_the_scraped_counters_where_the_record_has_it():
+    """The ledger's timeline is read through the loaded API and can lag it; the
+    counter Prometheus scraped says what the API took."""
+    lagging = judge(run_record(200, 400, enqueued_scrapes=scrapes(180)), "arq", 200, 5.0)
+    assert lagging.limited_by == "api" and lagging.sent_half == pytest.approx(180), lagging
+    kept = judge(run_record(170, 400, enqueued_scrapes=scrapes(200)), "arq", 200, 5.0)
+    assert kept.sent_half == pytest.approx(200) and kept.limited_by != "api", kept
+
+
 def test_a_wait_over_max_wait_is_the_workers_limit_and_under_it_is_not():
     assert judge(run_record(8, 10, p95_wait=6.0), "arq", 8, 5.0).limited_by == "worker"
     assert judge(run_record(8, 10, p95_wait=6.0), "arq", 8, 10.0).sustained

@@ -17,7 +17,7 @@ from labctl.experiments.compare import agree
 from labctl.queues import QUEUES, service_of
 from labctl.records import compare as compare_record
 from labctl.records import published
-from labctl.records.run import RunInputs, build_run_record
+from labctl.records.run import RunInputs, RunRecord, build_run_record
 from labctl.records.store import Store
 from labctl.render import compare_page as compare_report
 from labctl.render import run_table
@@ -315,7 +315,8 @@ def test_make_results_short_table_keeps_the_articles_columns_and_the_newest_runs
     records = [load_record(f"r{i}", "saq", 100.0 + i, 300.0, 5.0) for i in range(3)]
     for i, record in enumerate(records):
         record["time"] = f"2026-01-0{i + 1}T00:00:00Z"
-    table = run_table.table(records, run_table.SHORT_COLUMNS, last=2).splitlines()
+    runs = [RunRecord.model_validate(r) for r in records]
+    table = run_table.table(runs, run_table.SHORT_COLUMNS, last=2).splitlines()
     assert table[0] == (
         "| worker | RPS | median ms | p95 ms | all tasks done s | errors % | scenario | endpoint "
         "| API / worker limits | notes | run |"

@@ -89,12 +89,14 @@ def test_an_image_in_a_registry_is_told_from_a_local_tag(image, registry):
 
 
 def test_a_record_of_a_run_on_several_nodes_names_where_the_api_and_the_workers_ran():
+    from labctl.records.run import RunRecord
     from labctl.render.run_table import notes_of
 
     placement = {"api": ["node-2"], "celery": ["node-4", "node-5"], "redis": ["node-1"]}
-    record = {"worker": "celery", "platform": {"orchestrator": "swarm", "nodes": 5, "placement": placement}}
+    platform = {"orchestrator": "swarm", "nodes": 5, "placement": placement}
+    record = RunRecord(run="r", worker="celery", platform=platform)
     assert notes_of(record) == "swarm, 5 node(s): api node-2, celery node-4+node-5"
-    one = {"worker": "celery", "platform": {"orchestrator": "swarm", "nodes": 1, "placement": {"api": ["a"]}}}
+    one = RunRecord(run="r", worker="celery", platform={**platform, "nodes": 1, "placement": {"api": ["a"]}})
     assert notes_of(one) == "swarm, 1 node(s)"
 
 
