@@ -30,6 +30,16 @@ RATE_KEPT = 0.95
 LATE_SHARE = 0.05
 
 
+class DrainWatch(Record):
+    """The watch of a run's tasks that ended before its queue was empty: the backlog
+    left, the rate it drained at while watched, and when it should be empty."""
+
+    backlog: int | None = None
+    rate_per_s: float | None = None
+    projected_empty_s: float | None = None
+    watch_ended_at: float | None = None
+
+
 class TaskFigures(Record):
     """The ledger's part of a queue run."""
 
@@ -41,7 +51,7 @@ class TaskFigures(Record):
     lost: int | None = None  # still pending when the wait ended; None while the run drains
     unfinished: int | None = None  # executions that began and never ended; None in ledgers before `started`
     settled: bool = False
-    draining: dict[str, Any] | None = None  # the watch's backlog, rate and projection when it ended first
+    draining: DrainWatch | None = None  # the watch's backlog, rate and projection when it ended first
     first_enqueued_at: float | None = None
     last_settled_at: float | None = None
     time_to_execute_all_s: float | None = None
@@ -285,7 +295,7 @@ def task_figures(
         lost=None if draining is not None else backlog_of(ledger),
         unfinished=totals.get("unfinished") if "started" in totals else None,
         settled=done,
-        draining=dict(draining) if draining is not None else None,
+        draining=DrainWatch.model_validate(draining) if draining is not None else None,
         first_enqueued_at=first,
         last_settled_at=last,
         time_to_execute_all_s=_round(last - first) if ran_all and first and last else None,

@@ -87,16 +87,12 @@ def _drain(record: RunRecord) -> str | None:
         return None
     if t.settled and t.time_to_execute_all_s is not None:
         return f"every task done {num(t.time_to_execute_all_s)} s after the first enqueue ({num(t.drain_s)} s after the load)"
-    watch = t.draining or {}
-    if record.is_draining():
-        left = watch.get("projected_empty_s")
-        when = (
-            f", {empty_in(left, watch['watch_ended_at'])}" if left is not None and watch.get("watch_ended_at") else ""
-        )
-        rate = f" at {num(watch['rate_per_s'])} tasks/s" if watch.get("rate_per_s") else ""
-        return (
-            f"still draining{rate}: {watch.get('backlog')} left{when}; make results shows the run once it has settled"
-        )
+    watch = t.draining
+    if watch and record.is_draining():
+        left, ended = watch.projected_empty_s, watch.watch_ended_at
+        when = f", {empty_in(left, ended)}" if left is not None and ended else ""
+        rate = f" at {num(watch.rate_per_s)} tasks/s" if watch.rate_per_s else ""
+        return f"still draining{rate}: {watch.backlog} left{when}; make results shows the run once it has settled"
     if t.emptied_by:
         return f"the rest run by {t.emptied_by}"
     if t.purged:

@@ -96,9 +96,9 @@ def arq_note(record: RunRecord) -> str:
     """The drain rate arq held in this run: while its tasks were watched, or from its first
     enqueue to its last completion; with the settings that set it."""
     tasks = record.tasks
-    watch = (tasks and tasks.draining) or {}
-    if watch.get("rate_per_s") is not None:
-        rate = f"arq drained {watch['rate_per_s']:g} tasks/s while watched"
+    watch = tasks and tasks.draining
+    if watch and watch.rate_per_s is not None:
+        rate = f"arq drained {watch.rate_per_s:g} tasks/s while watched"
     elif tasks and tasks.time_to_execute_all_s:
         rate = f"arq ran {tasks.completed / tasks.time_to_execute_all_s:.1f} tasks/s"
     else:
@@ -134,7 +134,7 @@ def notes_of(record: RunRecord) -> str:
     tasks = record.tasks
     if tasks and tasks.draining and not tasks.settled:
         watch = tasks.draining
-        notes.append(f"draining: {watch.get('backlog')} pending at {watch.get('rate_per_s')} tasks/s when watched")
+        notes.append(f"draining: {watch.backlog} pending at {watch.rate_per_s} tasks/s when watched")
     elif tasks and not tasks.settled:
         notes.append("NOT SETTLED")
     if tasks and tasks.purged:

@@ -34,7 +34,7 @@ from labctl.platform.lab import Lab
 from labctl.polling import Progress, wait_until
 from labctl.queues import service_of
 from labctl.records.compare import CompareRecord, run_row
-from labctl.records.run import RunRecord, backlog_of
+from labctl.records.run import DrainWatch, RunRecord, backlog_of
 from labctl.records.store import Store
 from labctl.render import compare_page
 from labctl.render.console import Console
@@ -111,10 +111,10 @@ class Comparison:
         the run's record then holds the ledger's whole counts and the drain it measured
         (RunRecord.emptied). On a Swarm stack, or for `background`, the run's own workers finish
         it (at most --drain-timeout)."""
-        watch = (record.tasks.draining if record.tasks else None) or {}
+        watch = (record.tasks.draining if record.tasks else None) or DrainWatch()
         self.ui.say(
-            f"{queue} drains at {watch.get('rate_per_s')} tasks/s: {watch.get('backlog')} task(s) left, "
-            f"projected to take {watch.get('projected_empty_s')} s more; a one-off {queue} worker runs them now"
+            f"{queue} drains at {watch.rate_per_s} tasks/s: {watch.backlog} task(s) left, "
+            f"projected to take {watch.projected_empty_s} s more; a one-off {queue} worker runs them now"
         )
         api = api_address(self.lab)
         progress = Progress(SWEEP_STALL_S)
