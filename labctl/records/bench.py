@@ -13,20 +13,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    PrivateAttr,
-    SerializerFunctionWrapHandler,
-    ValidatorFunctionWrapHandler,
-    model_serializer,
-    model_validator,
-)
+from pydantic import Field
 
 from labctl import stats
 from labctl.platform.containers import limit_text
-from labctl.records.base import Record
+from labctl.records.base import AsRead, Record
 
 SCHEMA = "bench/1"
 # The budget (docs/bench.md): lab/bare at least this for RPS and drain, the lab API's peak at most this many MB.
@@ -40,31 +31,7 @@ BUDGET_PEAK_MB = 120
 Figure = int | float
 
 
-class _Part(BaseModel):
-    """A part of a bench record, its fields the ones read here, any other kept as
-    it is. Written back with the keys it was read with, in their order, and no
-    others: an older row lacks keys a newer one has, and a record read and written
-    again must be the same file (a default written out would be a key the bench
-    never wrote)."""
-
-    model_config = ConfigDict(extra="allow")
-    _order: list[str] = PrivateAttr(default_factory=list)
-
-    @model_validator(mode="wrap")
-    @classmethod
-    def _keep_order(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-        part = handler(data)
-        if isinstance(data, dict):
-            part._order = list(data)
-        return part
-
-    @model_serializer(mode="wrap")
-    def _as_read(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        dumped = {k: v for k, v in handler(self).items() if k in self.model_fields_set}
-        return {k: dumped[k] for k in self._order if k in dumped} | dumped
-
-
-class ApiLoad(_Part):
+class ApiLoad(AsRead):
     """One API's load over its rounds (runner.combine): its RPS, each round's, the
     API's own CPU a request, latency, peak memory, and what went wrong."""
 
@@ -81,7 +48,7 @@ class ApiLoad(_Part):
     generator_bound: bool = False
 
 
-class DrainWindow(_Part):
+class DrainWindow(AsRead):
     """One window of a drain (experiments/bench/paired_windows.py): the tasks its
     worker did in `s` seconds, and the CPU it spent (None where it was not read)."""
 
@@ -98,7 +65,7 @@ class DrainWindow(_Part):
         return self.cpu_s / self.tasks if self.cpu_s is not None and self.tasks else None
 
 
-class Drain(_Part):
+class Drain(AsRead):
     """One worker's drain, in windows taken in turns with the other side's."""
 
     rate: Figure | None = None
@@ -115,7 +82,7 @@ class Drain(_Part):
         return [w.cpu_per_task for w in self.windows]
 
 
-class BenchRow(_Part):
+class BenchRow(AsRead):
     """One queue of a bench: the bare and the lab API's load, the drains (and arq's
     again at a fast poll), the worker's limits (containers.limits_of), and the
     ratios as judged when it was written (`judged`, from `row_ratios`)."""

@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import Field
 
 from labctl import stats
-from labctl.records.base import Record
+from labctl.records.base import AsRead, Record
 
 SCHEMA = "scale/1"
 # A count's figures over its runs, in the order the pages show them.
@@ -31,17 +31,7 @@ FIGURES = (
 )
 
 
-class _Given(Record):
-    """A part of the record written with the fields it was given, and no others: a run
-    over replicas has no `nodes: null`, an older one no `rep`, so a record reads and
-    writes back as the same JSON."""
-
-    @model_serializer(mode="wrap")
-    def _as_given(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return {key: value for key, value in handler(self).items() if key in self.model_fields_set}
-
-
-class ScaleParams(_Given):
+class ScaleParams(AsRead):
     """The load of every run: a number of requests, or a duration."""
 
     requests: int | None = None
@@ -50,7 +40,7 @@ class ScaleParams(_Given):
     users: int = 0
 
 
-class ScalePlatform(_Given):
+class ScalePlatform(AsRead):
     """Lab.describe(): where the runs ran (a Swarm's node roles and placement kept as given)."""
 
     orchestrator: str = "compose"
@@ -59,7 +49,7 @@ class ScalePlatform(_Given):
     nodes: int | None = None
 
 
-class ScaleRun(_Given):
+class ScaleRun(AsRead):
     """One run: a count in one repetition, its run record's figures, Prometheus's and the ledger's."""
 
     nodes: int | None = None  # over nodes: how many the workers were spread over
