@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from labctl.commands.common import console, handled, help_of
-from labctl.config import setting
+from labctl.config import knobs
 from labctl.platform import cluster as cluster_platform
 from labctl.platform import purge as purge_platform
 from labctl.platform import stack as stack_file
@@ -76,7 +76,7 @@ def stack_down() -> int:
 
 @handled("swarm-leave")
 def swarm_leave() -> int:
-    console().say(stack_deploy.leave(setting("LAB_IMAGE", "task-queue-lab:local")))
+    console().say(stack_deploy.leave(knobs().lab_image))
     return 0
 
 

@@ -11,19 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from lab import load_params
-from labctl.config import RESULTS_DIR, setting
+from labctl.config import RESULTS_DIR, default, knobs
 from labctl.errors import ParamError
 
-# The driver's defaults, each written here once (the commands' options and the
-# comparison's read them too); an env var or the project's .env overrides them.
-LOCUST_WORKERS = 2  # Locust worker containers, one process (at most one core) each
-DRAIN_WATCH_S = 60.0  # how long make load watches the tasks after the load
-DRAIN_TIMEOUT_S = 1200.0  # how long wait=1 (and make compare) waits for a backlog at most
-DRAIN_STALL_S = 120.0  # a wait ends once no task settled for this long
-
-
-def _knob(name: str, default: str) -> Any:
-    return lambda: float(setting(name, default))
+# The driver's defaults (labctl.config.Knobs), as the commands' options show them;
+# an env var or the project's .env overrides them.
+LOCUST_WORKERS: int = default("locust_workers")
+DRAIN_WATCH_S: float = default("load_drain_watch_s")
+DRAIN_TIMEOUT_S: float = default("load_drain_timeout_s")
+DRAIN_STALL_S: float = default("load_drain_stall_s")
 
 
 @dataclass
@@ -41,13 +37,13 @@ class LoadOptions:
     count: str = ""
     size: str = ""
     rate: str = ""
-    locust_workers: int = field(default_factory=lambda: int(setting("LOCUST_WORKERS", str(LOCUST_WORKERS))))
-    drain_watch: float = field(default_factory=_knob("LOAD_DRAIN_WATCH_S", str(DRAIN_WATCH_S)))
-    wait: bool = field(default_factory=lambda: setting("LOAD_WAIT", "") not in ("", "0"))
-    drain_timeout: float = field(default_factory=_knob("LOAD_DRAIN_TIMEOUT_S", str(DRAIN_TIMEOUT_S)))
+    locust_workers: int = field(default_factory=lambda: knobs().locust_workers)
+    drain_watch: float = field(default_factory=lambda: knobs().load_drain_watch_s)
+    wait: bool = field(default_factory=lambda: knobs().load_wait not in ("", "0"))
+    drain_timeout: float = field(default_factory=lambda: knobs().load_drain_timeout_s)
     # Waiting for the tasks ends early when none settled for this long: a task
     # takes seconds at most, so those are not coming.
-    drain_stall: float = field(default_factory=_knob("LOAD_DRAIN_STALL_S", str(DRAIN_STALL_S)))
+    drain_stall: float = field(default_factory=lambda: knobs().load_drain_stall_s)
     results_dir: Path = RESULTS_DIR
 
     def raw_params(self) -> dict[str, str]:

@@ -33,7 +33,7 @@ from lab.load_params import LoadParams
 from labctl.clients.api import api_address, ledger, probe_report
 from labctl.clients.grafana import Grafana, annotation
 from labctl.clients.prometheus import Prometheus
-from labctl.config import setting
+from labctl.config import knobs
 from labctl.errors import LabError, LabNotRunning
 from labctl.load_run.follow import Follow, load_progress
 from labctl.load_run.locust import LOAD_SERVICES, MasterLog, copy_locust_report, load_env, open_gate
@@ -363,7 +363,7 @@ def collect_locust_report(run: LoadRun) -> list[str]:
         log.events(wait=0.5)
         return log.ended
 
-    wait_until(ended, timeout_s=float(setting("LOAD_LINGER_S", "4")) + 30, every_s=0)
+    wait_until(ended, timeout_s=knobs().load_linger_s + 30, every_s=0)
     return copy_locust_report(run.master, run.store, run.params.run)
 
 

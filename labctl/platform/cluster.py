@@ -35,7 +35,7 @@ from typing import Any
 
 import httpx
 
-from labctl.config import ROOT, setting
+from labctl.config import ROOT, knobs
 from labctl.errors import DockerError, ParamError, SwarmError
 from labctl.platform import docker
 from labctl.platform import stack as stack_file
@@ -45,14 +45,14 @@ COMPOSE_FILE = ROOT / "cluster" / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 # The registry's name on the cluster's network: the nodes pull from it as that.
 REGISTRY = "registry:5000"
-KNOBS = {
-    "CLUSTER_PROJECT": "task-queue-lab-cluster",
-    "CLUSTER_NODE_CPUS": "1",
-    "CLUSTER_NODE_MEM": "3g",
-    "CLUSTER_DOCKER_PORT": "2375",
-    "CLUSTER_REGISTRY_PORT": "5000",
-    "CLUSTER_ROLES": "",
-}
+KNOBS = (  # labctl.config.Knobs has their defaults
+    "CLUSTER_PROJECT",
+    "CLUSTER_NODE_CPUS",
+    "CLUSTER_NODE_MEM",
+    "CLUSTER_DOCKER_PORT",
+    "CLUSTER_REGISTRY_PORT",
+    "CLUSTER_ROLES",
+)
 # The roles of the first nodes, in order (docs/swarm.md): Redis, the API, Locust's
 # workers; every further node runs the queues' workers. CLUSTER_ROLES says otherwise.
 FIRST_ROLES = ("broker", "lab", "load")
@@ -80,7 +80,7 @@ def layout(n: int, roles: str = "") -> dict[str, str | None]:
 
 
 def manager_url(env: dict[str, str] | None = None) -> str:
-    port = (env or {}).get("CLUSTER_DOCKER_PORT") or setting("CLUSTER_DOCKER_PORT", KNOBS["CLUSTER_DOCKER_PORT"])
+    port = (env or {}).get("CLUSTER_DOCKER_PORT") or knobs().cluster_docker_port
     return f"tcp://127.0.0.1:{port}"
 
 
@@ -90,7 +90,8 @@ def host_env(env: dict[str, str] | None = None) -> dict[str, str]:
     out = dict(os.environ if env is None else env)
     if out.get("DOCKER_HOST") == manager_url(out):
         del out["DOCKER_HOST"]
-    return {**out, **{k: setting(k, v) for k, v in KNOBS.items() if not out.get(k)}}
+    given = knobs()
+    return {**out, **{k: getattr(given, k.lower()) for k in KNOBS if not out.get(k)}}
 
 
 def public_images(config: dict[str, Any], dockerfile_text: str) -> tuple[list[str], list[str]]:
@@ -170,7 +171,7 @@ class Cluster:
         """What make stack-up, make load, ... need to drive the lab on the cluster:
         the Docker CLI pointed at the manager, the lab's image in the cluster's
         registry, the port forwarder published on the manager's address here."""
-        image = setting("LAB_IMAGE", "task-queue-lab:local")
+        image = knobs().lab_image
         image = image if image.startswith(f"{REGISTRY}/") else f"{REGISTRY}/{image.rsplit('/', 1)[-1]}"
         return {"DOCKER_HOST": manager_url(self.env), "LAB_IMAGE": image, "STACK_PUBLISH_IP": self.ip("node-1")}
 

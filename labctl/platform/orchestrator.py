@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from labctl.config import setting
+from labctl.config import knobs
 from labctl.errors import ParamError
 from labctl.platform.compose import Compose
 from labctl.platform.lab import Lab
@@ -14,7 +14,7 @@ from labctl.platform.swarm import Swarm, swarm_state
 
 def orchestrator(env: dict[str, str] | None = None) -> Lab:
     env = dict(os.environ if env is None else env)
-    choice = env.get("LAB_ORCHESTRATOR") or setting("LAB_ORCHESTRATOR", "auto")
+    choice = env.get("LAB_ORCHESTRATOR") or knobs().lab_orchestrator
     if choice not in ("auto", "compose", "swarm"):
         raise ParamError(f"LAB_ORCHESTRATOR={choice}: auto, compose or swarm")
     if choice == "swarm":

@@ -23,7 +23,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from labctl.config import ROOT, setting
+from labctl.config import ROOT, knobs
 from labctl.errors import SwarmError
 from labctl.platform import stack as stack_file
 from labctl.platform.compose import Compose
@@ -54,7 +54,7 @@ def deploy(services: list[str] | None, say: Callable[[str], None]) -> None:
     swarm = Swarm()
     if swarm_state() != "active":
         raise SwarmError("this Docker engine is in no swarm: `docker swarm init` (docs/swarm.md)")
-    image = swarm.env.get("LAB_IMAGE") or setting("LAB_IMAGE", "task-queue-lab:local")
+    image = swarm.env.get("LAB_IMAGE") or knobs().lab_image
     say("building the lab's images (docker compose build api locust-master) ...")
     Compose(swarm.env)("build", "api", "locust-master", timeout=1800)
     if registry := registry_of(image):
@@ -67,7 +67,7 @@ def deploy(services: list[str] | None, say: Callable[[str], None]) -> None:
     docker(*deploy_args, "-c", str(rendered.path), swarm.stack, timeout=300)
     expected = {name: s["deploy"].get("replicas", 1) for name, s in rendered.stack["services"].items()}
     wait_converged(swarm, expected, say=say, since=since)
-    start_forwarder(swarm, image, rendered.forwards, setting("STACK_PUBLISH_IP", "127.0.0.1"))
+    start_forwarder(swarm, image, rendered.forwards, knobs().stack_publish_ip)
     where = swarm.describe()
     say(f"stack {swarm.stack}: {len(expected)} services running on {where['nodes']} node(s)")
     for node, names in sorted(by_node(where["placement"]).items()):
@@ -98,7 +98,7 @@ def remove(say: Callable[[str], None]) -> None:
 def restart_engine() -> str:
     """Restart the Docker engine: ENGINE_RESTART (a shell command), else systemd's docker
     unit, else the offline engine's dockerd (stopped by its pid file) and start-engine."""
-    command = setting("ENGINE_RESTART", "")
+    command = knobs().engine_restart
     if command:
         subprocess.run(command, shell=True, check=True, timeout=300)
         how = command

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from labctl.config import setting
+from labctl.config import knobs
 from labctl.errors import SwarmError
 from labctl.platform import docker as cli
 from labctl.platform import stack as stack_file
@@ -58,7 +58,7 @@ class Swarm:
 
     def __init__(self, env: dict[str, str] | None = None, stack: str | None = None):
         self.env = dict(os.environ if env is None else env)
-        self.stack = stack or self.env.get("STACK_NAME") or setting("STACK_NAME", "lab")
+        self.stack = stack or self.env.get("STACK_NAME") or knobs().stack_name
         self.forwarder = f"{self.stack}-ports"
 
     def name(self, service: str) -> str:
@@ -155,7 +155,7 @@ class Swarm:
         with the run's environment, and wait for their containers on this node."""
         if "locust-master" in services:  # as compose's `up --build` does: an edit of lab/ reaches Locust
             Compose(self.env)("build", "locust-master", timeout=900)
-            image = self.env.get("LAB_IMAGE") or setting("LAB_IMAGE", "task-queue-lab:local")
+            image = self.env.get("LAB_IMAGE") or knobs().lab_image
             if registry_of(image):  # the Locust workers' nodes pull it there
                 push(f"{image}-load")
         path = stack_file.render(

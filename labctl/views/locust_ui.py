@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 
 from lab import load_params
-from labctl.config import setting
+from labctl.config import knobs
 from labctl.errors import LabError, ParamError
 from labctl.platform.compose import Compose
 from labctl.polling import wait_until
@@ -35,7 +35,7 @@ def locust_ui(worker: str, endpoint: str, run: str, ui: Console) -> int:
     compose = Compose(profile="locust-ui")
     env = {"LOAD_WORKER": worker, "LOAD_ENDPOINT": endpoint, "LOAD_RUN": run}
     compose.start_service("locust-ui", env, recreate=True)
-    port = setting("LOCUST_UI_PORT", "8089")
+    port = knobs().locust_ui_port
     url = f"http://127.0.0.1:{port}/"
     if not wait_until(lambda: _answers(url), timeout_s=30, every_s=0.5):
         logs = compose.logs("locust-ui", tail=20)

@@ -195,7 +195,8 @@ def test_driver_settings_come_from_the_env_files_compose_reads(tmp_path, monkeyp
     monkeypatch.setenv("COMPOSE_ENV_FILES", str(env_file))
     monkeypatch.delenv("LOCUST_WORKERS", raising=False)
     assert config.dotenv() == {"LOCUST_WORKERS": "4", "GRAFANA_ADMIN_PASSWORD": "s3 cret"}
-    assert config.setting("LOCUST_WORKERS", "2") == "4" and config.setting("LOAD_LINGER_S", "6") == "6"
+    given = config.knobs()
+    assert given.locust_workers == 4 and given.load_linger_s == config.default("load_linger_s")
     assert LoadOptions().locust_workers == 4
     # The command line reads the env files for every option that names an env var.
     defaults = dotenv_defaults(get_command(labctl_app), config.dotenv())

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from labctl.clients.api import ledger
-from labctl.config import setting
+from labctl.config import knobs
 from labctl.errors import EXIT_FAILED, EXIT_OK, LabNotRunning, ParamError
 from labctl.load_run.options import LoadOptions
 from labctl.load_run.steps import run_load
@@ -134,7 +134,7 @@ def chaos_load(options: LoadOptions, chaos: ChaosOptions, drain_stall_given: boo
         # A dead worker's tasks come back once their lease runs out: TASK_TIMEOUT_S
         # (+10 s for arq, +60 s sweep for SAQ; Celery's visibility timeout is twice
         # it). Waiting less would call them lost when they are only late.
-        stall = BACKGROUND_DRAIN_STALL_S if background else 3 * float(setting("TASK_TIMEOUT_S", "60"))
+        stall = BACKGROUND_DRAIN_STALL_S if background else 3 * knobs().task_timeout_s
         options = options.but(drain_stall=stall)
     return options
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
-from labctl.config import setting
+from labctl.config import knobs
 from labctl.errors import LabError
 from labctl.platform import docker
 from labctl.polling import wait_until
@@ -61,8 +61,9 @@ class Machine:
         quiet_wait_s: float = 5.0,
     ):
         self.work, self.stamp, self.say = work, stamp, say
-        self.image = setting("LAB_IMAGE", "task-queue-lab:local")
-        self.limits = {"cpus": setting("WORKER_CPUS", "0.2"), "memory": setting("WORKER_MEM", "200M")}
+        given = knobs()
+        self.image = given.lab_image
+        self.limits = {"cpus": given.worker_cpus, "memory": given.worker_mem}
         self.quiet_share, self.quiet_wait_s = quiet_share, quiet_wait_s
         self.steps = 0
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from labctl.config import RESULTS_DIR, setting
+from labctl.config import RESULTS_DIR, knobs
 from labctl.errors import ParamError
-from labctl.load_run.options import DRAIN_TIMEOUT_S, LOCUST_WORKERS, LoadOptions
+from labctl.load_run.options import LoadOptions
 from labctl.queues import QUEUES
 
 # Each run: 20 s of load, its RPS read after the first 5 (the users' start, new
@@ -61,8 +61,8 @@ class CompareOptions:
     users: int = 100
     spawn: str = ""
     endpoint: str = "io/simple"
-    locust_workers: int = field(default_factory=lambda: int(setting("LOCUST_WORKERS", str(LOCUST_WORKERS))))
-    drain_timeout: float = field(default_factory=lambda: float(setting("LOAD_DRAIN_TIMEOUT_S", str(DRAIN_TIMEOUT_S))))
+    locust_workers: int = field(default_factory=lambda: knobs().locust_workers)
+    drain_timeout: float = field(default_factory=lambda: knobs().load_drain_timeout_s)
     backlog_wait_s: float = 600
     setting: str = ""  # "" (the running stack's limits) or "article"
     results_dir: Path = RESULTS_DIR
