@@ -9,8 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from dotenv import dotenv_values
+from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from lab.settings import Settings as ProcessSettings
+from labctl.errors import ParamError
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = ROOT / "results"
@@ -54,7 +58,7 @@ class Knobs(BaseSettings):
     load_wait: str = ""  # make load waits for every task unless empty or 0
     load_linger_s: float = 4.0  # Locust's processes serve /metrics this long after the result
     locust_ui_port: int = 8089
-    task_timeout_s: float = 60.0
+    task_timeout_s: int = ProcessSettings.model_fields["task_timeout_s"].default  # the processes' own
     worker_cpus: str = "0.2"
     worker_mem: str = "200M"
     # Where the lab runs: its image, the orchestrator, a Swarm stack and a cluster of engines.
@@ -83,8 +87,13 @@ class Knobs(BaseSettings):
 
 
 def knobs() -> Knobs:
-    """The knobs as they are now (read again at each call: tests and commands change the environment)."""
-    return Knobs()
+    """The knobs as they are now (read again at each call: tests and commands change the
+    environment); a value that is not of its knob's type is refused by the knob's env var."""
+    try:
+        return Knobs()
+    except ValidationError as exc:
+        bad = "; ".join(f"{'.'.join(map(str, e['loc'])).upper()}={e['input']!r}: {e['msg']}" for e in exc.errors())
+        raise ParamError(f"{bad} (from the environment or the env files compose reads)") from None
 
 
 def default(name: str) -> Any:

@@ -203,6 +203,9 @@ def test_driver_settings_come_from_the_env_files_compose_reads(tmp_path, monkeyp
     assert defaults["load"] == {"locust_workers": "4"} and defaults["compare"] == {"locust_workers": "4"}
     monkeypatch.setenv("LOCUST_WORKERS", "3")  # the environment wins, as with compose
     assert LoadOptions().locust_workers == 3
+    monkeypatch.setenv("LOCUST_WORKERS", "three")  # refused by its env var, as a bad option is
+    with pytest.raises(ParamError, match="LOCUST_WORKERS='three'"):
+        config.knobs()
 
 
 # -- Tickets: exactly `iterations` requests ----------------------------------------------
