@@ -609,7 +609,7 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             (
                 "labctl/records/compare.py",
-                r'own = \[r for r in rows if r\["queue"\] == q\]',
+                r"own = \[r for r in rows if r\.queue == q\]",
                 "own = list(rows)",
             ),
         ),

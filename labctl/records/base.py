@@ -15,6 +15,11 @@ from pydantic import (
     model_validator,
 )
 
+# Each figure as the JSON holds it: an int stays an int where a float type would
+# make 1.0 of 1, so that a record read and written again is the same file and its
+# figures show as they were written.
+Figure = int | float
+
 
 class Record(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)

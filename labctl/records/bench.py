@@ -17,18 +17,12 @@ from pydantic import Field
 
 from labctl import stats
 from labctl.platform.containers import limit_text
-from labctl.records.base import AsRead, Record
+from labctl.records.base import AsRead, Figure, Record
 
 SCHEMA = "bench/1"
 # The budget (docs/bench.md): lab/bare at least this for RPS and drain, the lab API's peak at most this many MB.
 BUDGET_RATIO = 0.9
 BUDGET_PEAK_MB = 120
-
-
-# Each figure as the JSON holds it: an int stays an int where a float type would
-# make 1.0 of 1, so that a record read and written again is the same file and its
-# figures show as they were written.
-Figure = int | float
 
 
 class ApiLoad(AsRead):
@@ -216,7 +210,25 @@ def row_ratios(row: BenchRow) -> dict[str, BudgetRatio]:
     return out
 
 
-def ratios(record: BenchRecord) -> list[dict[str, Any]]:
+class BenchRatios(AsRead):
+    """A queue's row of a bench in a few fields (ratios): what `make results` and `make
+    compare` show of it."""
+
+    queue: str
+    run: str
+    time: str = ""
+    mode: str | None = None
+    api_limits: str = ""
+    worker_limits: str = ""
+    rps_ratio: Figure | None = None
+    drain_ratio: Figure | None = None
+    rps_ratio_interval: dict[str, Any] = {}
+    drain_ratio_interval: dict[str, Any] = {}
+    api_cpu_us_per_request: list[Figure | None] = []  # bare, lab
+    worker_cpu_us_per_task: list[Figure | None] = []
+
+
+def ratios(record: BenchRecord) -> list[BenchRatios]:
     """Each queue's figures of a bench in a few fields (`make results`, `make
     compare`): the lab's RPS and drain rate against the bare app's (lab ÷ bare,
     the median over the pairs, rounded down as in the table; with its interval, n
@@ -227,19 +239,19 @@ def ratios(record: BenchRecord) -> list[dict[str, Any]]:
         b, l = row.drains_or_empty()
         rps, drain = rps_ratio(row.bare, row.lab), drain_ratio(b, l)
         out.append(
-            {
-                "queue": row.queue,
-                "run": record.run,
-                "time": record.time,
-                "mode": record.mode,
-                "api_limits": limit_text(record.api_limits),
-                "worker_limits": limit_text(row.worker_limits),
-                "rps_ratio": rps.value,
-                "drain_ratio": drain.value,
-                "rps_ratio_interval": rps.as_json(),
-                "drain_ratio_interval": drain.as_json(),
-                "api_cpu_us_per_request": [row.bare.api_cpu_us_per_request, row.lab.api_cpu_us_per_request],
-                "worker_cpu_us_per_task": [b.cpu_us_per_task, l.cpu_us_per_task],
-            }
+            BenchRatios(
+                queue=row.queue,
+                run=record.run,
+                time=record.time,
+                mode=record.mode,
+                api_limits=limit_text(record.api_limits),
+                worker_limits=limit_text(row.worker_limits),
+                rps_ratio=rps.value,
+                drain_ratio=drain.value,
+                rps_ratio_interval=rps.as_json(),
+                drain_ratio_interval=drain.as_json(),
+                api_cpu_us_per_request=[row.bare.api_cpu_us_per_request, row.lab.api_cpu_us_per_request],
+                worker_cpu_us_per_task=[b.cpu_us_per_task, l.cpu_us_per_task],
+            )
         )
     return out

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, cast
 
 from pydantic import Field, model_validator
 
 from labctl import stats
 from labctl.queues import service_of
-from labctl.records.base import Record
+from labctl.records.base import AsRead, Figure, Record
+from labctl.records.bench import BenchRatios
+from labctl.records.capacity import QueueCapacity
 from labctl.records.run import MachineSpeed, Scrapes, counter_rate
 
 SCHEMA = "compare/2"
@@ -47,6 +50,106 @@ LAB_FIELDS = (
 FIELDS = ARTICLE_FIELDS + (("tasks/s", "tasks_per_s"),) + LAB_FIELDS
 
 
+class CompareRun(AsRead):
+    """One load run of a comparison in the report's fields (run_row), written back with
+    the keys it was read with: an older record's rows lack some of today's."""
+
+    queue: str
+    rep: int
+    run: str
+    round: int | None = None  # the round it ran in (experiments/compare/rounds.py)
+    rps: Figure | None = None  # over the steady part of the load (steady_rps)
+    rps_whole_load: Figure | None = None
+    median_ms: Figure | None = None
+    p95_ms: Figure | None = None
+    all_done_s: Figure | None = None  # first enqueue to last completion, or its projection
+    all_done_projected: bool = False
+    tasks_per_s: Figure | None = None
+    drain_rate_per_s: Figure | None = None
+    errors_pct: Figure | None = None
+    requests: int | None = None
+    load_s: Figure | None = None
+    drain_s: Figure | None = None
+    enqueued: int | None = None
+    completed: int | None = None
+    lost: int | None = None
+    duplicates: int | None = None
+    settled: bool = False
+    cpu_ms_per_task: Figure | None = None
+    api_cpu_ms_per_request: Figure | None = None
+    worker_peak_mb: Figure | None = None
+    api_peak_mb: Figure | None = None
+    throttled_periods_pct: Figure | None = None
+    machine_speed: Figure | None = None
+    # The charts' rates over the middle of the load, against the table's (collect_series).
+    chart_rps_middle: Figure | None = None
+    chart_throughput_middle: Figure | None = None
+    warnings: list[str] = []
+
+    def value(self, key: str) -> Figure | None:
+        """The figure a FIELDS or RANKED key names."""
+        figure = getattr(self, key, None)
+        return figure if isinstance(figure, int | float) and not isinstance(figure, bool) else None
+
+
+class Place(Record):
+    """A queue's place in a ranking (ranking()): its rank, the queues shown above it, and
+    the figure it is ranked by."""
+
+    queue: str
+    rank: int
+    above: list[str] = []
+    median: Figure | None = None
+    low: Figure | None = None
+    high: Figure | None = None
+    n: int = 0
+
+    @property
+    def estimate(self) -> stats.Estimate:
+        return stats.Estimate(self.median, self.low, self.high, self.n)
+
+
+class RoundsRecord(AsRead):
+    """How the comparison's rounds went (experiments/compare/rounds.py): the seed, every
+    round's order, why each queue stopped. Empty in a record from before the rounds."""
+
+    seed: int | None = None
+    rounds: int | None = None
+    max_rounds: int | None = None
+    target_pct: Figure = 5
+    budget_s: Figure | None = None
+    orders: list[list[str]] = []
+    stopped: dict[str, str] = {}  # queue -> within, max_rounds or budget
+
+    @property
+    def recorded(self) -> bool:
+        return bool(self.model_fields_set)
+
+    def not_within(self) -> dict[str, str]:
+        """The queues whose RPS interval did not get within the target, and why they stopped."""
+        return {q: why for q, why in self.stopped.items() if why != "within"}
+
+
+class ChaosBeside(AsRead):
+    """A queue's latest fault run of one fault (experiments/compare/setting.latest_chaos)."""
+
+    queue: str
+    fault: str | None = None
+    lost: int | None = None
+    duplicates: int | None = None
+    recovered_s: Figure | None = None  # when work resumed after the fault
+    limits: str = ""  # API / workers
+    run: str = ""
+
+
+class CapacityBeside(AsRead, QueueCapacity):
+    """A queue's result in its latest `make capacity`, with what it ran under."""
+
+    limits: str = ""  # API / worker
+    max_wait_s: Figure | None = None
+    record: str = ""
+
+
 class CompareRecord(Record):
     """One comparison: every queue's runs under one setting. A record written before
     runs lasted a time (`params.requests`, no `params.duration_s`) reads as it was."""
@@ -62,16 +165,16 @@ class CompareRecord(Record):
     # (stats.Estimate); RPS and tasks/s with the queues ranked, ties shared (ranking()); the
     # runs whose machine speed was over SPEED_OFF_PCT % off the median (off_speed()).
     summary: dict[str, dict[str, Any]] = {}
-    ranking: dict[str, list[dict[str, Any]]] = {}
+    ranking: dict[str, list[Place]] = {}
     off_speed: list[str] = []
-    rounds: dict[str, Any] = {}  # the seed, every round's order, why a queue stopped (experiments/compare/rounds.py)
-    runs: list[dict[str, Any]] = []  # one row per load run, in the order they ran
+    rounds: RoundsRecord = RoundsRecord()
+    runs: list[CompareRun] = []  # one row per load run, in the order they ran
     series: list[dict[str, Any]] = []  # per run: throughput, backlog, done_pct over time
     series_step_s: float | None = None
     setting: dict[str, Any] = {}  # limits, knobs, versions, machine
-    bench: dict[str, Any] = {}  # each queue's latest make bench ratios
-    chaos: list[dict[str, Any]] = []  # each queue's latest make chaos per fault
-    capacity: dict[str, Any] = {}  # each queue's latest make capacity result (setting.latest_capacity)
+    bench: dict[str, BenchRatios] = {}  # each queue's latest make bench ratios
+    chaos: list[ChaosBeside] = []  # each queue's latest make chaos per fault
+    capacity: dict[str, CapacityBeside] = {}  # each queue's latest make capacity result
     published: dict[str, Any] | None = None  # the published experiment's rows for this setting
     published_note: str = ""
     notes: list[str] = []
@@ -83,8 +186,9 @@ class CompareRecord(Record):
         runs whenever a record is made or read (an older record's too, by today's rules):
         the runs are the figures' one owner, the rest is kept in the JSON for its readers."""
         for row in self.runs:
-            row.setdefault("tasks_per_s", tasks_per_s(row.get("enqueued"), row.get("all_done_s")))
-        queues = list(dict.fromkeys(r["queue"] for r in self.runs))
+            if "tasks_per_s" not in row.model_fields_set:
+                row.tasks_per_s = tasks_per_s(row.enqueued, row.all_done_s)
+        queues = list(dict.fromkeys(r.queue for r in self.runs))
         self.summary = summarise(self.runs, queues)
         self.ranking = ranking(self.runs, queues)
         self.off_speed = off_speed(self.runs)
@@ -127,7 +231,7 @@ def ratios_to(summary: Mapping[str, Mapping[str, Any]], reference: str, key: str
     return {q: round(v / ref, 2) if (v := value(f)) is not None and ref else None for q, f in summary.items()}
 
 
-def run_ratios_to(runs: Iterable[Mapping[str, Any]], reference: str, key: str = "rps") -> dict[str, stats.Ratio]:
+def run_ratios_to(runs: Iterable[CompareRun], reference: str, key: str = "rps") -> dict[str, stats.Ratio]:
     """Each queue's figure over the reference queue's, from their runs: the ratio of the
     medians with its interval (stats.ratio)."""
     by_queue = values_by_queue(runs, key)
@@ -209,7 +313,7 @@ def run_row(
     cpu_s: Mapping[str, float | None],
     warmup_s: float | None = None,
     window_end: float | None = None,
-) -> dict[str, Any]:
+) -> CompareRun:
     """One load run of a comparison in the report's fields, from its record
     (records/run.py) and the CPU seconds its worker and the API used between the
     load's start and `window_end` (`cpu_s`): the last settled task, or the end of the
@@ -223,89 +327,110 @@ def run_row(
     steady = steady_rps(record, warmup_s) if warmup_s is not None else None
     done_in_window = completed_by(record, window_end) if window_end is not None and projected else None
     all_done = projected if projected is not None else tasks.get("time_to_execute_all_s")
-    return {
-        "queue": queue,
-        "rep": rep,
-        "run": record["run"],
-        "rps": steady if steady is not None else record.get("rps"),
-        "rps_whole_load": record.get("rps"),
-        "median_ms": record.get("median_ms"),
-        "p95_ms": record.get("p95_ms"),
-        "all_done_s": all_done,
-        "all_done_projected": projected is not None,
-        "tasks_per_s": tasks_per_s(tasks.get("enqueued"), all_done),
-        "drain_rate_per_s": (tasks.get("draining") or {}).get("rate_per_s"),
-        "errors_pct": record.get("failures_pct"),
-        "requests": record.get("requests"),
-        "load_s": record.get("duration_s"),
-        "drain_s": tasks.get("drain_s"),
-        "enqueued": tasks.get("enqueued"),
-        "completed": tasks.get("completed"),
-        "lost": tasks.get("lost"),
-        "duplicates": tasks.get("duplicates"),
-        "settled": bool(tasks.get("settled")),
-        "cpu_ms_per_task": _per(
+    return CompareRun(
+        queue=queue,
+        rep=rep,
+        run=record["run"],
+        rps=steady if steady is not None else record.get("rps"),
+        rps_whole_load=record.get("rps"),
+        median_ms=record.get("median_ms"),
+        p95_ms=record.get("p95_ms"),
+        all_done_s=all_done,
+        all_done_projected=projected is not None,
+        tasks_per_s=tasks_per_s(tasks.get("enqueued"), all_done),
+        drain_rate_per_s=(tasks.get("draining") or {}).get("rate_per_s"),
+        errors_pct=record.get("failures_pct"),
+        requests=record.get("requests"),
+        load_s=record.get("duration_s"),
+        drain_s=tasks.get("drain_s"),
+        enqueued=tasks.get("enqueued"),
+        completed=tasks.get("completed"),
+        lost=tasks.get("lost"),
+        duplicates=tasks.get("duplicates"),
+        settled=bool(tasks.get("settled")),
+        cpu_ms_per_task=_per(
             cpu_s.get(service),
             done_in_window if done_in_window is not None else tasks.get("completed"),
         ),
-        "api_cpu_ms_per_request": _per(cpu_s.get("api"), record.get("requests")),
-        "worker_peak_mb": _mb((resources.get(service) or {}).get("peak_memory_bytes")),
-        "api_peak_mb": _mb((resources.get("api") or {}).get("peak_memory_bytes")),
-        "throttled_periods_pct": (resources.get(service) or {}).get("cpu_throttled_periods_pct"),
-        "machine_speed": machine_speed(record, warmup_s),
-        "warnings": list(record.get("warnings") or []),
-    }
+        api_cpu_ms_per_request=_per(cpu_s.get("api"), record.get("requests")),
+        worker_peak_mb=_mb((resources.get(service) or {}).get("peak_memory_bytes")),
+        api_peak_mb=_mb((resources.get("api") or {}).get("peak_memory_bytes")),
+        throttled_periods_pct=(resources.get(service) or {}).get("cpu_throttled_periods_pct"),
+        machine_speed=machine_speed(record, warmup_s),
+        warnings=list(record.get("warnings") or []),
+    )
 
 
 def values_by_queue(
-    rows: Iterable[Mapping[str, Any]], key: str, queues: Iterable[str] | None = None
-) -> dict[str, list[Any]]:
+    rows: Iterable[CompareRun], key: str, queues: Iterable[str] | None = None
+) -> dict[str, list[Figure | None]]:
     """Each queue's figures for `key`, one per run, in the order they ran."""
     rows = list(rows)
-    names = list(queues) if queues is not None else list(dict.fromkeys(r["queue"] for r in rows))
-    return {q: [r.get(key) for r in rows if r["queue"] == q] for q in names}
+    names = list(queues) if queues is not None else list(dict.fromkeys(r.queue for r in rows))
+    return {q: [r.value(key) for r in rows if r.queue == q] for q in names}
 
 
-def summarise(rows: Iterable[Mapping[str, Any]], queues: Iterable[str]) -> dict[str, dict[str, dict[str, Any] | None]]:
+def summarise(rows: Iterable[CompareRun], queues: Iterable[str]) -> dict[str, dict[str, dict[str, Any] | None]]:
     """Per queue and field, the median of that queue's runs with its interval and n (stats.estimate)."""
     rows = list(rows)
     out: dict[str, dict[str, dict[str, Any] | None]] = {}
     for q in queues:
-        own = [r for r in rows if r["queue"] == q]
+        own = [r for r in rows if r.queue == q]
         if not own:
             continue
-        out[q] = {key: stats.estimate(r.get(key) for r in own).as_json() for _, key in FIELDS}
+        out[q] = {key: stats.estimate(r.value(key) for r in own).as_json() for _, key in FIELDS}
         done = out[q].get("all_done_s")
-        if done is not None and any(r.get("all_done_projected") for r in own):
+        if done is not None and any(r.all_done_projected for r in own):
             done["projected"] = True  # a projection at the rate its queue drained while watched
     return out
 
 
-def ranking(rows: Iterable[Mapping[str, Any]], queues: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+def ranking(rows: Iterable[CompareRun], queues: Iterable[str]) -> dict[str, list[Place]]:
     """The queues ranked by each of RANKED: 1 + the number of queues shown higher (the
     interval of their ratio above 1, stats.ranking); queues no run tells apart share a rank."""
     rows = list(rows)
     queues = list(queues)
     return {
         key: [
-            {"queue": r.name, "rank": r.rank, "above": list(r.above), **r.estimate.as_json()}
+            Place(queue=r.name, rank=r.rank, above=list(r.above), **r.estimate.as_json())
             for r in stats.ranking(values_by_queue(rows, key, queues))
         ]
         for _, key in RANKED
     }
 
 
-def off_speed(rows: Iterable[Mapping[str, Any]], pct: float = SPEED_OFF_PCT) -> list[str]:
+def off_speed(rows: Iterable[CompareRun], pct: float = SPEED_OFF_PCT) -> list[str]:
     """The runs whose machine speed was further than `pct` % from the median of every run's:
     they ran on a machine slower or faster than the comparison's others."""
-    rows = [r for r in rows if r.get("machine_speed")]
-    if len(rows) < 3:
+    speeds = {r.run: r.machine_speed for r in rows if r.machine_speed}
+    if len(speeds) < 3:
         return []
-    median = statistics.median(r["machine_speed"] for r in rows)
-    return [r["run"] for r in rows if abs(r["machine_speed"] / median - 1) * 100 > pct]
+    median = statistics.median(speeds.values())
+    return [run for run, speed in speeds.items() if abs(speed / median - 1) * 100 > pct]
 
 
-def agreement(a: CompareRecord, b: CompareRecord, within_pct: float, key: str = "rps") -> dict[str, Any]:
+@dataclass(frozen=True)
+class Agreement:
+    """Two comparisons of the same queues side by side (agreement())."""
+
+    medians: dict[str, tuple[float | None, float | None]]  # queue -> its median in each
+    diff_pct: dict[str, float]  # how far apart the two medians are
+    shifts: dict[str, stats.Ratio]  # second / first, with its interval
+    far: list[str]  # more than within_pct % apart
+    disagreeing: list[str]  # of those, by a shift the runs show
+    called: tuple[int, int]  # pairs each calls different
+    flipped: list[str]  # pairs one calls different that the other calls the other way round
+
+    @property
+    def largest_diff_pct(self) -> float | None:
+        return max(self.diff_pct.values(), default=None)
+
+    @property
+    def agreed(self) -> bool:
+        return bool(self.medians) and not self.flipped and not self.disagreeing
+
+
+def agreement(a: CompareRecord, b: CompareRecord, within_pct: float, key: str = "rps") -> Agreement:
     """Two comparisons of the same queues set side by side: each queue's median in both,
     how far apart they are, the ratio second / first with its interval (a shift between
     the two shown only where it excludes 1), the largest difference, the queues more than
@@ -322,13 +447,12 @@ def agreement(a: CompareRecord, b: CompareRecord, within_pct: float, key: str = 
     flipped = sorted(
         f"{x} {verdict} than {y}" for (x, y), verdict in called_a.items() if called_b.get((x, y)) not in (None, verdict)
     )
-    return {
-        "medians": medians,
-        "diff_pct": diffs,
-        "largest_diff_pct": max(diffs.values(), default=None),
-        "shifts": shifts,
-        "far": far,
-        "disagreeing": [q for q in far if shifts[q].differs],
-        "called": (len(called_a) // 2, len(called_b) // 2),
-        "flipped": flipped,
-    }
+    return Agreement(
+        medians=medians,
+        diff_pct=diffs,
+        shifts=shifts,
+        far=far,
+        disagreeing=[q for q in far if shifts[q].differs],
+        called=(len(called_a) // 2, len(called_b) // 2),
+        flipped=flipped,
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from labctl import stats
@@ -19,6 +20,7 @@ from labctl.records.compare import (
     ARTICLE_FIELDS,
     LAB_FIELDS,
     RANKED,
+    Agreement,
     ArticleRecord,
     CompareRecord,
     ratios_to,
@@ -53,15 +55,6 @@ MARK_WIDE = "†"  # a queue whose RPS interval did not get within the compariso
 
 
 # -- Figures as the tables print them --------------------------------------------------------
-def spread(st: Mapping[str, Any] | None) -> str:
-    """`mean (min–max)` of a figure given as {mean, min, max, n}: the mean alone when they agree."""
-    if not st:
-        return "-"
-    if st["n"] > 1 and num(st["min"]) != num(st["max"]):
-        return f"{num(st['mean'])} ({num(st['min'])}–{num(st['max'])})"
-    return num(st["mean"])
-
-
 def figure(record: CompareRecord, queue: str, key: str, show_n: bool = False) -> str:
     """`412 [398–430]`, `~` before a projected time; `-` for none."""
     est = record.figure(queue, key)
@@ -72,12 +65,11 @@ def figure(record: CompareRecord, queue: str, key: str, show_n: bool = False) ->
 
 def wide(record: CompareRecord) -> dict[str, str]:
     """The queues whose RPS interval is wider than the target, and why they stopped."""
-    stopped = (record.rounds or {}).get("stopped") or {}
-    return {q: why for q, why in stopped.items() if why != "within"}
+    return record.rounds.not_within()
 
 
 def runs_of(record: CompareRecord, queue: str) -> int:
-    return sum(1 for r in record.runs if r["queue"] == queue)
+    return sum(1 for r in record.runs if r.queue == queue)
 
 
 # -- The setting, as one line --------------------------------------------------------------
@@ -93,15 +85,15 @@ def run_length(p: Mapping[str, Any]) -> str:
 
 
 def rounds_line(record: CompareRecord) -> str:
-    r = record.rounds or {}
-    if not r:
+    r = record.rounds
+    if not r.recorded:
         return f"{record.params.get('reps', '?')} rep(s) per queue, in a fixed order"
     counts = sorted({runs_of(record, q) for q in record.queues})
     n = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
     return (
-        f"{len(r.get('orders') or [])} round(s) in a random order (seed {r.get('seed')}), {n} runs per queue: "
-        f"at least {r.get('rounds')}, then more for a queue whose RPS interval was wider than "
-        f"+-{r.get('target_pct', 5):g} % (at most {r.get('max_rounds')})"
+        f"{len(r.orders)} round(s) in a random order (seed {r.seed}), {n} runs per queue: "
+        f"at least {r.rounds}, then more for a queue whose RPS interval was wider than "
+        f"+-{r.target_pct:g} % (at most {r.max_rounds})"
     )
 
 
@@ -123,8 +115,8 @@ def ranking_rows(record: CompareRecord) -> list[list[str]]:
             entries = by[key]
             if i < len(entries):
                 e = entries[i]
-                mark = MARK_WIDE if key == "rps" and e["queue"] in marks else ""
-                row += [str(e["rank"]), f"{e['queue']}{mark}", stats.text(stats.from_json(e))]
+                mark = MARK_WIDE if key == "rps" and e.queue in marks else ""
+                row += [str(e.rank), f"{e.queue}{mark}", stats.text(e.estimate)]
             else:
                 row += ["", "", ""]
         rows.append(row)
@@ -206,13 +198,13 @@ def capacity_rows(record: CompareRecord) -> list[list[str]]:
         rows.append(
             [
                 q,
-                stats.text(stats.from_json(c.get("sustained_rate"))),
-                bracket_text(c.get("bracket") or []),
-                c.get("limited_by") or "-",
-                num(c.get("tasks_per_cpu")),
-                num(c.get("max_wait_s")),
-                str(c.get("limits")),
-                str(c.get("record")),
+                stats.text(stats.from_json(c.sustained_rate)),
+                bracket_text(c.bracket),
+                c.limited_by or "-",
+                num(c.tasks_per_cpu),
+                num(c.max_wait_s),
+                c.limits,
+                c.record,
             ]
         )
     return rows
@@ -290,17 +282,16 @@ def ranking_table(record: CompareRecord, key: str, title: str) -> str:
     body = []
     previous = None
     for e in record.ranking.get(key) or []:
-        est = stats.from_json(e)
-        mark = MARK_WIDE if key == "rps" and e["queue"] in marks else ""
+        mark = MARK_WIDE if key == "rps" and e.queue in marks else ""
         cells = [
-            f"<td class=rank data-rank-of='{esc(e['queue'])}' data-ranking='{key}'>{e['rank']}</td>",
-            _td(e["queue"] + mark, attrs=f' data-queue="{esc(e["queue"])}"'),
-            _stat_cell(record, e["queue"], key),
-            _td(est.n, True),
-            _td(", ".join(e.get("above") or []) or "-"),
+            f"<td class=rank data-rank-of='{esc(e.queue)}' data-ranking='{key}'>{e.rank}</td>",
+            _td(e.queue + mark, attrs=f' data-queue="{esc(e.queue)}"'),
+            _stat_cell(record, e.queue, key),
+            _td(e.n, True),
+            _td(", ".join(e.above) or "-"),
         ]
-        body.append(_row(cells, "tie" if e["rank"] == previous else ""))
-        previous = e["rank"]
+        body.append(_row(cells, "tie" if e.rank == previous else ""))
+        previous = e.rank
     head = _row([_th("rank"), _th("queue"), _th(f"{title} [95 % CI]"), _th("n"), _th("shown faster")])
     return f"<table id='ranking-{key}'><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
 
@@ -311,7 +302,7 @@ def ranking_section(record: CompareRecord) -> str:
     if marks:
         note = (
             f"<p class='warn' id='wide'>{MARK_WIDE} RPS interval still wider than +-"
-            f"{(record.rounds or {}).get('target_pct', 5):g} % of the median when the comparison stopped: "
+            f"{record.rounds.target_pct:g} % of the median when the comparison stopped: "
             + esc(", ".join(f"{q} ({why})" for q, why in sorted(marks.items())))
             + ". Its rank is as sure as its interval; more rounds (<code>max_rounds=</code>, "
             "<code>budget_min=</code>) narrow it.</p>"
@@ -427,9 +418,9 @@ def errorbar_chart(record: CompareRecord) -> str:
     data: dict[str, dict[str, object]] = {}
     for ax, (title, key) in zip(axes.flat, RANKED):
         entries = list(reversed(record.ranking.get(key) or []))  # the first rank on top
-        medians = [e["median"] for e in entries if e.get("median") is not None]
+        medians = [e.median for e in entries if e.median is not None]
         for y, e in enumerate(entries):
-            est = stats.from_json(e)
+            est = e.estimate
             if est.median is None:
                 continue
             low = est.low if est.low is not None else est.median
@@ -439,14 +430,14 @@ def errorbar_chart(record: CompareRecord) -> str:
                 [y],
                 xerr=[[est.median - low], [high - est.median]],
                 fmt="o",
-                color=colour(e["queue"]),
+                color=colour(e.queue),
                 capsize=3,
                 ms=5,
             )
-            gid = f"bar-{key}-{e['queue']}"
+            gid = f"bar-{key}-{e.queue}"
             bar.lines[0].set_gid(gid)
-            data[gid] = {"queue": e["queue"], "median": est.median, "low": low, "high": high, "n": est.n}
-        ax.set_yticks(range(len(entries)), [f"{e['rank']}. {e['queue']}" for e in entries])
+            data[gid] = {"queue": e.queue, "median": est.median, "low": low, "high": high, "n": est.n}
+        ax.set_yticks(range(len(entries)), [f"{e.rank}. {e.queue}" for e in entries])
         # An interval of two runs can reach far: the axis keeps the medians readable, and such a
         # bar runs off its edge.
         ax.set_xlim(0, 1.5 * max(medians, default=1.0))
@@ -491,21 +482,21 @@ def runs_section(record: CompareRecord) -> str:
     off = set(record.off_speed)
     rows = [
         [
-            _td(r.get("round", r["rep"]), True),
-            _td(r["queue"]),
-            _td(r["rep"], True),
-            _td(num(r.get("rps")), True),
-            _td(num(r.get("tasks_per_s")), True),
-            _td(num(r.get("machine_speed")) + (" off" if r["run"] in off else ""), True),
-            _td(_middle(r.get("chart_rps_middle"), r.get("rps")), True),
-            _td(num(r.get("median_ms")), True),
-            _td(num(r.get("p95_ms")), True),
-            _td(("~" if r.get("all_done_projected") else "") + num(r.get("all_done_s")), True),
-            _td(num(r.get("completed")), True),
-            _td(num(r.get("lost")), True),
-            _td(num(r.get("duplicates")), True),
-            _td("; ".join(r.get("warnings") or [])),
-            _td(r["run"]),
+            _td(r.round if r.round is not None else r.rep, True),
+            _td(r.queue),
+            _td(r.rep, True),
+            _td(num(r.rps), True),
+            _td(num(r.tasks_per_s), True),
+            _td(num(r.machine_speed) + (" off" if r.run in off else ""), True),
+            _td(_middle(r.chart_rps_middle, r.rps), True),
+            _td(num(r.median_ms), True),
+            _td(num(r.p95_ms), True),
+            _td(("~" if r.all_done_projected else "") + num(r.all_done_s), True),
+            _td(num(r.completed), True),
+            _td(num(r.lost), True),
+            _td(num(r.duplicates), True),
+            _td("; ".join(r.warnings)),
+            _td(r.run),
         ]
         for r in record.runs
     ]
@@ -538,16 +529,16 @@ def runs_section(record: CompareRecord) -> str:
 
 
 def rounds_section(record: CompareRecord) -> str:
-    r = record.rounds or {}
-    if not r:
+    r = record.rounds
+    if not r.recorded:
         return "<p class='muted'>This comparison ran before its rounds were recorded: a fixed order.</p>"
-    rows = [[_td(i, True), _td(" ".join(order))] for i, order in enumerate(r.get("orders") or [], 1)]
-    stopped = ", ".join(f"{q}: {why}" for q, why in sorted((r.get("stopped") or {}).items()))
+    rows = [[_td(i, True), _td(" ".join(order))] for i, order in enumerate(r.orders, 1)]
+    stopped = ", ".join(f"{q}: {why}" for q, why in sorted(r.stopped.items()))
     return (
-        f"<p>Seed <code>{esc(r.get('seed'))}</code> (<code>seed={esc(r.get('seed'))}</code> repeats the order). "
+        f"<p>Seed <code>{esc(r.seed)}</code> (<code>seed={esc(r.seed)}</code> repeats the order). "
         f"Why each queue stopped: {esc(stopped or '-')} (within: its RPS interval within +-"
-        f"{esc(num(r.get('target_pct')))} %; max_rounds; budget: the next round would have ended past "
-        f"{esc(num((r.get('budget_s') or 0) / 60))} min).</p>" + _table("rounds", ("round", "order"), rows)
+        f"{esc(num(r.target_pct))} %; max_rounds; budget: the next round would have ended past "
+        f"{esc(num((r.budget_s or 0) / 60))} min).</p>" + _table("rounds", ("round", "order"), rows)
     )
 
 
@@ -558,19 +549,19 @@ def _pair(values: Sequence[float | None] | None) -> str:
 
 def cost_section(record: CompareRecord) -> str:
     """The lab's own cost beside the comparison: each queue's latest `make bench`, lab ÷ bare."""
-    bench = record.bench or {}
+    bench = record.bench
     if not bench:
         return "<p class='muted'>No <code>make bench</code> record in the results directory: run one to see what the lab costs.</p>"
     rows = [
         [
             _td(q),
-            _td(num(b.get("rps_ratio")), True),
-            _td(num(b.get("drain_ratio")), True),
-            _td(_pair(b.get("api_cpu_us_per_request")), True),
-            _td(_pair(b.get("worker_cpu_us_per_task")), True),
-            _td(f"{b.get('api_limits')} / {b.get('worker_limits')}"),
-            _td(b.get("mode")),
-            _td(b.get("run")),
+            _td(num(b.rps_ratio), True),
+            _td(num(b.drain_ratio), True),
+            _td(_pair(b.api_cpu_us_per_request), True),
+            _td(_pair(b.worker_cpu_us_per_task), True),
+            _td(f"{b.api_limits} / {b.worker_limits}"),
+            _td(b.mode),
+            _td(b.run),
         ]
         for q, b in bench.items()
     ]
@@ -597,13 +588,13 @@ def chaos_section(record: CompareRecord) -> str:
         return "<p class='muted'>No <code>make chaos</code> record for these queues in the results directory.</p>"
     rows = [
         [
-            _td(c["queue"]),
-            _td(c["fault"]),
-            _td(num(c.get("lost")), True),
-            _td(num(c.get("duplicates")), True),
-            _td(num(c.get("recovered_s")), True),
-            _td(c.get("limits")),
-            _td(c["run"]),
+            _td(c.queue),
+            _td(c.fault),
+            _td(num(c.lost), True),
+            _td(num(c.duplicates), True),
+            _td(num(c.recovered_s), True),
+            _td(c.limits),
+            _td(c.run),
         ]
         for c in record.chaos
     ]
@@ -686,24 +677,24 @@ over the same part of each run as its RPS: a limited container's rate follows th
 
 
 # -- Two comparisons side by side (make compare-agree) ------------------------------------------
-def agreement_markdown(a: CompareRecord, b: CompareRecord, result: Mapping[str, Any], within_pct: float) -> str:
+def agreement_markdown(a: CompareRecord, b: CompareRecord, result: Agreement, within_pct: float) -> str:
     """Each queue's median RPS in both, their difference, the shift second / first with its
     interval, its rank in each, and the pairs called both ways."""
-    rank_a = {e["queue"]: e["rank"] for e in a.ranking.get("rps") or []}
-    rank_b = {e["queue"]: e["rank"] for e in b.ranking.get("rps") or []}
+    rank_a = {e.queue: e.rank for e in a.ranking.get("rps") or []}
+    rank_b = {e.queue: e.rank for e in b.ranking.get("rps") or []}
     rows = [
         [
             q,
             stats.text(a.figure(q, "rps")),
             stats.text(b.figure(q, "rps")),
-            f"{result['diff_pct'][q]:.1f}" if q in result["diff_pct"] else "-",
-            f"{stats.ratio_text(result['shifts'][q])} {result['shifts'][q].verdict}",
+            f"{result.diff_pct[q]:.1f}" if q in result.diff_pct else "-",
+            f"{stats.ratio_text(result.shifts[q])} {result.shifts[q].verdict}",
             f"{rank_a.get(q, '-')} / {rank_b.get(q, '-')}",
         ]
-        for q in result["medians"]
+        for q in result.medians
     ]
-    largest = result["largest_diff_pct"]
-    called_a, called_b = result["called"]
+    largest = result.largest_diff_pct
+    called_a, called_b = result.called
     lines = [
         f"{a.run} beside {b.run}: median RPS [95 % CI] (n) in each, how far apart the medians are, the "
         "second's over the first's with its 95 % interval, and each queue's rank in each.",
@@ -711,10 +702,10 @@ def agreement_markdown(a: CompareRecord, b: CompareRecord, result: Mapping[str, 
         markdown_table(["queue", a.run, b.run, "apart %", "second / first", "rank"], rows, {"queue"}),
         "",
         f"Largest difference between the medians: {num(largest)} %. More than {within_pct:g} % apart: "
-        f"{', '.join(result['far']) or 'none'}; of those, by a shift the runs show (its interval excludes 1): "
-        f"{', '.join(result['disagreeing']) or 'none'}.",
+        f"{', '.join(result.far) or 'none'}; of those, by a shift the runs show (its interval excludes 1): "
+        f"{', '.join(result.disagreeing) or 'none'}.",
         f"Pairs of queues called different: {called_a} in {a.run}, {called_b} in {b.run}; called the other way "
-        f"round by the other: {', '.join(result['flipped']) or 'none'}.",
+        f"round by the other: {', '.join(result.flipped) or 'none'}.",
     ]
     return "\n".join(lines)
 
@@ -727,7 +718,20 @@ def _setting_of(part: CompareRecord) -> str:
     return (part.published or {}).get("setting") or limits_line(part)
 
 
-def article_rows(part: CompareRecord) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class ArticleRow:
+    """A queue at one of the article's settings: the article's figures, its RPS over
+    REFERENCE's in the lab (with its interval) and in the article, and whether the
+    article's ratio lies inside the lab's interval (None: no ratio to set against)."""
+
+    queue: str
+    published: Mapping[str, Any]
+    ratio: stats.Ratio | None
+    pub_ratio: float | None
+    inside: bool | None
+
+
+def article_rows(part: CompareRecord) -> list[ArticleRow]:
     """Per queue: the lab's figures, the article's, and each RPS over FastStream's (the
     lab's with its interval), and whether the article's ratio lies inside the lab's interval."""
     published_rows = (part.published or {}).get("rows") or {}
@@ -739,9 +743,7 @@ def article_rows(part: CompareRecord) -> list[dict[str, Any]]:
         inside = None
         if r is not None and pub is not None and r.low is not None and r.high is not None and q != REFERENCE:
             inside = r.low <= pub <= r.high
-        out.append(
-            {"queue": q, "published": published_rows.get(q) or {}, "ratio": r, "pub_ratio": pub, "inside": inside}
-        )
+        out.append(ArticleRow(q, published_rows.get(q) or {}, r, pub, inside))
     return out
 
 
@@ -760,16 +762,16 @@ def article_markdown(record: ArticleRecord) -> str:
     for part in record.parts:
         rows = [
             [
-                a["queue"],
-                figure(part, a["queue"], "rps", show_n=True),
-                num(a["published"].get("rps")),
-                figure(part, a["queue"], "median_ms"),
-                num(a["published"].get("median_ms")),
-                figure(part, a["queue"], "p95_ms"),
-                num(a["published"].get("p95_ms")),
-                stats.ratio_text(a["ratio"]) if a["ratio"] else "-",
-                num(a["pub_ratio"]),
-                _inside_text(a["inside"]),
+                a.queue,
+                figure(part, a.queue, "rps", show_n=True),
+                num(a.published.get("rps")),
+                figure(part, a.queue, "median_ms"),
+                num(a.published.get("median_ms")),
+                figure(part, a.queue, "p95_ms"),
+                num(a.published.get("p95_ms")),
+                stats.ratio_text(a.ratio) if a.ratio else "-",
+                num(a.pub_ratio),
+                _inside_text(a.inside),
             ]
             for a in article_rows(part)
         ]
@@ -799,18 +801,18 @@ def article_page(record: ArticleRecord) -> str:
         )
         body = []
         for a in article_rows(part):
-            q = a["queue"]
+            q = a.queue
             cells = [_td(q, attrs=f' data-queue="{esc(q)}"')]
             for key in ("rps", "median_ms", "p95_ms"):
                 cells.append(_stat_cell(part, q, key))
-                cells.append(_td(num(a["published"].get(key)), True, f' data-queue="{esc(q)}" data-article="{key}"'))
-            ratio = a["ratio"]
+                cells.append(_td(num(a.published.get(key)), True, f' data-queue="{esc(q)}" data-article="{key}"'))
+            ratio = a.ratio
             ratio_attrs = f' data-queue="{esc(q)}" data-ratio="lab"'
             if ratio is not None:
                 ratio_attrs += "".join(f' data-{k}="{v}"' for k, v in ratio.as_json().items() if v is not None)
             cells.append(_td(stats.ratio_text(ratio) if ratio else "-", True, ratio_attrs))
-            cells.append(_td(num(a["pub_ratio"]), True, f' data-queue="{esc(q)}" data-ratio="article"'))
-            cells.append(_td(_inside_text(a["inside"]), attrs=f' data-queue="{esc(q)}" data-inside="1"'))
+            cells.append(_td(num(a.pub_ratio), True, f' data-queue="{esc(q)}" data-ratio="article"'))
+            cells.append(_td(_inside_text(a.inside), attrs=f' data-queue="{esc(q)}" data-inside="1"'))
             body.append(_row(cells))
         link = esc(f"{part.run}.html")
         sections.append(

@@ -106,8 +106,8 @@ def test_a_record_derives_its_intervals_again_from_the_pairs_it_keeps(tmp_path):
     assert judged["rps"]["unsure"] and judged["drain"]["n"] == 4
     [short] = B.ratios(again)
     # make compare reads these: the existing keys, their figures the judged medians.
-    assert (short["rps_ratio"], short["drain_ratio"]) == (judged["rps"]["value"], judged["drain"]["value"])
-    assert short["rps_ratio_interval"] == judged["rps"] and short["drain_ratio_interval"] == judged["drain"]
+    assert (short.rps_ratio, short.drain_ratio) == (judged["rps"]["value"], judged["drain"]["value"])
+    assert short.rps_ratio_interval == judged["rps"] and short.drain_ratio_interval == judged["drain"]
 
 
 def test_an_older_record_reads_and_renders_without_an_interval():
@@ -121,5 +121,5 @@ def test_an_older_record_reads_and_renders_without_an_interval():
     lines = bench_table.rows_cells(record(older, one))
     assert [cells[5] for cells in lines] == ["0.89 ✗ (no interval)", "0.94 (no interval)"]
     [short] = B.ratios(record(older))
-    assert short["rps_ratio"] == 0.89 and short["drain_ratio"] is None
-    assert short["rps_ratio_interval"]["n"] == 0 and short["rps_ratio_interval"]["low"] is None
+    assert short.rps_ratio == 0.89 and short.drain_ratio is None
+    assert short.rps_ratio_interval["n"] == 0 and short.rps_ratio_interval["low"] is None

@@ -69,7 +69,8 @@ def comparison() -> dict:
     params = {"workers": ["saq", "dramatiq"], "requests": 200, "reps": 2, "users": 100, "endpoint": "io/simple"}
     return {
         "schema": compare_record.SCHEMA, "run": "compare-x", "time": "t", "command": "make compare", "wall_s": 60.0,
-        "params": params, "summary": compare_record.summarise(rows, ["saq", "dramatiq"]), "runs": rows,
+        "params": params, "summary": compare_record.summarise(rows, ["saq", "dramatiq"]),
+        "runs": [row.as_json() for row in rows],
         "series": series, "series_step_s": 2, "setting": setting, "bench": {}, "chaos": [], "published": None,
         "published_note": "not transcribed", "notes": [],
     }  # fmt: skip
@@ -92,13 +93,13 @@ def test_cpu_per_task_is_shared_by_the_tasks_run_and_the_apis_by_the_requests():
     record = load_record("r", "saq", 100.0, 200.0, 3.0)
     record["tasks"] = {**record["tasks"], "enqueued": 190, "completed": 190}
     row = compare_record.run_row(record, "saq", 1, {"saq": 0.95, "api": 0.4})
-    assert (row["cpu_ms_per_task"], row["api_cpu_ms_per_request"]) == (5.0, 2.0)
+    assert (row.cpu_ms_per_task, row.api_cpu_ms_per_request) == (5.0, 2.0)
 
 
 def test_background_is_measured_on_the_api():
     record = load_record("r", "background", 100.0, 200.0, 3.0)
     row = compare_record.run_row(record, "background", 1, {"api": 0.6})
-    assert row["cpu_ms_per_task"] == 3.0 and row["worker_peak_mb"] == 90.0 and row["throttled_periods_pct"] == 20.0
+    assert row.cpu_ms_per_task == 3.0 and row.worker_peak_mb == 90.0 and row.throttled_periods_pct == 20.0
 
 
 def test_each_figure_is_the_median_of_its_queues_runs_with_its_interval():
@@ -137,17 +138,18 @@ def test_tasks_per_second_are_the_runs_tasks_over_its_first_enqueue_to_last_comp
 
 def test_the_ranking_shares_a_rank_where_the_runs_cannot_tell_queues_apart():
     rows = [
-        {"queue": q, "run": f"{q}-{i}", "rps": v, "tasks_per_s": v}
+        compare_record.CompareRun(queue=q, rep=i, run=f"{q}-{i}", rps=v, tasks_per_s=v)
         for q, values in {"a": [200, 202, 198, 201], "b": [199, 204, 195, 200], "c": [150, 151, 149, 150]}.items()
         for i, v in enumerate(values)
     ]
-    ranked = {e["queue"]: e for e in compare_record.ranking(rows, ["a", "b", "c"])["rps"]}
-    assert ranked["a"]["rank"] == ranked["b"]["rank"] == 1
-    assert ranked["c"]["rank"] == 3 and sorted(ranked["c"]["above"]) == ["a", "b"]
+    ranked = {e.queue: e for e in compare_record.ranking(rows, ["a", "b", "c"])["rps"]}
+    assert ranked["a"].rank == ranked["b"].rank == 1
+    assert ranked["c"].rank == 3 and sorted(ranked["c"].above) == ["a", "b"]
 
 
 def test_a_run_off_the_machines_speed_is_marked():
-    rows = [{"queue": "a", "run": f"r{i}", "machine_speed": s} for i, s in enumerate([1000, 1010, 990, 940, 1060])]
+    speeds = [1000, 1010, 990, 940, 1060]
+    rows = [compare_record.CompareRun(queue="a", rep=i, run=f"r{i}", machine_speed=s) for i, s in enumerate(speeds)]
     assert compare_record.off_speed(rows) == ["r3", "r4"]  # 0.94 and 1.06 of the median
     assert compare_record.off_speed(rows[:2]) == []  # too few runs to call one off
 
@@ -162,9 +164,9 @@ def test_two_comparisons_agree_where_no_pair_flips_and_the_medians_are_near():
     a = record({"fast": [200, 202, 198], "slow": [100, 101, 99], "mid": [150, 160, 140]})
     b = record({"fast": [190, 192, 188], "slow": [104, 105, 103], "mid": [150, 151, 149]})
     same = compare_record.agreement(a, b, within_pct=10)
-    assert same["flipped"] == [] and same["largest_diff_pct"] == pytest.approx(100 * (200 / 190 - 1))
+    assert same.flipped == [] and same.largest_diff_pct == pytest.approx(100 * (200 / 190 - 1))
     c = record({"fast": [100, 101, 99], "slow": [200, 202, 198], "mid": [150, 151, 149]})
-    flipped = compare_record.agreement(a, c, within_pct=10)["flipped"]
+    flipped = compare_record.agreement(a, c, within_pct=10).flipped
     assert "fast faster than slow" in flipped and "slow slower than fast" in flipped
 
 
@@ -175,8 +177,8 @@ def test_an_older_record_reads_by_todays_rules():
     old["summary"] = {"saq": {"rps": {"mean": 140.0, "min": 130.0, "max": 150.0, "n": 2, "spread_pct": 14.3}}}
     record = compare_record.CompareRecord.model_validate(old)
     assert record.schema_version == compare_record.SCHEMA
-    assert record.figure("saq", "rps").median == 140.0 and record.runs[0]["tasks_per_s"] == round(200 / 9.0, 2)
-    assert {e["queue"] for e in record.ranking["rps"]} == {"saq", "dramatiq"}
+    assert record.figure("saq", "rps").median == 140.0 and record.runs[0].tasks_per_s == round(200 / 9.0, 2)
+    assert {e.queue for e in record.ranking["rps"]} == {"saq", "dramatiq"}
     assert "fixed order" in compare_report.heading(record)
 
 
@@ -385,8 +387,8 @@ def test_the_comparison_shows_each_queues_latest_capacity_with_its_limits(tmp_pa
     store.save(capacity("capacity-old", "2026-11-28T10:00:00Z", 40.0, "0.5cpu/500M / 0.5cpu/500M"))
     store.save(capacity("capacity-new", "2026-11-29T10:00:00Z", 20.0, "0.2cpu/200M / 0.2cpu/200M"))
     found = latest_capacity(store, ["saq", "dramatiq"])
-    assert list(found) == ["saq"] and found["saq"]["record"] == "capacity-new", found
-    assert found["saq"]["limits"] == "0.2cpu/200M / 0.2cpu/200M" and found["saq"]["bracket"] == [20.0, 21.6]
+    assert list(found) == ["saq"] and found["saq"].record == "capacity-new", found
+    assert found["saq"].limits == "0.2cpu/200M / 0.2cpu/200M" and found["saq"].bracket == [20.0, 21.6]
 
     record = compare_record.CompareRecord.model_validate({**comparison(), "capacity": found})
     row = next(line for line in compare_report.markdown(record).splitlines() if line.startswith("| saq | 20 ["))

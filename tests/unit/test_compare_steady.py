@@ -59,11 +59,11 @@ def test_the_rps_is_the_steady_parts_not_the_warm_ups():
     assert record["rps"] < 280
     assert compare_record.steady_rps(record, warmup_s=5) == 300.0
     row = compare_record.run_row(record, "saq", 1, {"saq": 1.0, "api": 1.0}, warmup_s=5, window_end=1032.0)
-    assert (row["rps"], row["rps_whole_load"], row["all_done_projected"]) == (300.0, record["rps"], False)
+    assert (row.rps, row.rps_whole_load, row.all_done_projected) == (300.0, record["rps"], False)
     # A record without a timeline (written before it existed): the whole load's rate.
     del record["timeline"]
     assert compare_record.steady_rps(record, 5) is None
-    assert compare_record.run_row(record, "saq", 1, {}, warmup_s=5)["rps"] == record["rps"]
+    assert compare_record.run_row(record, "saq", 1, {}, warmup_s=5).rps == record["rps"]
 
 
 def test_the_rps_is_read_from_the_scraped_counter_where_the_record_has_it():
@@ -76,7 +76,7 @@ def test_the_rps_is_read_from_the_scraped_counter_where_the_record_has_it():
     record["enqueued_scrapes"] = {"source": 'lab_enqueued_total{job="api",queue=~"saq"}', "rows": scrapes}
     # From the first scrape at or after 1005 (t=7) to the last at or before 1029 (t=29).
     assert compare_record.steady_rps(record, warmup_s=5) == 330.0
-    assert compare_record.run_row(record, "saq", 1, {}, warmup_s=5)["rps"] == 330.0
+    assert compare_record.run_row(record, "saq", 1, {}, warmup_s=5).rps == 330.0
     # Fewer than two scrapes in the steady part: no figure, not the timeline's.
     record["enqueued_scrapes"]["rows"] = [r for r in scrapes if not 1005 <= r[0] <= 1028]
     assert compare_record.steady_rps(record, warmup_s=5) is None
@@ -103,10 +103,10 @@ def test_a_slow_drain_is_projected_and_its_backlog_counted_whole_once_emptied():
     backlog = data["tasks"]["draining"]["backlog"]
     assert compare_record.projected_all_done(data) == round(60 + backlog / 10.0, 1)
     row = compare_record.run_row(data, "arq", 1, {"arq": 0.3, "api": 1.0}, warmup_s=5, window_end=1030.0)
-    assert row["all_done_projected"] and row["all_done_s"] == compare_record.projected_all_done(data)
-    assert row["drain_rate_per_s"] == 10.0 and row["lost"] == 0
+    assert row.all_done_projected and row.all_done_s == compare_record.projected_all_done(data)
+    assert row.drain_rate_per_s == 10.0 and row.lost == 0
     # The worker's CPU up to the end of the watch, over the tasks it had run by then (the timeline's).
-    assert row["cpu_ms_per_task"] == round(0.3 * 1000 / compare_record.completed_by(data, 1030.0), 3)
+    assert row.cpu_ms_per_task == round(0.3 * 1000 / compare_record.completed_by(data, 1030.0), 3)
     record = compare_record.CompareRecord(run="c", runs=[row])
     assert record.summary["arq"]["all_done_s"]["projected"] is True
     shown = compare_page.figure(record, "arq", "all_done_s")
@@ -122,17 +122,17 @@ def test_the_machines_speed_is_read_over_the_same_part_of_the_load_as_the_rps():
     record["machine_speed"] = {"unit": "test", "rows": rows}
     assert RunRecord.model_validate(record).machine_speed.units_per_s(1005.0, 1029.0) == 1000.0
     row = compare_record.run_row(record, "saq", 1, {}, warmup_s=5, window_end=1032.0)
-    assert row["machine_speed"] == 1000.0
+    assert row.machine_speed == 1000.0
     # Over the whole load for a run of a request count, 1000 to 1030, where most timings are 1.
-    assert compare_record.run_row(record, "saq", 1, {})["machine_speed"] == 1000.0
+    assert compare_record.run_row(record, "saq", 1, {}).machine_speed == 1000.0
     # With none in the steady part, none; the whole load then holds only the timings of 2.
     record["machine_speed"]["rows"] = [r for r in rows if r[0] < 1005 or r[0] > 1029]
-    assert compare_record.run_row(record, "saq", 1, {}, warmup_s=5)["machine_speed"] is None
-    assert compare_record.run_row(record, "saq", 1, {})["machine_speed"] == 500.0
+    assert compare_record.run_row(record, "saq", 1, {}, warmup_s=5).machine_speed is None
+    assert compare_record.run_row(record, "saq", 1, {}).machine_speed == 500.0
     # Over the runs, in the lab's table: the median of the runs' speeds.
     other = compare_record.run_row(run_record("saq", 330.0, 330.0, False), "saq", 2, {}, warmup_s=5)
-    assert other["machine_speed"] is None  # a record without the probe (written before it)
-    runs = [row, {**other, "machine_speed": 900.0}]
+    assert other.machine_speed is None  # a record without the probe (written before it)
+    runs = [row, other.model_copy(update={"machine_speed": 900.0})]
     params = {"endpoint": "io/simple", "users": 100, "duration_s": 30, "warmup_s": 5}
     record = compare_record.CompareRecord(run="c", params=params, setting={"limits": {}}, runs=runs)
     assert record.figure("saq", "machine_speed").median == 950.0
@@ -156,8 +156,11 @@ def test_the_ratios_between_queues_read_summaries_and_the_articles_rows_alike():
     rows = published.RESULTS["0.2cpu/200M"]
     assert compare_record.ratios_to(rows, "faststream")["celery"] == round(151 / 262, 2)
     # From the runs: the ratio of the medians with its interval.
-    runs = [{"queue": "faststream", "rps": v} for v in (200, 210, 190)] + [
-        {"queue": "arq", "rps": v} for v in (100, 98)
+    figures = {"faststream": (200, 210, 190), "arq": (100, 98)}
+    runs = [
+        compare_record.CompareRun(queue=q, rep=i, run=f"{q}-{i}", rps=v)
+        for q, values in figures.items()
+        for i, v in enumerate(values, 1)
     ]
     ratio = compare_record.run_ratios_to(runs, "faststream")["arq"]
     assert ratio.value == pytest.approx(99 / 200) and ratio.high < 1 and ratio.verdict == "slower"

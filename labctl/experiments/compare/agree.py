@@ -33,5 +33,4 @@ def agree(directory: Path, a: str, b: str, ui: Console, within_pct: float = WITH
     first, second = comparison(store, a), comparison(store, b)
     result = agreement(first, second, within_pct)
     ui.say(compare_page.agreement_markdown(first, second, result, within_pct))
-    agreed = bool(result["medians"]) and not result["flipped"] and not result["disagreeing"]
-    return EXIT_OK if agreed else EXIT_FAILED
+    return EXIT_OK if result.agreed else EXIT_FAILED

@@ -33,7 +33,7 @@ from labctl.platform.compose import Compose
 from labctl.platform.lab import Lab
 from labctl.polling import Progress, wait_until
 from labctl.queues import service_of
-from labctl.records.compare import CompareRecord, run_row
+from labctl.records.compare import CompareRecord, CompareRun, run_row
 from labctl.records.run import DrainWatch, RunRecord, backlog_of
 from labctl.records.store import Store
 from labctl.render import compare_page
@@ -71,7 +71,7 @@ class Comparison:
                 "Prometheus is not running: make compare reads the backlog and the charts from it (make up)"
             )
         self.prom = Prometheus(addr)
-        self.rows: list[dict[str, Any]] = []
+        self.rows: list[CompareRun] = []
         self.records: list[RunRecord] = []
         self.series: list[dict[str, Any]] = []
         self.notes: list[str] = []
@@ -152,15 +152,15 @@ class Comparison:
             time.sleep(max(0.0, min(until - time.time(), SERIES_AFTER_S + SERIES_STEP_S)))
         for row, record in zip(self.rows, self.records):
             try:
-                series = run_series(self.prom, record, row["queue"])
+                series = run_series(self.prom, record, row.queue)
             except (httpx.HTTPError, LabError) as exc:
-                self.notes.append(f"{row['run']}: no series from Prometheus ({exc})")
+                self.notes.append(f"{row.run}: no series from Prometheus ({exc})")
                 continue
-            self.series.append({"queue": row["queue"], "rep": row["rep"], "run": row["run"], **series})
+            self.series.append({"queue": row.queue, "rep": row.rep, "run": row.run, **series})
             # The charts over the middle of the load, against the table's figures.
             warmup = self.warmup_s or 0.0
-            row["chart_rps_middle"] = middle_rate(series["requests"], record, warmup)
-            row["chart_throughput_middle"] = middle_rate(series["throughput"], record, warmup)
+            row.chart_rps_middle = middle_rate(series["requests"], record, warmup)
+            row.chart_throughput_middle = middle_rate(series["throughput"], record, warmup)
 
     def warm_up(self) -> None:
         """A short run of every queue at once (`worker=all`), not counted: the API's first
@@ -198,8 +198,8 @@ class Comparison:
                 run_started = time.monotonic()
                 try:
                     self.one(queue, rep)
-                    self.rows[-1]["round"] = number
-                    if (figure := self.rows[-1].get("rps")) is not None:
+                    self.rows[-1].round = number
+                    if (figure := self.rows[-1].rps) is not None:
                         rps[queue].append(figure)
                 except (LabError, httpx.HTTPError) as exc:
                     self.ui.say(f"{queue} run {rep} failed: {exc}")
@@ -282,6 +282,6 @@ def compare_once(
         ui.say(f"NOTE: {note}")
     ui.say(f"report: {paths['html']}  (table: {paths['md']}, record: {paths['json']}); {wall_s:.0f} s in all")
     failed = len(comparison.rows) < sum(len(o) for o in comparison.rounds.orders) or any(
-        not r["settled"] for r in comparison.rows
+        not r.settled for r in comparison.rows
     )
     return record, failed

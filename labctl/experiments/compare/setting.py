@@ -14,8 +14,9 @@ from labctl.platform.containers import limit_text, workers_limit_text
 from labctl.platform.docker import engine_info
 from labctl.platform.lab import Lab
 from labctl.records import published
-from labctl.records.bench import ratios
+from labctl.records.bench import BenchRatios, ratios
 from labctl.records.capacity import CapacityRecord
+from labctl.records.compare import CapacityBeside, ChaosBeside
 from labctl.records.run import RunRecord
 from labctl.records.store import Store
 
@@ -102,48 +103,50 @@ def setting_of(records: list[RunRecord], lab: Lab) -> tuple[dict[str, Any], list
     return {"limits": limits, "knobs": knobs, "versions": versions(lab), "machine": machine()}, notes
 
 
-def latest_bench(store: Store, queues: list[str]) -> dict[str, dict[str, Any]]:
+def latest_bench(store: Store, queues: list[str]) -> dict[str, BenchRatios]:
     """Each queue's row of its latest bench."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, BenchRatios] = {}
     for record in store.benches():
         for row in ratios(record):
-            if row["queue"] in queues:
-                out[row["queue"]] = row
+            if row.queue in queues:
+                out[row.queue] = row
     return {q: out[q] for q in queues if q in out}
 
 
-def latest_capacity(store: Store, queues: list[str]) -> dict[str, dict[str, Any]]:
+def latest_capacity(store: Store, queues: list[str]) -> dict[str, CapacityBeside]:
     """Each queue's result in its latest `make capacity`, with the limits it ran under."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, CapacityBeside] = {}
     for record in store.of(CapacityRecord):
         for queue, result in record.queues.items():
             if queue in queues:
-                out[queue] = {
-                    **result.as_json(),
-                    "limits": f"{record.api_limits} / {record.worker_limits}",
-                    "max_wait_s": record.params.get("max_wait_s"),
-                    "record": record.base,
-                }
+                out[queue] = CapacityBeside.model_validate(
+                    {
+                        **result.as_json(),
+                        "limits": f"{record.api_limits} / {record.worker_limits}",
+                        "max_wait_s": record.params.get("max_wait_s"),
+                        "record": record.base,
+                    }
+                )
     return {q: out[q] for q in queues if q in out}
 
 
-def latest_chaos(store: Store, queues: list[str]) -> list[dict[str, Any]]:
+def latest_chaos(store: Store, queues: list[str]) -> list[ChaosBeside]:
     """Each queue's latest fault run per fault: what it lost and duplicated, and when work resumed."""
-    latest: dict[tuple[str, str], dict[str, Any]] = {}
+    latest: dict[tuple[str, str], ChaosBeside] = {}
     for record in store.runs():
         chaos = record.chaos
         if chaos and record.worker in queues:
-            latest[(record.worker, chaos.fault or "")] = {
-                "queue": record.worker,
-                "fault": chaos.fault,
-                "lost": chaos.lost,
-                "duplicates": chaos.duplicates,
-                "recovered_s": chaos.recovered_s,
-                "limits": f"{limit_text(record.limits.get('api'))} / "
+            latest[(record.worker, chaos.fault or "")] = ChaosBeside(
+                queue=record.worker,
+                fault=chaos.fault,
+                lost=chaos.lost,
+                duplicates=chaos.duplicates,
+                recovered_s=chaos.recovered_s,
+                limits=f"{limit_text(record.limits.get('api'))} / "
                 f"{workers_limit_text(record.limits.get('workers') or {})}",
-                "run": record.run,
-            }
-    return sorted(latest.values(), key=lambda c: (queues.index(c["queue"]), c["fault"] or ""))
+                run=record.run,
+            )
+    return sorted(latest.values(), key=lambda c: (queues.index(c.queue), c.fault or ""))
 
 
 def published_beside(setting: dict[str, Any], params: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
