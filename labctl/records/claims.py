@@ -13,6 +13,7 @@ and `lab_rows` (the lab's own path over the author's, per job shape).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -20,7 +21,7 @@ from pydantic import BaseModel, Field
 from labctl.records import claims_rules as rules
 from labctl.records.base import Record
 from labctl.records.claims_published import BENCHES, CLAIMS, STREAQ_CONCURRENCY, Claim
-from labctl.stats import Ratio, estimate, ratio
+from labctl.stats import Estimate, Ratio, estimate, ratio
 
 SCHEMA = "claims/1"
 
@@ -100,30 +101,56 @@ def published_figure(bench: str, queue: str, figure: str, column: str = "") -> f
     return table.figure(queue, figure)
 
 
-def rows(record: ClaimsRecord) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class Beside:
+    """A figure as its author published it, and here: the median of the ok runs with its interval and n."""
+
+    published: float | None
+    lab: Estimate
+
+
+@dataclass(frozen=True)
+class ConfigRow:
+    """One configuration of a benchmark (a row of its table) over its repetitions."""
+
+    bench: str
+    setup: str
+    column: str
+    queue: str
+    path: str
+    n: int
+    params: dict[str, Any]
+    reps: int
+    failed: list[str]  # `rep 2: timeout`, one per run that did not finish
+    figures: dict[str, Beside]
+    lost: int
+    duplicates: int
+
+
+def rows(record: ClaimsRecord) -> list[ConfigRow]:
     """Each configuration's figures: published, and here the median of its ok runs with its 95 % interval and n."""
     out = []
     for bench, setup, column, queue in row_keys(record.runs):
         runs = select(record.runs, bench, queue, setup, column)
         figures = {
-            f: {"published": published_figure(bench, queue, f, column), "lab": estimate(values(runs, f)).as_json()}
+            f: Beside(published_figure(bench, queue, f, column), estimate(values(runs, f)))
             for f in BENCHES[bench].figures
         }
         out.append(
-            {
-                "bench": bench,
-                "setup": setup,
-                "column": column,
-                "queue": queue,
-                "path": runs[0].path,
-                "n": runs[0].n,
-                "params": runs[0].params,
-                "reps": len(runs),
-                "failed": [f"rep {r.rep}: {r.status}" for r in runs if not ok(r)],
-                "figures": figures,
-                "lost": sum(int(r.accounting.get("lost") or 0) for r in runs),
-                "duplicates": sum(int(r.accounting.get("duplicates") or 0) for r in runs),
-            }
+            ConfigRow(
+                bench=bench,
+                setup=setup,
+                column=column,
+                queue=queue,
+                path=runs[0].path,
+                n=runs[0].n,
+                params=runs[0].params,
+                reps=len(runs),
+                failed=[f"rep {r.rep}: {r.status}" for r in runs if not ok(r)],
+                figures=figures,
+                lost=sum(int(r.accounting.get("lost") or 0) for r in runs),
+                duplicates=sum(int(r.accounting.get("duplicates") or 0) for r in runs),
+            )
         )
     return out
 
@@ -201,66 +228,92 @@ def is_quick(record: ClaimsRecord) -> bool:
     return bool(record.params.get("quick"))
 
 
-def verdicts(record: ClaimsRecord) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class Verdict:
+    """A claim decided in one setup: its ratio with its interval (none for an event: what each
+    run did, `seen`), what its rule says, the verdict shown (a quick run's: the smoke test's),
+    the scale of the runs it rests on, and what the ratio rests on (`cause`)."""
+
+    claim: Claim
+    setup: str
+    scale: str  # empty where the runs are the author's size
+    rule_says: str
+    verdict: str
+    ratio: Ratio | None = None
+    seen: list[str] = field(default_factory=list)
+    cause: str = ""
+
+    @property
+    def id(self) -> str:
+        return self.claim.id
+
+
+def verdicts(record: ClaimsRecord) -> list[Verdict]:
     """Each claim in each setup that ran: its ratio with its interval, the rule's verdict
     (claims_rules.py), the scale of the runs it rests on, and what the ratio rests on."""
     out = []
     for claim in CLAIMS:
         for setup in ("unlimited", "limited"):
-            if not select(record.runs, claim.bench, claim.num, setup, claim.column):
+            found = select(record.runs, claim.bench, claim.num, setup, claim.column)
+            if not found:
                 continue
-            entry: dict[str, Any] = {
-                "id": claim.id,
-                "text": claim.text,
-                "bench": claim.bench,
-                "setup": setup,
-                "num": claim.num,
-                "den": claim.den,
-                "figure": claim.figure,
-                "column": claim.column,
-                "rule": claim.rule,
-                "published": claim.published,
-                "note": claim.note,
-                "scale": scale(record.runs, claim, setup),
-                "ratio": None,
-                "seen": [],
-            }
+            r, seen = None, []
             if claim.rule == "event":
-                entry["seen"] = event_seen(record.runs, claim, setup)
-                statuses = [r.status for r in select(record.runs, claim.bench, claim.num, setup, claim.column)]
-                entry["rule_says"] = rules.event(statuses)
+                seen = event_seen(record.runs, claim, setup)
+                says = rules.event([run.status for run in found])
             else:
                 r = claim_ratio(record.runs, claim, setup)
-                entry["ratio"] = r.as_json()
-                entry["rule_says"] = rules.decide(claim.rule, claim.published, r)
-            entry["verdict"] = rules.SMOKE if is_quick(record) else entry["rule_says"]
-            if cause := poll_floor(record.runs, claim, setup):
-                entry["cause"] = cause
-            out.append(entry)
+                says = rules.decide(claim.rule, claim.published, r)
+            out.append(
+                Verdict(
+                    claim=claim,
+                    setup=setup,
+                    scale=scale(record.runs, claim, setup),
+                    rule_says=says,
+                    verdict=rules.SMOKE if is_quick(record) else says,
+                    ratio=r,
+                    seen=seen,
+                    cause=poll_floor(record.runs, claim, setup),
+                )
+            )
     return out
 
 
-def lab_rows(record: ClaimsRecord) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class LabRow:
+    """The lab's path for one job shape and queue beside the author's path for the same job."""
+
+    shape: str
+    queue: str
+    n: int
+    lab: Estimate  # the lab's first -> last task, s (its ledger)
+    bare: Estimate
+    bare_from: str  # the author's benchmark and figure it is set against
+    ratio: Ratio  # lab / bare: above 1, the lab slower
+    failed: list[str]
+
+
+def lab_rows(record: ClaimsRecord) -> list[LabRow]:
     """The lab's own path beside the bare one, per job shape and queue: the lab's first -> last
     task (its ledger) over the author's path's figure for the same job, lab / bare (above 1: the lab slower)."""
     out = []
     for r in rows(record):
-        if r["bench"] != "lab_path":
+        if r.bench != "lab_path":
             continue
-        bare = r["params"]["bare"]
-        lab_runs = select(record.runs, "lab_path", r["queue"], r["setup"], r["column"])
-        bare_runs = select(record.runs, bare["bench"], r["queue"], "unlimited", bare["column"])
+        bare = r.params["bare"]
+        lab_runs = select(record.runs, "lab_path", r.queue, r.setup, r.column)
+        bare_runs = select(record.runs, bare["bench"], r.queue, "unlimited", bare["column"])
         lab, base = values(lab_runs, "first_last_s"), values(bare_runs, bare["figure"])
         out.append(
-            {
-                "shape": r["params"]["shape"],
-                "queue": r["queue"],
-                "n": r["n"],
-                "lab": estimate(lab).as_json(),
-                "bare": estimate(base).as_json(),
-                "bare_from": f"{bare['bench']} {bare['figure']}" + (f" ({bare['column']})" if bare["column"] else ""),
-                "ratio": ratio(lab, base).as_json(),
-                "failed": r["failed"],
-            }
+            LabRow(
+                shape=r.params["shape"],
+                queue=r.queue,
+                n=r.n,
+                lab=estimate(lab),
+                bare=estimate(base),
+                bare_from=f"{bare['bench']} {bare['figure']}" + (f" ({bare['column']})" if bare["column"] else ""),
+                ratio=ratio(lab, base),
+                failed=r.failed,
+            )
         )
     return out

@@ -15,11 +15,11 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from labctl.records import claims_rules as rules
-from labctl.records.claims import ClaimsRecord, is_quick, lab_rows, rows, verdicts
+from labctl.records.claims import ClaimsRecord, ConfigRow, Verdict, is_quick, lab_rows, rows, verdicts
 from labctl.records.claims_published import BENCHES
 from labctl.render.compare_page import CSS
 from labctl.render.table import markdown_table
-from labctl.stats import Ratio, from_json, num, text
+from labctl.stats import Ratio, num, text
 
 # What each benchmark's setup changes or keeps against its author's, and what in it weighs on a figure.
 QUIRKS: dict[str, list[str]] = {
@@ -91,50 +91,41 @@ def esc(x: object) -> str:
     return html.escape("-" if x is None else str(x))
 
 
-def _data(record: ClaimsRecord | Mapping[str, Any]) -> ClaimsRecord:
-    return record if isinstance(record, ClaimsRecord) else ClaimsRecord.model_validate(record)
-
-
-def _label(row: Mapping[str, Any]) -> str:
-    column, workers = row.get("column") or "", row["params"].get("workers")
+def _label(row: ConfigRow) -> str:
+    column, workers = row.column, row.params.get("workers")
     if not (column.startswith("w") and column[1:].isdigit()):
-        return f"{row['queue']} {column}".strip()
+        return f"{row.queue} {column}".strip()
     if workers != int(column[1:]):
-        return f"{row['queue']} ({column[1:]} published, {workers} here)"
-    return f"{row['queue']} ({workers})"
+        return f"{row.queue} ({column[1:]} published, {workers} here)"
+    return f"{row.queue} ({workers})"
 
 
-def as_ratio(data: Mapping[str, Any] | None) -> Ratio:
-    data = data or {}
-    return Ratio(data.get("value"), data.get("low"), data.get("high"), data.get("n_a") or 0, data.get("n_b") or 0)
-
-
-def ratio_text(v: Mapping[str, Any]) -> str:
+def ratio_text(v: Verdict) -> str:
     """A claim's figure here: `4.62 [4.41–4.84] (n=3/3)` (a figure over its published value: `(n=3)`);
     for an event, what each run did."""
-    if v.get("rule") == "event":
-        return "; ".join(v.get("seen") or []) or "-"
-    r = as_ratio(v.get("ratio"))
-    if r.value is None:
+    if v.claim.rule == "event":
+        return "; ".join(v.seen) or "-"
+    r = v.ratio
+    if r is None or r.value is None:
         return "-"
-    counts = f"n={r.n_a}" + (f"/{r.n_b}" if v.get("rule") != "absolute" else "")
+    counts = f"n={r.n_a}" + (f"/{r.n_b}" if v.claim.rule != "absolute" else "")
     interval = f" [{num(r.low)}–{num(r.high)}]" if r.low is not None and r.high is not None else ""
     return f"{num(r.value)}{interval} ({counts})"
 
 
-def scale_text(v: Mapping[str, Any]) -> str:
-    return f"scaled: {v['scale']}" if v.get("scale") else "as published"
+def scale_text(v: Verdict) -> str:
+    return f"scaled: {v.scale}" if v.scale else "as published"
 
 
-def verdict_text(v: Mapping[str, Any]) -> str:
+def verdict_text(v: Verdict) -> str:
     """The verdict as the tables print it: the rule's answer first (a quick run's: the smoke test's), then
     whether the runs it rests on are smaller than the author's (by how much: the runs' column), then
     what the ratio rests on."""
-    out: str = v["verdict"]
-    if v.get("scale"):
+    out = v.verdict
+    if v.scale:
         out += ", on runs scaled below the author's"
-    if v.get("cause"):
-        out += f"; {v['cause']}"
+    if v.cause:
+        out += f"; {v.cause}"
     return out
 
 
@@ -169,16 +160,15 @@ def rules_lines() -> list[str]:
 
 
 # -- Markdown ------------------------------------------------------------------------------------
-def verdicts_markdown(record: ClaimsRecord | Mapping[str, Any]) -> str:
-    record = _data(record)
+def verdicts_markdown(record: ClaimsRecord) -> str:
     body = [
         [
-            v["id"],
-            v["text"],
-            v["setup"],
-            num(v.get("published")),
+            v.id,
+            v.claim.text,
+            v.setup,
+            num(v.claim.published),
             ratio_text(v),
-            v["rule"],
+            v.claim.rule,
             scale_text(v),
             verdict_text(v),
         ]  # fmt: skip
@@ -195,25 +185,21 @@ def verdicts_markdown(record: ClaimsRecord | Mapping[str, Any]) -> str:
 def figures_markdown(record: ClaimsRecord) -> str:
     out = []
     for bench, meta in BENCHES.items():
-        bench_rows = [r for r in rows(record) if r["bench"] == bench]
+        bench_rows = [r for r in rows(record) if r.bench == bench]
         if not bench_rows or bench == "lab_path":  # its own section
             continue
         figures = meta.figures
         body = []
         for r in bench_rows:
-            cells = []
-            for f in figures:
-                fig = r["figures"][f]
-                cells.append(f"{num(fig['published'])} / {text(from_json(fig['lab']))}")
-            failed = "; ".join(r["failed"]) or "-"
-            body.append([_label(r), r["setup"], r["n"], r["reps"], *cells, r["lost"], r["duplicates"], failed])
+            cells = [f"{num(r.figures[f].published)} / {text(r.figures[f].lab)}" for f in figures]
+            failed = "; ".join(r.failed) or "-"
+            body.append([_label(r), r.setup, r.n, r.reps, *cells, r.lost, r.duplicates, failed])
         header = ["queue", "setup", "N", "reps", *(f"{f} published / here" for f in figures), "lost", "dup", "failed"]
         out += [f"### {meta.title}", "", markdown_table(header, body, {"queue", "setup", "failed"}), ""]
     return "\n".join(out)
 
 
-def lab_ratio_text(data: Mapping[str, Any] | None) -> str:
-    r = as_ratio(data)
+def lab_ratio_text(r: Ratio) -> str:
     if r.value is None:
         return "-"
     interval = f" [{num(r.low)}–{num(r.high)}]" if r.low is not None and r.high is not None else ""
@@ -223,13 +209,13 @@ def lab_ratio_text(data: Mapping[str, Any] | None) -> str:
 def lab_markdown(record: ClaimsRecord) -> str:
     body = [
         [
-            r["shape"],
-            r["queue"],
-            r["n"],
-            text(from_json(r["lab"])),
-            text(from_json(r["bare"])),
-            r["bare_from"],
-            lab_ratio_text(r["ratio"]),
+            r.shape,
+            r.queue,
+            r.n,
+            text(r.lab),
+            text(r.bare),
+            r.bare_from,
+            lab_ratio_text(r.ratio),
         ]  # fmt: skip
         for r in lab_rows(record)
     ]
@@ -237,8 +223,7 @@ def lab_markdown(record: ClaimsRecord) -> str:
     return markdown_table(header, body, {"job shape", "queue", "bare from"}) if body else "Not run."
 
 
-def markdown(record: ClaimsRecord | Mapping[str, Any]) -> str:
-    record = _data(record)
+def markdown(record: ClaimsRecord) -> str:
     s = record.setting
     lines = [
         f"# make claims {record.run}",
@@ -284,17 +269,16 @@ def _td(text: object, numeric: bool = False, attrs: str = "") -> str:
     return f"<td{' class=n' if numeric else ''}{attrs}>{esc(text)}</td>"
 
 
-def _figure_cell(row: Mapping[str, Any], figure: str) -> str:
-    fig = row["figures"][figure]
-    lab = fig["lab"]
+def _figure_cell(row: ConfigRow, figure: str) -> str:
+    fig = row.figures[figure]
     attrs = (
-        f' data-bench="{esc(row["bench"])}" data-setup="{esc(row["setup"])}" data-column="{esc(row["column"])}"'
-        f' data-queue="{esc(row["queue"])}" data-figure="{esc(figure)}"'
+        f' data-bench="{esc(row.bench)}" data-setup="{esc(row.setup)}" data-column="{esc(row.column)}"'
+        f' data-queue="{esc(row.queue)}" data-figure="{esc(figure)}"'
     )
-    if fig["published"] is not None:
-        attrs += f' data-published="{fig["published"]}"'
-    attrs += _data_attrs(lab, ("median", "low", "high", "n"))
-    shown = f"{num(fig['published'])} / {text(from_json(lab))}"
+    if fig.published is not None:
+        attrs += f' data-published="{fig.published}"'
+    attrs += _data_attrs(fig.lab.as_json(), ("median", "low", "high", "n"))
+    shown = f"{num(fig.published)} / {text(fig.lab)}"
     return f"<td class='n fig'{attrs}>{esc(shown)}</td>"
 
 
@@ -308,7 +292,7 @@ def figures_section(record: ClaimsRecord) -> str:
     out = []
     all_rows = rows(record)
     for bench, meta in BENCHES.items():
-        bench_rows = [r for r in all_rows if r["bench"] == bench]
+        bench_rows = [r for r in all_rows if r.bench == bench]
         if not bench_rows or bench == "lab_path":  # its own section
             continue
         src = meta.source
@@ -322,14 +306,14 @@ def figures_section(record: ClaimsRecord) -> str:
             _row(
                 [
                     _td(_label(r)),
-                    _td(r["setup"]),
-                    _td(r["path"]),
-                    _td(r["n"], True),
-                    _td(r["reps"], True),
+                    _td(r.setup),
+                    _td(r.path),
+                    _td(r.n, True),
+                    _td(r.reps, True),
                     *(_figure_cell(r, f) for f in figures),
-                    _td(r["lost"], True),
-                    _td(r["duplicates"], True),
-                    _td("; ".join(r["failed"]) or "-", attrs=" class=warn" if r["failed"] else ""),
+                    _td(r.lost, True),
+                    _td(r.duplicates, True),
+                    _td("; ".join(r.failed) or "-", attrs=" class=warn" if r.failed else ""),
                 ]
             )
             for r in bench_rows
@@ -350,26 +334,28 @@ def verdicts_section(record: ClaimsRecord) -> str:
     head = _row(_th(h) for h in (*columns, "verdict", "what it rests on"))
     body = []
     for v in verdicts(record):
+        c = v.claim
         attrs = (
-            f' data-claim="{esc(v["id"])}" data-setup="{esc(v["setup"])}" data-rule="{esc(v["rule"])}"'
-            f' data-verdict="{esc(v["verdict"])}" data-rule-says="{esc(v["rule_says"])}"'
-            f' data-scale="{esc(v["scale"])}"' + _data_attrs(v.get("ratio"), ("value", "low", "high", "n_a", "n_b"))
+            f' data-claim="{esc(v.id)}" data-setup="{esc(v.setup)}" data-rule="{esc(c.rule)}"'
+            f' data-verdict="{esc(v.verdict)}" data-rule-says="{esc(v.rule_says)}"'
+            f' data-scale="{esc(v.scale)}"'
+            + _data_attrs(v.ratio.as_json() if v.ratio else None, ("value", "low", "high", "n_a", "n_b"))
         )
-        cls = "ok" if v["verdict"] == rules.HOLDS else "warn"
+        cls = "ok" if v.verdict == rules.HOLDS else "warn"
         body.append(
             f"<tr{attrs}>"
             + "".join(
                 [
-                    _td(v["id"]),
-                    _td(v["text"]),
-                    _td(v["setup"]),
-                    _td(f"{v['figure']} {v['num']}/{v['den']}" + (f" ({v['column']})" if v["column"] else "")),
-                    _td(num(v.get("published")), True),
+                    _td(v.id),
+                    _td(c.text),
+                    _td(v.setup),
+                    _td(f"{c.figure} {c.num}/{c.den}" + (f" ({c.column})" if c.column else "")),
+                    _td(num(c.published), True),
                     _td(ratio_text(v), True),
-                    _td(v["rule"]),
-                    _td(scale_text(v), attrs=" class=warn" if v.get("scale") else ""),
+                    _td(c.rule),
+                    _td(scale_text(v), attrs=" class=warn" if v.scale else ""),
                     f"<td class={cls}>{esc(verdict_text(v))}</td>",
-                    f"<td class=muted>{esc(v.get('note'))}</td>",
+                    f"<td class=muted>{esc(c.note)}</td>",
                 ]
             )
             + "</tr>"
@@ -387,22 +373,22 @@ def lab_section(record: ClaimsRecord) -> str:
     body = []
     for r in found:
         attrs = (
-            f' data-shape="{esc(r["shape"])}" data-queue="{esc(r["queue"])}"'
-            + _data_attrs(r["lab"], ("median", "low", "high", "n"), "lab-")
-            + _data_attrs(r["bare"], ("median", "low", "high", "n"), "bare-")
-            + _data_attrs(r["ratio"], ("value", "low", "high"), "ratio-")
+            f' data-shape="{esc(r.shape)}" data-queue="{esc(r.queue)}"'
+            + _data_attrs(r.lab.as_json(), ("median", "low", "high", "n"), "lab-")
+            + _data_attrs(r.bare.as_json(), ("median", "low", "high", "n"), "bare-")
+            + _data_attrs(r.ratio.as_json(), ("value", "low", "high"), "ratio-")
         )
         body.append(
             f"<tr{attrs}>"
             + "".join(
                 [
-                    _td(r["shape"]),
-                    _td(r["queue"]),
-                    _td(r["n"], True),
-                    _td(text(from_json(r["lab"])), True),
-                    _td(text(from_json(r["bare"])), True),
-                    _td(r["bare_from"]),
-                    _td(lab_ratio_text(r["ratio"]), True),
+                    _td(r.shape),
+                    _td(r.queue),
+                    _td(r.n, True),
+                    _td(text(r.lab), True),
+                    _td(text(r.bare), True),
+                    _td(r.bare_from),
+                    _td(lab_ratio_text(r.ratio), True),
                 ]
             )
             + "</tr>"
@@ -472,8 +458,7 @@ def setting_section(record: ClaimsRecord) -> str:
     )
 
 
-def page(record: ClaimsRecord | Mapping[str, Any]) -> str:
-    record = _data(record)
+def page(record: ClaimsRecord) -> str:
     notes = "".join(f"<li>{esc(n)}</li>" for n in record.notes)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>make claims {esc(record.run)}</title>

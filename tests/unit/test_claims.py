@@ -207,7 +207,7 @@ def test_a_claims_interval_takes_every_ok_run_of_each_side_and_leaves_out_a_fail
     assert (r.n_a, r.n_b) == (3, 2) and r.value == pytest.approx(8.0 / 1.05)
     assert r.low is not None and r.high is not None and r.low < r.value < r.high
     [verdict] = verdicts(ClaimsRecord(run="x", runs=runs))
-    assert verdict["verdict"] == rules.magnitude(r, claim.published) and verdict["scale"] == ""
+    assert verdict.verdict == rules.magnitude(r, claim.published) and verdict.scale == ""
 
 
 def test_a_verdict_on_runs_smaller_than_the_authors_says_by_how_much():
@@ -217,11 +217,11 @@ def test_a_verdict_on_runs_smaller_than_the_authors_says_by_how_much():
         for rep in (1, 2, 3) for q, t in (("arq", 20.0 + rep), ("streaq", 3.0 + rep / 10))
     ]  # fmt: skip
     [verdict] = verdicts(ClaimsRecord(run="x", runs=runs))
-    assert verdict["id"] == "C3-w10"
-    assert verdict["scale"] == "N 4,000 here, 20,000 published; 2 worker processes here, 10 published"
+    assert verdict.id == "C3-w10"
+    assert verdict.scale == "N 4,000 here, 20,000 published; 2 worker processes here, 10 published"
     text = claims_page.verdicts_markdown(ClaimsRecord(run="x", runs=runs))
     assert "scaled: N 4,000 here, 20,000 published; 2 worker processes here, 10 published" in text
-    assert f"{verdict['verdict']}, on runs scaled below the author's" in text
+    assert f"{verdict.verdict}, on runs scaled below the author's" in text
 
 
 # -- The full run's plan ------------------------------------------------------------------------------
@@ -270,7 +270,7 @@ def test_a_quick_run_is_one_repetition_at_a_tenth_and_decides_nothing():
     record = ClaimsRecord.model_validate(quick_sample())
     assert record.params["quick"]
     found = verdicts(record)
-    assert found and all(v["verdict"] == rules.SMOKE for v in found)
+    assert found and all(v.verdict == rules.SMOKE for v in found)
     printed = claims_page.verdicts_markdown(record)
     assert printed.startswith("A quick run (N x 0.1, one repetition) is a smoke test")
     assert "is a smoke test" in claims_page.markdown(record) and "id='smoke'" in claims_page.page(record)
@@ -308,10 +308,10 @@ def test_an_older_record_is_decided_by_these_rules_as_far_as_its_runs_allow():
     record = ClaimsRecord.model_validate(older_sample())
     assert record.params["reps"] == 2 and not record.params["quick"]
     found = verdicts(record)
-    assert {v["id"] for v in found} == {"C1-noop", "C1-sleep", "C2-noop", "C2-sleep", "C9", "C6"}
-    assert all(v["ratio"]["n_a"] == v["ratio"]["n_b"] == 2 and v["ratio"]["low"] is not None for v in found)
-    assert {v["verdict"] for v in found} <= {rules.HOLDS, rules.FAILS, rules.NOT_DECIDED, rules.DIRECTION_ONLY}
-    assert all(v["scale"] for v in found)  # it ran at scale 0.2: every verdict says so
+    assert {v.id for v in found} == {"C1-noop", "C1-sleep", "C2-noop", "C2-sleep", "C9", "C6"}
+    assert all(v.ratio and v.ratio.n_a == v.ratio.n_b == 2 and v.ratio.low is not None for v in found)
+    assert {v.verdict for v in found} <= {rules.HOLDS, rules.FAILS, rules.NOT_DECIDED, rules.DIRECTION_ONLY}
+    assert all(v.scale for v in found)  # it ran at scale 0.2: every verdict says so
 
 
 def test_the_check_catches_a_figure_that_is_not_the_runs():
@@ -328,19 +328,19 @@ def test_the_check_catches_a_verdict_that_is_not_the_runs():
     record = older_sample()
     model = ClaimsRecord.model_validate(record)
     page, markdown = claims_page.page(model), claims_page.markdown(model)
-    [c6] = [v for v in verdicts(model) if v["id"] == "C6" and v["setup"] == "unlimited"]
-    wrong = rules.HOLDS if c6["verdict"] != rules.HOLDS else rules.FAILS
+    [c6] = [v for v in verdicts(model) if v.id == "C6" and v.setup == "unlimited"]
+    wrong = rules.HOLDS if c6.verdict != rules.HOLDS else rules.FAILS
     with pytest.raises(AssertionError):
-        check_page(record, page.replace(f'data-verdict="{c6["verdict"]}"', f'data-verdict="{wrong}"', 1), markdown)
+        check_page(record, page.replace(f'data-verdict="{c6.verdict}"', f'data-verdict="{wrong}"', 1), markdown)
     row = next(line for line in markdown.splitlines() if line.startswith("| C6 | ") and "| unlimited |" in line)
     with pytest.raises(AssertionError):
-        check_page(record, page, markdown.replace(row, row.replace(f"| {c6['verdict']}", f"| {wrong}")))
+        check_page(record, page, markdown.replace(row, row.replace(f"| {c6.verdict}", f"| {wrong}")))
 
 
 def test_the_markdown_twin_names_every_claim_and_the_lab_path_its_bare_figure():
     record = ClaimsRecord.model_validate(quick_sample())
     text = claims_page.markdown(record)
     for v in verdicts(record):
-        assert f"| {v['id']} |" in text
+        assert f"| {v.id} |" in text
     for row in lab_rows(record):
-        assert row["bare"]["median"] is not None and row["ratio"]["value"] is not None, row
+        assert row.bare.median is not None and row.ratio.value is not None, row
