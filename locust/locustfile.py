@@ -165,6 +165,11 @@ class State:
         self.in_flight = 0  # requests sent and not answered yet
         self.scheduled_sends = 0  # rate=: requests sent on a schedule
         self.late_sends = 0  # ...of which more than LATE_S behind it
+        # The same for the sends made in the run's second half, where make capacity reads
+        # a step: the users' first sends, late while they start, are left out.
+        self.half_at: float | None = None
+        self.steady_sends = 0
+        self.steady_late_sends = 0
         self.closed = False  # duration reached: send nothing more, let the requests in flight finish
         self.cpu_start: tuple[float, float] | None = None  # (time, cgroup CPU seconds) at test start
         self.worker_reports: dict[str, dict[str, Any]] = {}  # master: the latest snapshot of each worker
@@ -202,6 +207,8 @@ class State:
             "in_flight": self.in_flight,
             "scheduled_sends": self.scheduled_sends,
             "late_sends": self.late_sends,
+            "steady_sends": self.steady_sends,
+            "steady_late_sends": self.steady_late_sends,
             "closed": self.closed,
             "cpu_seconds": round((sample.cpu_seconds or 0.0) - cpu0, 3),
             "interval_s": round(now - t0, 3),
@@ -421,7 +428,11 @@ def on_test_start(environment: Environment, **_: object) -> None:
         # The master's --lab-* values arrived with the spawn message.
         STATE.params = parse_params(options_of(environment))
         precreate_series(STATE.params)
-        if STATE.params.iterations is not None:
+    params = STATE.run_params
+    # rate=: the schedule's second half, from this process's start (where make capacity reads a step).
+    STATE.half_at = time.time() + params.duration_s / 2 if params.rate and params.duration_s else None
+    if STATE.role == "worker":
+        if params.iterations is not None:
             STATE.tickets = Tickets(lambda n: runner.send_message("lab_want", {"want": n}))
         return
     if STATE.run_params.iterations is not None:
@@ -501,6 +512,8 @@ def result(environment: Environment, started: float) -> dict[str, object]:
         "rate": params.rate,
         "scheduled_sends": sum(p["scheduled_sends"] for p in senders),
         "late_sends": sum(p["late_sends"] for p in senders),
+        "steady_sends": sum(p.get("steady_sends", 0) for p in senders),
+        "steady_late_sends": sum(p.get("steady_late_sends", 0) for p in senders),
         "users": params.users,
         "spawn_rate": params.spawn_rate,
         "granted": STATE.book.granted if STATE.book else None,
@@ -557,6 +570,9 @@ class LabUser(FastHttpUser):
         if not STATE.closed:
             STATE.scheduled_sends += 1
             STATE.late_sends += int(late > LATE_S)
+            if STATE.half_at is not None and time.time() >= STATE.half_at:  # sent in it, late or not
+                STATE.steady_sends += 1
+                STATE.steady_late_sends += int(late > LATE_S)
         return late * 1000
 
     @task

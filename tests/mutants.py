@@ -553,6 +553,18 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/unit/test_capacity.py::test_the_rate_taken_is_the_scraped_counters_where_the_record_has_it",),
     ),
     Mutant(
+        "capacity-late-share-over-the-whole-step",
+        "a capacity step's late sends are read over the whole step, its users' start included, not its second half",
+        (
+            (
+                "labctl/records/capacity.py",
+                r"record\.late_sends_steady_pct if record\.late_sends_steady_pct is not None else record\.late_sends_pct",
+                "record.late_sends_pct",
+            ),
+        ),
+        ("tests/unit/test_capacity.py::test_what_stops_a_step_first_errors_then_the_generator_then_the_api",),
+    ),
+    Mutant(
         "tickets-past-the-target",
         "the ticket book grants what a worker asks for, past the run's iterations",
         (

@@ -9,8 +9,8 @@ by `judge` from its run record alone:
   generator  Locust's own processes ran out of CPU: the step says nothing of the queue
   api        the rate the API took over the step's second half (its enqueue
              counter as scraped, else the ledger's timeline) fell under
-             RATE_KEPT of the rate asked, or over LATE_SHARE of the sends went
-             late (every user was waiting on the API)
+             RATE_KEPT of the rate asked, or over LATE_SHARE of the sends of
+             the schedule's second half went late (every user was waiting on the API)
   worker     over the step's second half the backlog grew faster than GROWTH_SHARE
              of the rate (its least-squares slope), or the p95 wait (enqueue to
              start) passed max_wait
@@ -59,7 +59,7 @@ class Step(Record):
     reasons: list[str] = []
     achieved_rate: float | None = None  # requests a second over the whole load, its users' start included
     sent_half: float | None = None  # tasks the API took a second over the second half (the api rule's)
-    late_sends_pct: float | None = None
+    late_sends_pct: float | None = None  # of the sends of the schedule's second half (else of the whole step)
     failures: int = 0
     wait_p50_s: float | None = None
     wait_p95_s: float | None = None
@@ -148,7 +148,11 @@ def judge(
         rep=rep,
         phase=phase,
         achieved_rate=record.rps,
-        late_sends_pct=record.late_sends_pct,
+        # Over the schedule's second half, where the users' start is behind it; the whole
+        # step's share for a record without it.
+        late_sends_pct=(
+            record.late_sends_steady_pct if record.late_sends_steady_pct is not None else record.late_sends_pct
+        ),
         failures=record.failures + ((tasks.failed or 0) + (tasks.lost or 0) if tasks else 0),
         wait_p50_s=times.get("wait", {}).get("p50"),
         wait_p95_s=times.get("wait", {}).get("p95"),

@@ -125,6 +125,7 @@ class RunRecord(Record):
     duration_target_s: float | None = None
     target_rate: float | None = None  # rate= (the open model): the requests a second it was to send
     late_sends_pct: float | None = None  # ...and the share of them sent late (latency counts from the schedule)
+    late_sends_steady_pct: float | None = None  # ...over the schedule's second half (make capacity's steady part)
     locust_workers: int | None = None
     duration_s: float | None = None
     limits: dict[str, Any] = {}
@@ -262,6 +263,11 @@ def generator_check(processes: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 # -- The ledger's part ----------------------------------------------------------------------
 def _round(x: Any, digits: int = 2) -> Any:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(x, digits)
+
+
+def _share(part: int | None, whole: int | None) -> float | None:
+    """part of whole in %, none without a whole."""
+    return _round(100 * (part or 0) / whole, 2) if whole else None
 
 
 def backlog_of(led: Mapping[str, Any] | None) -> int:
@@ -449,6 +455,7 @@ def build_run_record(inputs: RunInputs) -> RunRecord:
             "knobs": dict(inputs.knobs),
             **load,
             "late_sends_pct": _round(100 * locust.get("late_sends", 0) / sends, 2) if sends else None,
+            "late_sends_steady_pct": _share(locust.get("steady_late_sends"), locust.get("steady_sends")),
             "load_started_at": start,
             "load_ended_at": end,
             "tasks": tasks,

@@ -850,10 +850,14 @@ def test_a_rate_run_sends_on_its_schedule_and_counts_latency_from_it(target, tmp
     # Sent from the users' start (within the first second) until the close: the schedule's count, not the machine's.
     assert 20 * (closed_at - 1) <= result["requests"] <= 20 * closed_at + 4, (result["requests"], closed_at)
     assert result["late_sends"] <= result["requests"] * 0.05 and result["median_ms"] < 200, result
+    # The sends made in the run's second half (make capacity's steady part): a part of them all.
+    assert 0 < result["steady_sends"] < result["scheduled_sends"], result
 
     target.delay_s = 0.5
     slow = run_local(target, 2, LOAD_RATE="10", LOAD_DURATION="3s", LOAD_RUN="units-rate-slow")["LAB-RESULT"]
     assert slow["late_sends"] > slow["scheduled_sends"] / 2, slow
+    # Behind from its start, every user still is in the second half.
+    assert slow["steady_sends"] and slow["steady_late_sends"] == slow["steady_sends"], slow
     assert slow["median_ms"] > 600 and slow["max_ms"] > 1000, slow
 
 

@@ -106,6 +106,11 @@ def test_what_stops_a_step_first_errors_then_the_generator_then_the_api():
     assert judge(run_record(8, 10, generator={"cpu_bound": True}), "arq", 8, 5.0).limited_by == "generator"
     assert judge(run_record(7, 10), "arq", 8, 5.0).limited_by == "api"  # under 95 % of the rate taken
     assert judge(run_record(8, 10, late_sends_pct=12.0), "arq", 8, 5.0).limited_by == "api"
+    # The share late over the schedule's second half where the record has it: the users'
+    # start, late over the whole step, is left out, and a late second half still counts.
+    started_late = run_record(8, 10, late_sends_pct=12.0, late_sends_steady_pct=1.0)
+    assert judge(started_late, "arq", 8, 5.0).sustained
+    assert judge(run_record(8, 10, late_sends_pct=3.0, late_sends_steady_pct=9.0), "arq", 8, 5.0).limited_by == "api"
     no_timeline = run_record(8, 10, timeline=None)
     assert judge(no_timeline, "arq", 8, 5.0).limited_by == "worker"  # never sustained on nothing
 
