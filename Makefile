@@ -247,10 +247,10 @@ test-cluster: ## a three-node cluster, a mixed load with a worker node killed, t
 
 # ---- Capacity (the open model) ----------------------------------------------------------
 # make capacity worker=arq|...|all [max_wait=5s step=30s start=5 precision=10 max_rate= reps=1 check=1 check_s=60s
-#                                   seed=N endpoint= users= locust_workers=]
-CAPACITY_PARAMS = max_wait step start precision max_rate reps check_s seed
+#                                   seed=N target_pct= max_reps=6 endpoint= users= locust_workers=]
+CAPACITY_PARAMS = max_wait step start precision max_rate reps check_s seed target_pct max_reps
 .PHONY: capacity
-capacity: ## the highest task rate each queue sustains under the limits in force (open-model steps, then bisection): make capacity worker=arq|all [max_wait=5s step=30s reps=1 check=1]
+capacity: ## the highest task rate each queue sustains under the limits in force (open-model steps, then bisection): make capacity worker=arq|all [max_wait=5s step=30s reps=1 target_pct=10 check=1]
 	@$(LABCTL) capacity $(call options,$(CAPACITY_PARAMS)) $(call flags,check) $(load-args) --results-dir '$(results_dir)'
 
 # ---- Scaling ----------------------------------------------------------------------------

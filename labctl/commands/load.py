@@ -103,6 +103,12 @@ def capacity(
     check: Annotated[bool, typer.Option(help="then run 0.8x and 1.3x of each rate found")] = False,
     check_s: Annotated[str, typer.Option(help="how long each check runs")] = capacity_experiment.CHECK,
     seed: Annotated[int | None, typer.Option(help="the seed of the queues' order (default: drawn, recorded)")] = None,
+    target_pct: Annotated[
+        float | None, typer.Option(help="then search again each queue whose interval is wider than +-this %")
+    ] = None,
+    max_reps: Annotated[
+        int, typer.Option(help="target_pct=: at most this many searches of a queue")
+    ] = capacity_experiment.MAX_REPS,
 ) -> int:
     given = capacity_experiment.CapacityOptions(
         workers=options.worker,
@@ -115,5 +121,7 @@ def capacity(
         check=check,
         check_s=check_s,
         seed=seed,
+        target_pct=target_pct,
+        max_reps=max_reps,
     )
     return capacity_experiment.capacity(options.but(worker=""), given, orchestrator(), console())

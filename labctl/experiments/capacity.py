@@ -1,6 +1,7 @@
 """`make capacity`: the highest arrival rate each queue's whole path sustains under the limits in force.
 
-    make capacity worker=arq|...|all [max_wait=5s step=30s start=5 precision=10 max_rate= reps=1 check=1 seed=N]
+    make capacity worker=arq|...|all [max_wait=5s step=30s start=5 precision=10 max_rate= reps=1 check=1 seed=N
+                                      target_pct= max_reps=6]
 
 Each step is an open-model run, `make load worker=Q rate=R duration=<step>
 wait=1` (the next step starts with an empty backlog), judged from its record
@@ -20,6 +21,12 @@ while not, until the verdict turns (`walk`); it brackets the rate as finely in
 two or three steps as the first did in eight or more. With one search it is the search's result, the
 bracket beside it. Every step the worker could not keep up with also gives the
 rate it completed tasks at when saturated; their median and interval show too.
+
+target_pct=X then adds repetitions, each only of the queues whose sustained
+rate's interval is still wider than +-X % of its median (in a random order
+again), until none is or a queue has had max_reps searches; the record says
+why each stopped. The searches bracket a rate to `precision` %, so a target
+much under it asks for more searches than it gains.
 
 check=1 then runs each queue at 0.8x and 1.3x of its sustained rate for
 check_s (60 s): the first should be sustained and the second not.
@@ -61,6 +68,11 @@ PRECISION_PCT = 10.0
 MIN_RATE = 0.5
 CHECK = "60s"
 CHECK_FACTORS = (0.8, 1.3)
+# target_pct=: at most this many searches of a queue. A later search walks (two to four
+# steps); at the run-to-run spread of a few % seen here, three or four searches mostly
+# bring an interval within +-10 %, and six bound a queue that swings between verdicts.
+MAX_REPS = 6
+WITHIN, AT_CAP = "within", "max_reps"
 
 
 @dataclass
@@ -77,6 +89,8 @@ class CapacityOptions:
     check: bool = False
     check_s: str = CHECK
     seed: int | None = None
+    target_pct: float | None = None  # more searches until the interval is within +-this % (None: reps only)
+    max_reps: int = MAX_REPS
     queues: list[str] = field(default_factory=list)
     max_wait_s: float = 0.0
     step_s: float = 0.0
@@ -101,6 +115,10 @@ class CapacityOptions:
             raise ParamError(f"precision={self.precision:g}: a percentage from 1 to 100")
         if self.reps < 1:
             raise ParamError(f"reps={self.reps}: a whole number above 0")
+        if self.target_pct is not None and not 0 < self.target_pct <= 100:
+            raise ParamError(f"target_pct={self.target_pct:g}: a percentage above 0, at most 100")
+        if self.target_pct is not None and self.max_reps < max(self.reps, 2):
+            raise ParamError(f"max_reps={self.max_reps}: at least reps ({self.reps}) and 2, for an interval")
         if load.rate or load.iterations or load.duration:
             raise ParamError("rate=, iterations= and duration= are the search's own: give start=, step=, max_rate=")
         return replace(
@@ -191,10 +209,10 @@ def first_limit(steps: list[Step], lo: float | None) -> str | None:
     return min(above, key=lambda s: s.rate).limited_by if above else None
 
 
-def summarize(steps: list[Step], reps: int) -> QueueCapacity:
+def summarize(steps: list[Step]) -> QueueCapacity:
     """A queue's result from its steps (every repetition's search, and the checks)."""
     searched = [s for s in steps if s.phase == "search"]
-    runs = [[s for s in searched if s.rep == r] for r in range(1, reps + 1)]
+    runs = [[s for s in searched if s.rep == r] for r in sorted({s.rep for s in searched})] or [[]]
     found = [bracket(run) for run in runs]
     limits = [first_limit(run, lo) for run, (lo, _) in zip(runs, found)]
     lo, hi = found[-1]
@@ -219,6 +237,23 @@ def summarize(steps: list[Step], reps: int) -> QueueCapacity:
         checks["passed"] = checks.get("0.8x") is True and checks.get("1.3x") is False
         result.checks = checks
     return result
+
+
+def searches(record: CapacityRecord, queue: str) -> int:
+    return sum(queue in order for order in record.order)
+
+
+def why_stopped(record: CapacityRecord, queue: str, target_pct: float, max_reps: int) -> str:
+    """`within` (its interval within +-target_pct %), `max_reps`, or `` while it may search again."""
+    est = stats.from_json(summarize([s for s in record.steps if s.queue == queue]).sustained_rate)
+    if est.within(target_pct):
+        return WITHIN
+    return AT_CAP if searches(record, queue) >= max_reps else ""
+
+
+def still_wide(record: CapacityRecord, target_pct: float, max_reps: int) -> list[str]:
+    """The queues to search again: their sustained rate's interval wider than +-target_pct %, fewer than max_reps searches."""
+    return [q for q in record.queues_asked if not why_stopped(record, q, target_pct, max_reps)]
 
 
 # -- Running it ---------------------------------------------------------------------------
@@ -271,6 +306,8 @@ def capacity(load: LoadOptions, given: CapacityOptions, lab: Lab, ui: Console) -
             "precision_pct": o.precision,
             "max_rate": top,
             "reps": o.reps,
+            "target_pct": o.target_pct,
+            "max_reps": o.max_reps if o.target_pct is not None else None,
             "seed": seed,
             "check_s": o.check_duration_s if o.check else None,
         },
@@ -282,14 +319,23 @@ def capacity(load: LoadOptions, given: CapacityOptions, lab: Lab, ui: Console) -
         ui.say(f"  repetition {rep}: {' '.join(order)}")
     step = Stepper(load, o, lab, ui, base)
     failed = interrupted = ""
+
+    def searched(rep: int, order: list[str]) -> None:
+        for queue in order:
+            earlier = first_found(record.steps, queue) if rep > 1 else None
+            find = partial(walk, start=earlier) if earlier else partial(search, start=o.start)
+            record.steps += find(partial(step, queue, rep=rep), max_rate=top, precision_pct=o.precision)
+
     try:
         for rep, order in enumerate(record.order, 1):
-            for queue in order:
-                earlier = first_found(record.steps, queue) if rep > 1 else None
-                find = partial(walk, start=earlier) if earlier else partial(search, start=o.start)
-                record.steps += find(partial(step, queue, rep=rep), max_rate=top, precision_pct=o.precision)
+            searched(rep, order)
+        while o.target_pct is not None and (wide := still_wide(record, o.target_pct, o.max_reps)):
+            record.order.append(rng.sample(wide, len(wide)))
+            ui.say(f"\n== repetition {len(record.order)}: {' '.join(record.order[-1])} (interval wider than "
+                   f"+-{o.target_pct:g} %)")  # fmt: skip
+            searched(len(record.order), record.order[-1])
         for queue in o.queues if o.check else []:
-            found = summarize([s for s in record.steps if s.queue == queue], o.reps).sustained_rate.get("median")
+            found = summarize([s for s in record.steps if s.queue == queue]).sustained_rate.get("median")
             record.steps += [step(queue, round(f * found, 2), factor=f) for f in CHECK_FACTORS] if found else []
     except LabError as exc:
         failed = str(exc)
@@ -297,7 +343,9 @@ def capacity(load: LoadOptions, given: CapacityOptions, lab: Lab, ui: Console) -
     except KeyboardInterrupt:
         failed = interrupted = "interrupted"
     ran = [q for q in o.queues if any(s.queue == q for s in record.steps)]
-    record.queues = {q: summarize([s for s in record.steps if s.queue == q], o.reps) for q in ran}
+    record.queues = {q: summarize([s for s in record.steps if s.queue == q]) for q in ran}
+    if o.target_pct is not None:
+        record.stopped = {q: why_stopped(record, q, o.target_pct, o.max_reps) for q in ran}
     record.wall_s = round(time.time() - started, 1)
     record.api_limits, record.worker_limits = limit_text(step.api_limits), workers_limit_text(step.worker_limits)
     store = Store(Path(load.results_dir))

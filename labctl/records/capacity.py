@@ -92,11 +92,14 @@ class CapacityRecord(Record):
     base: str
     time: str = ""
     queues_asked: list[str] = []
-    params: dict[str, Any] = {}  # endpoint, step_s, max_wait_s, start, precision_pct, max_rate, reps, seed
+    params: dict[
+        str, Any
+    ] = {}  # endpoint, step_s, max_wait_s, start, precision_pct, max_rate, reps, target_pct, max_reps, seed
     platform: dict[str, Any] = {}
     api_limits: str | None = None
     worker_limits: str | None = None
     order: list[list[str]] = []  # each repetition's queues in the order they ran
+    stopped: dict[str, str] = {}  # target_pct=: why each queue's searches stopped (within, max_reps)
     steps: list[Step] = []
     queues: dict[str, QueueCapacity] = {}
     wall_s: float | None = None

@@ -101,8 +101,20 @@ def summary_line(record: CapacityRecord) -> str:
     return (
         f"{record.base}: {', '.join(record.queues_asked)}; endpoint {p.get('endpoint')}, steps of {p.get('step_s'):g} s, "
         f"max_wait {p.get('max_wait_s'):g} s, precision {p.get('precision_pct'):g} %, {p.get('reps')} search(es) "
-        f"(seed {p.get('seed')}); API {record.api_limits}, worker {record.worker_limits}; "
+        f"{target_text(record)}(seed {p.get('seed')}); API {record.api_limits}, worker {record.worker_limits}; "
         f"{len(record.steps)} steps in {stats.num((record.wall_s or 0) / 60)} min"
+    )
+
+
+def target_text(record: CapacityRecord) -> str:
+    """target_pct=: the target, and the queues that did not reach it."""
+    target = record.params.get("target_pct")
+    if target is None:
+        return ""
+    short = [f"{q} ({why or 'stopped'})" for q, why in record.stopped.items() if why != "within"]
+    return (
+        f"then more while an interval was wider than +-{target:g} % (at most {record.params.get('max_reps')}; "
+        f"not within: {', '.join(short) or 'none'}) "
     )
 
 

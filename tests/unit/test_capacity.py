@@ -180,8 +180,42 @@ def test_later_searches_start_at_the_queues_first_result():
         steps += [s.model_copy(update={"rep": rep}) for s in run]
     first = C.first_found(steps, "q")
     assert first is not None and first <= 40.0 and [s.rate for s in steps if s.rep > 1][:1] == [first]
-    est = C.summarize(steps, 3).sustained_rate
+    est = C.summarize(steps).sustained_rate
     assert est["n"] == 3 and est["low"] < est["median"] < est["high"], est
+
+
+def test_target_pct_searches_again_only_the_queues_whose_interval_is_wide():
+    """With target_pct=10: a queue whose searches agree stops (within); one whose searches
+    spread is searched again, until max_reps."""
+    record = CapacityRecord(base="c", queues_asked=["tight", "loose"])
+
+    def searched(queue: str, capacity: float) -> None:
+        rep = len([o for o in record.order if queue in o]) + 1
+        record.order.append([queue])
+        try_rate, _ = model_queue(capacity)
+        earlier = C.first_found(record.steps, queue)
+        run = C.walk(try_rate, earlier, 2000.0, 10.0) if earlier else C.search(try_rate, 5.0, 2000.0, 10.0)
+        record.steps += [s.model_copy(update={"queue": queue, "rep": rep}) for s in run]
+
+    searched("tight", 40.0)
+    searched("loose", 40.0)
+    # One search each: no interval yet, so both are searched again.
+    assert C.still_wide(record, 10.0, 4) == ["tight", "loose"]
+    searched("tight", 40.0)
+    searched("loose", 20.0)
+    assert C.why_stopped(record, "tight", 10.0, 4) == C.WITHIN
+    assert C.still_wide(record, 10.0, 4) == ["loose"]
+    searched("loose", 60.0)
+    searched("loose", 30.0)
+    assert C.searches(record, "loose") == 4 and C.why_stopped(record, "loose", 10.0, 4) == C.AT_CAP
+    assert C.still_wide(record, 10.0, 4) == []
+    record.params = {"target_pct": 10.0, "max_reps": 4}
+    record.stopped = {q: C.why_stopped(record, q, 10.0, 4) for q in record.queues_asked}
+    assert "+-10 % (at most 4; not within: loose (max_reps))" in capacity_page.target_text(record)
+    with pytest.raises(ParamError, match="target_pct=0"):
+        C.CapacityOptions(workers="arq", target_pct=0).parse(LoadOptions())
+    with pytest.raises(ParamError, match="max_reps=2"):
+        C.CapacityOptions(workers="arq", reps=3, target_pct=10, max_reps=2).parse(LoadOptions())
 
 
 def test_a_queue_that_sustains_nothing_has_no_rate_and_a_generator_short_of_cpu_ends_the_search():
@@ -206,7 +240,7 @@ def test_a_queues_result_over_its_searches_and_its_checks():
         Step(queue="q", rate=33.0, run="c1", phase="check", factor=0.8, sustained=True),
         Step(queue="q", rate=54.0, run="c2", phase="check", factor=1.3, sustained=False, limited_by="worker"),
     ]
-    result = C.summarize(steps, 3)
+    result = C.summarize(steps)
     est = result.sustained_rate
     assert est["n"] == 3 and est["low"] < est["median"] < est["high"], est
     assert result.limited_by == "worker" and result.bracket[0] <= 42.0 < result.bracket[1]
@@ -238,7 +272,7 @@ def test_the_record_reads_back_and_its_page_shows_the_table_and_each_queues_char
             "seed": 1,
         },
         steps=steps,
-        queues={"arq": C.summarize(steps, 1)},
+        queues={"arq": C.summarize(steps)},
         wall_s=600,
     )
     again = parse(json.loads(json.dumps(record.as_json())))
