@@ -52,16 +52,13 @@ from labctl.platform.cgroups import PeakMemory, cpu_seconds
 from labctl.platform.compose import Compose
 from labctl.platform.lab import answers
 from labctl.polling import Progress, wait_until
+from labctl.queues import EMPTIER_SETTINGS
 from labctl.records.bench import BenchRecord, BenchRow, row_ratios
 from labctl.records.store import Store
 from labctl.render import bench_table
 from labctl.render.bench_table import FAST_ARQ_POLL
 from labctl.render.console import Console
 from services.bare.queues import BARE, KEYS, done_key
-
-# The one-off worker that helps a queue's own empty what a bench left (not measured): RQ's
-# default Worker forks a work horse per job, its SimpleWorker runs the job in itself.
-EMPTIER_SETTINGS = {"rq": {"RQ_WORKER_CLASS": "SimpleWorker"}}
 
 QUEUES = ("background", *BARE)
 LIMIT_KNOBS = {b.name: b.limits_prefix for b in BROKERS if b.name in BARE}
@@ -303,8 +300,9 @@ class Bench:
     @contextmanager
     def emptier(self, queue: str) -> Iterator[None]:
         """For the unmeasured emptying of a queue whose own worker is slow at it whatever its
-        CPU (RQ forks a work horse per job: every round's tasks would take the bench an hour),
-        a one-off worker of the queue beside it (EMPTIER_SETTINGS); none for the others."""
+        CPU (RQ forks a work horse per job, docket looks for work DOCKET_CONCURRENCY tasks at a
+        time every 0.1 s: every round's tasks would take the bench many minutes), a one-off
+        worker of the queue beside it (labctl/queues.py EMPTIER_SETTINGS); none for the others."""
         settings = EMPTIER_SETTINGS.get(queue)
         if not settings:
             yield

@@ -32,22 +32,13 @@ from labctl.load_run.steps import run_load
 from labctl.platform.compose import Compose
 from labctl.platform.lab import Lab
 from labctl.polling import Progress, wait_until
-from labctl.queues import service_of
+from labctl.queues import EMPTIER_SETTINGS, service_of
 from labctl.records.compare import CompareRecord, CompareRun, run_row
 from labctl.records.run import DrainWatch, RunRecord, backlog_of
 from labctl.records.store import Store
 from labctl.render import compare_page
 from labctl.render.console import Console
 
-# The rest of a backlog its queue drains too slowly is run by a one-off worker of
-# the queue, its CPU limit lifted, with these settings besides its own: arq polls
-# as often as it can and takes more jobs a poll, RQ runs jobs without a fork,
-# docket looks for a free slot as often and has more of them.
-SWEEPER_SETTINGS = {
-    "arq": {"ARQ_POLL_DELAY": "0.01", "ARQ_MAX_JOBS": "20"},
-    "rq": {"RQ_WORKER_CLASS": "SimpleWorker"},
-    "docket": {"DOCKET_MINIMUM_CHECK_INTERVAL_S": "0.01", "DOCKET_CONCURRENCY": "20"},
-}
 SWEEP_STALL_S = 60
 # The warm-up run's load: long enough for every queue to take requests, short enough
 # that the slowest drainer's share of it empties in seconds.
@@ -107,7 +98,7 @@ class Comparison:
 
     def empty_backlog(self, queue: str, record: RunRecord) -> None:
         """The rest of a run's backlog, which its queue drains slower than its API enqueued, run
-        by a one-off worker of the queue beside its own, its CPU limit lifted (SWEEPER_SETTINGS);
+        by a one-off worker of the queue beside its own, its CPU limit lifted (EMPTIER_SETTINGS);
         the run's record then holds the ledger's whole counts and the drain it measured
         (RunRecord.emptied). On a Swarm stack, or for `background`, the run's own workers finish
         it (at most --drain-timeout)."""
@@ -130,9 +121,9 @@ class Comparison:
             prefix = BY_NAME[queue].limits_prefix
             limits = {f"{prefix}_CPUS": str(os.cpu_count() or 1), f"{prefix}_MEM": "1G"}
             by = f"a one-off {queue} worker without its CPU limit" + "".join(
-                f", {k}={v}" for k, v in SWEEPER_SETTINGS.get(queue, {}).items()
+                f", {k}={v}" for k, v in EMPTIER_SETTINGS.get(queue, {}).items()
             )
-            with self.lab.one_off(queue, limits, SWEEPER_SETTINGS.get(queue, {})):
+            with self.lab.one_off(queue, limits, EMPTIER_SETTINGS.get(queue, {})):
                 led = wait_until(emptied, timeout_s=self.options.drain_timeout, every_s=1)
         else:
             by = f"the lab's own {queue} workers"
