@@ -68,9 +68,9 @@ PRECISION_PCT = 10.0
 MIN_RATE = 0.5
 CHECK = "60s"
 CHECK_FACTORS = (0.8, 1.3)
-# target_pct=: at most this many searches of a queue. A later search walks (two to four
-# steps); at the run-to-run spread of a few % seen here, three or four searches mostly
-# bring an interval within +-10 %, and six bound a queue that swings between verdicts.
+# target_pct=: at most this many searches of a queue. A later search is a short walk,
+# so one more costs little; the cap bounds a queue whose verdicts swing from search to
+# search, whose interval no number of searches would narrow.
 MAX_REPS = 6
 WITHIN, AT_CAP = "within", "max_reps"
 
