@@ -53,7 +53,15 @@ from labctl.load_run.steps import run_load
 from labctl.platform.containers import limit_text, workers_limit_text
 from labctl.platform.lab import Lab
 from labctl.queues import parse_workers
-from labctl.records.capacity import CapacityRecord, QueueCapacity, Step, judge, saturated_rate
+from labctl.records.capacity import (
+    AT_CAP,
+    WITHIN,
+    CapacityRecord,
+    QueueCapacity,
+    Step,
+    judge,
+    saturated_rate,
+)
 from labctl.records.store import Store
 from labctl.render import capacity_page
 from labctl.render.console import Console
@@ -72,7 +80,6 @@ CHECK_FACTORS = (0.8, 1.3)
 # so one more costs little; the cap bounds a queue whose verdicts swing from search to
 # search, whose interval no number of searches would narrow.
 MAX_REPS = 6
-WITHIN, AT_CAP = "within", "max_reps"
 
 
 @dataclass

@@ -43,6 +43,9 @@ LATE_SHARE_PCT = 5.0  # ...and at most this share of the sends went late
 # was sent (docs/capacity.md).
 GROWTH_SHARE = 0.05
 LIMITS = ("errors", "generator", "api", "worker")
+# Why a queue's searches stopped under target_pct=: its interval got within the target,
+# or it reached max_reps.
+WITHIN, AT_CAP = "within", "max_reps"
 
 
 class Step(Record):
@@ -92,14 +95,13 @@ class CapacityRecord(Record):
     base: str
     time: str = ""
     queues_asked: list[str] = []
-    params: dict[
-        str, Any
-    ] = {}  # endpoint, step_s, max_wait_s, start, precision_pct, max_rate, reps, target_pct, max_reps, seed
+    # endpoint, step_s, max_wait_s, start, precision_pct, max_rate, reps, target_pct, max_reps, seed
+    params: dict[str, Any] = {}
     platform: dict[str, Any] = {}
     api_limits: str | None = None
     worker_limits: str | None = None
     order: list[list[str]] = []  # each repetition's queues in the order they ran
-    stopped: dict[str, str] = {}  # target_pct=: why each queue's searches stopped (within, max_reps)
+    stopped: dict[str, str] = {}  # target_pct=: why each queue's searches stopped (WITHIN or AT_CAP)
     steps: list[Step] = []
     queues: dict[str, QueueCapacity] = {}
     wall_s: float | None = None

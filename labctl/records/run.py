@@ -454,7 +454,7 @@ def build_run_record(inputs: RunInputs) -> RunRecord:
             "limits": dict(inputs.limits),
             "knobs": dict(inputs.knobs),
             **load,
-            "late_sends_pct": _round(100 * locust.get("late_sends", 0) / sends, 2) if sends else None,
+            "late_sends_pct": _share(locust.get("late_sends"), sends),
             "late_sends_steady_pct": _share(locust.get("steady_late_sends"), locust.get("steady_sends")),
             "load_started_at": start,
             "load_ended_at": end,

@@ -10,7 +10,7 @@ import html
 from collections.abc import Sequence
 
 from labctl import stats
-from labctl.records.capacity import CapacityRecord, QueueCapacity, Step
+from labctl.records.capacity import WITHIN, CapacityRecord, QueueCapacity, Step
 from labctl.render import charts, plain_page
 from labctl.render.table import markdown_table
 
@@ -111,7 +111,7 @@ def target_text(record: CapacityRecord) -> str:
     target = record.params.get("target_pct")
     if target is None:
         return ""
-    short = [f"{q} ({why or 'stopped'})" for q, why in record.stopped.items() if why != "within"]
+    short = [f"{q} ({why or 'stopped'})" for q, why in record.stopped.items() if why != WITHIN]
     return (
         f"then more while an interval was wider than +-{target:g} % (at most {record.params.get('max_reps')}; "
         f"not within: {', '.join(short) or 'none'}) "
