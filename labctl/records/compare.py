@@ -109,6 +109,11 @@ class Place(Record):
         return stats.Estimate(self.median, self.low, self.high, self.n)
 
 
+# Why a queue's rounds stopped (experiments/compare/rounds.py): its RPS interval got
+# within the target, it reached max_rounds, or the next round would pass the budget.
+WITHIN, AT_CAP, OUT_OF_TIME = "within", "max_rounds", "budget"
+
+
 class RoundsRecord(AsRead):
     """How the comparison's rounds went (experiments/compare/rounds.py): the seed, every
     round's order, why each queue stopped. Empty in a record from before the rounds."""
@@ -119,7 +124,7 @@ class RoundsRecord(AsRead):
     target_pct: Figure = 5
     budget_s: Figure | None = None
     orders: list[list[str]] = []
-    stopped: dict[str, str] = {}  # queue -> within, max_rounds or budget
+    stopped: dict[str, str] = {}  # queue -> WITHIN, AT_CAP or OUT_OF_TIME
 
     @property
     def recorded(self) -> bool:
@@ -127,7 +132,7 @@ class RoundsRecord(AsRead):
 
     def not_within(self) -> dict[str, str]:
         """The queues whose RPS interval did not get within the target, and why they stopped."""
-        return {q: why for q, why in self.stopped.items() if why != "within"}
+        return {q: why for q, why in self.stopped.items() if why != WITHIN}
 
 
 class ChaosBeside(AsRead):

@@ -2,7 +2,8 @@
 rounds, then only those whose RPS interval is still wide, in a seeded random order, up to
 the cap or the time budget."""
 
-from labctl.experiments.compare.rounds import AT_CAP, OUT_OF_TIME, WITHIN, Rounds
+from labctl.experiments.compare.rounds import Rounds
+from labctl.records.compare import AT_CAP, OUT_OF_TIME, WITHIN
 
 QUEUES = ["a", "b", "c", "d"]
 

@@ -18,7 +18,7 @@ from labctl.clients.api import api_address, ledger
 from labctl.clients.prometheus import Prometheus
 from labctl.errors import LabError, LabNotRunning
 from labctl.experiments.compare.options import CompareOptions, command_line, describe, run_options
-from labctl.experiments.compare.rounds import AT_CAP, OUT_OF_TIME, Rounds
+from labctl.experiments.compare.rounds import Rounds
 from labctl.experiments.compare.series import SERIES_AFTER_S, SERIES_STEP_S, cpu_seconds, middle_rate, run_series
 from labctl.experiments.compare.setting import (
     latest_bench,
@@ -33,7 +33,7 @@ from labctl.platform.compose import Compose
 from labctl.platform.lab import Lab
 from labctl.polling import Progress, wait_until
 from labctl.queues import EMPTIER_SETTINGS, service_of
-from labctl.records.compare import CompareRecord, CompareRun, run_row
+from labctl.records.compare import AT_CAP, OUT_OF_TIME, CompareRecord, CompareRun, run_row
 from labctl.records.run import DrainWatch, RunRecord, backlog_of
 from labctl.records.store import Store
 from labctl.render import compare_page

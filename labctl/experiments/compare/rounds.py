@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from labctl import stats
-
-WITHIN, AT_CAP, OUT_OF_TIME = "within", "max_rounds", "budget"
+from labctl.records.compare import AT_CAP, OUT_OF_TIME, WITHIN
 
 
 @dataclass
