@@ -5,6 +5,12 @@ COMPOSE ?= docker compose
 UV ?= uv
 # A uv.lock that no longer matches pyproject.toml fails loudly (uv sync and uv run).
 export UV_LOCKED := 1
+# The queues on other brokers than Redis, and those brokers, are compose
+# profiles of the broker's name: make up BROKERS=rabbitmq starts them too.
+ifneq ($(strip $(BROKERS)),)
+export COMPOSE_PROFILES := $(subst $() ,$(comma),$(strip $(BROKERS)))
+endif
+comma := ,
 RUN_ARG = $(if $(run),--run $(run),)
 # The experiments' one command line (labctl/, `$(LABCTL) --help`): each target below passes its parameters on.
 # $(call options,a b_c): `--a 'VALUE' --b-c 'VALUE'` for each variable given (non-empty); the
@@ -94,36 +100,38 @@ LAB_IMAGE ?= task-queue-lab:local
 export LAB_IMAGE
 # Every service but Grafana, which has no offline stand-in: the compose tests
 # start this list (make up services="$(compose-services)").
-compose-services = $(shell $(COMPOSE) config --services 2>/dev/null | grep -vx grafana | sort | tr '\n' ' ')
+compose-services = $(shell COMPOSE_PROFILES=$(COMPOSE_PROFILES) $(COMPOSE) config --services 2>/dev/null | grep -vx grafana | sort | tr '\n' ' ')
 # Start a subset: make up services="api redis".
 services ?=
 
 .PHONY: compose-services grafana-password
 
-# Grafana gets no default admin password: a random one is written into .env
-# (read by compose, never copied into an image) unless one is already set.
-define ensure-grafana-password
-if [ -z "$${GRAFANA_ADMIN_PASSWORD:-}" ] && ! grep -qs '^GRAFANA_ADMIN_PASSWORD=.' .env; then \
+# No default passwords: Grafana's admin and RabbitMQ's `lab` user each get a
+# random one written into .env (read by compose, never copied into an image)
+# unless one is already set. Letters and digits only: it goes into RABBITMQ_URL.
+define ensure-password
+if [ -z "$${$(1):-}" ] && ! grep -qs '^$(1)=.' .env; then \
   pw=$$(head -c 24 /dev/urandom | base64 | tr -d '/+=\n' | cut -c1-24); \
   touch .env && chmod 600 .env; \
   if [ -s .env ] && [ -n "$$(tail -c 1 .env)" ]; then echo >> .env; fi; \
-  printf 'GRAFANA_ADMIN_PASSWORD=%s\n' "$$pw" >> .env; \
-  echo "Grafana admin password (user admin), saved in .env: $$pw"; \
+  printf '$(1)=%s\n' "$$pw" >> .env; \
+  echo "$(2), saved in .env: $$pw"; \
 fi
 endef
 
 # The URLs of what runs, from the ports compose really published.
 define print-urls
 for row in "Grafana grafana 3000 /" "Prometheus prometheus 9090 /" "Flower flower 5555 /" \
-           "SAQ-UI saq-ui 8082 /" "API-docs api 8000 /docs"; do \
+           "SAQ-UI saq-ui 8082 /" "RabbitMQ rabbitmq 15672 /" "API-docs api 8000 /docs"; do \
   set -- $$row; \
   addr=$$($(COMPOSE) port "$$2" "$$3" 2>/dev/null) && [ -n "$$addr" ] && \
     printf '  %-11s http://%s%s\n' "$$1" "$$addr" "$$4"; \
 done; true
 endef
 
-grafana-password: ## write a random Grafana admin password into .env, unless one is set
-	@$(ensure-grafana-password)
+grafana-password: ## write random Grafana admin and RabbitMQ passwords into .env, unless they are set
+	@$(call ensure-password,GRAFANA_ADMIN_PASSWORD,Grafana admin password (user admin))
+	@$(call ensure-password,RABBITMQ_PASSWORD,RabbitMQ password (user lab))
 
 up: grafana-password ## build and start the stack, recreating only what changed; waits until healthy, prints the URLs
 	$(COMPOSE) up -d --build --wait --remove-orphans $(services)
@@ -215,7 +223,7 @@ claims: ## the queue authors' published benchmarks run here beside their figures
 
 # ---- Fault experiments ----------------------------------------------------------------
 .PHONY: chaos
-chaos: ## a load run with a fault injected: make chaos worker=arq fault=kill-worker|stop-worker|restart-redis|oom|kill-node [node=N at=3 hold=5 drain_watch=60|wait=1]
+chaos: ## a load run with a fault injected: make chaos worker=arq fault=kill-worker|stop-worker|restart-redis|restart-broker|oom|kill-node [node=N at=3 hold=5 drain_watch=60|wait=1]
 	@$(LABCTL) chaos --fault '$(fault)' $(call options,at hold node) $(load-args) --results-dir '$(results_dir)'
 
 # ---- Docker Swarm (docs/swarm.md) ------------------------------------------------------

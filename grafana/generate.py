@@ -732,7 +732,83 @@ REDIS = dashboard(
 )
 
 
-FILES = {"api.json": API, "load.json": LOAD, "queues.json": QUEUES, "redis.json": REDIS}
+# RabbitMQ's Prometheus plugin (the scrape job `rabbitmq`, profile `rabbitmq`)
+# refreshes its figures only every few seconds: its rates take a longer
+# window (RABBIT_RATE) than the lab's own.
+RABBIT = '{job="rabbitmq"}'
+RABBIT_RATE = "20s"
+
+RABBITMQ = dashboard(
+    "lab-rabbitmq",
+    "RabbitMQ",
+    "The RabbitMQ of the queues on it (make up BROKERS=rabbitmq), as its Prometheus plugin reports it: messages in and out, the queues' depth, connections, channels, consumers, memory and its Erlang VM. Each queue's own backlog is on the Queues dashboard.",
+    [
+        row(
+            "RabbitMQ",
+            timeseries(
+                "Messages per second",
+                "Messages RabbitMQ received from publishers (tasks, and Celery's task events), confirmed to them, delivered to consumers and acknowledged by them, per second (a 20-second window).",
+                "ops",
+                {
+                    "received": f"sum(rate(rabbitmq_global_messages_received_total{RABBIT}[{RABBIT_RATE}]))",
+                    "confirmed": f"sum(rate(rabbitmq_global_messages_confirmed_total{RABBIT}[{RABBIT_RATE}]))",
+                    "delivered": f"sum(rate(rabbitmq_global_messages_delivered_total{RABBIT}[{RABBIT_RATE}]))",
+                    "acknowledged": f"sum(rate(rabbitmq_global_messages_acknowledged_total{RABBIT}[{RABBIT_RATE}]))",
+                },
+            ),
+            timeseries(
+                "Messages in its queues",
+                "Messages waiting in every queue (ready) and those delivered to a consumer and not yet acknowledged (unacked: running, or prefetched).",
+                "short",
+                {
+                    "ready": f"sum(rabbitmq_queue_messages_ready{RABBIT})",
+                    "unacked": f"sum(rabbitmq_queue_messages_unacked{RABBIT})",
+                },
+            ),
+            timeseries(
+                "Connections, channels and consumers",
+                "Open AMQP connections and channels (the API's publishers, the workers, the queue monitor's samples) and consumers (a worker's, per queue).",
+                "short",
+                {
+                    "connections": f"sum(rabbitmq_connections{RABBIT})",
+                    "channels": f"sum(rabbitmq_channels{RABBIT})",
+                    "consumers": f"sum(rabbitmq_consumers{RABBIT})",
+                },
+                w=8,
+            ),
+            timeseries(
+                "RabbitMQ memory",
+                "Resident memory of the RabbitMQ node, and the high watermark at which it blocks publishers.",
+                "bytes",
+                {
+                    "resident": f"sum(rabbitmq_process_resident_memory_bytes{RABBIT})",
+                    "watermark": f"sum(rabbitmq_resident_memory_limit_bytes{RABBIT})",
+                },
+                w=8,
+                overrides=[dashed("/watermark/")],
+            ),
+            timeseries(
+                "RabbitMQ's Erlang VM",
+                "Erlang processes alive in the node (one per connection, channel and queue, and more) and its schedulers' context switches per second (a 20-second window): how busy the broker is. Its CPU against its limit: make limits and the engine's stats (the plugin does not export it).",
+                "short",
+                {
+                    "processes": f"sum(rabbitmq_erlang_processes_used{RABBIT})",
+                    "context switches/s": f"sum(rate(rabbitmq_erlang_scheduler_context_switches_total{RABBIT}[{RABBIT_RATE}]))",
+                },
+                w=8,
+            ),
+        ),
+    ],
+)
+
+
+FILES = {
+    "api.json": API,
+    "load.json": LOAD,
+    "queues.json": QUEUES,
+    "redis.json": REDIS,
+    "rabbitmq.json": RABBITMQ,
+}
 
 
 def render(board: Json) -> str:

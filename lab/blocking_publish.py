@@ -12,8 +12,9 @@ hop and the GIL handover back and forth, which costs the API a large share of
 its requests per second (docs/hot-path.md).
 
 An outage must not cost a socket timeout per publish: a publish that fails
-marks the broker down, and while it is down each publish first asks Redis,
-with an async PING bounded by REDIS_TIMEOUT_S, whether it answers again; if
+marks the broker down, and while it is down each publish first asks the
+broker (Redis: an async PING; RabbitMQ: a connection, each bounded by
+REDIS_TIMEOUT_S) whether it answers again; if
 not, the request gets its 503 without touching the library. Inline, at most
 one publish holds the loop for a timeout per outage: the check and the call
 are one step, and the next request finds the broker marked down. A publish is
@@ -21,20 +22,27 @@ carried to its end: one given up on half-way may still reach the broker, and
 the ledger counts what the broker took."""
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from lab.redis_clients import async_client
 from lab.settings import Settings
 
+# Asks the broker whether it answers: returns, or raises within REDIS_TIMEOUT_S.
+Probe = Callable[[], Awaitable[object]]
+
 
 class BlockingPublisher:
-    def __init__(self, settings: Settings, threads: int, name: str, *, start_down: bool = False):
+    def __init__(
+        self, settings: Settings, threads: int, name: str, *, start_down: bool = False, probe: Probe | None = None
+    ):
         """threads: the pool's size when BLOCKING_PUBLISH=threads.
-        start_down: ask Redis before the first publish (kombu's first connect
-        retries for seconds, which inline would hold the loop for)."""
+        start_down: ask the broker before the first publish (kombu's first connect
+        retries for seconds, which inline would hold the loop for).
+        probe: how to ask a broker that is not Redis."""
         self.settings = settings
         self.redis = async_client(settings)
+        self.probe: Probe = probe or self.redis.ping
         self.threads = (
             ThreadPoolExecutor(threads, thread_name_prefix=f"{name}-publish")
             if settings.blocking_publish == "threads"
@@ -44,9 +52,9 @@ class BlockingPublisher:
 
     async def publish(self, send: Callable[[], object]) -> None:
         if self.down:
-            # Raises while Redis is away (the client's socket timeouts bound
-            # it): a 503, and the library was never called.
-            await self.redis.ping()
+            # Raises while the broker is away (the client's socket timeouts
+            # bound it): a 503, and the library was never called.
+            await self.probe()
             self.down = False
         try:
             if self.threads is None:

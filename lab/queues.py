@@ -44,11 +44,15 @@ class Broker:
     # library takes a message off the queue as it starts it and has no
     # acknowledgement (Huey). Every other queue delivers at least once.
     at_most_once: bool = False
+    # What carries its tasks: "redis" (REDIS_URL, which also holds the ledger)
+    # or "rabbitmq" (RABBITMQ_URL). The broker's compose service has that name,
+    # and so has the profile of every service of another transport than Redis.
+    transport: str = "redis"
 
     @property
     def limits_prefix(self) -> str:
         """<PREFIX>_CPUS / <PREFIX>_MEM override WORKER_CPUS / WORKER_MEM for its service."""
-        return self.name.upper()
+        return self.name.upper().replace("-", "_")
 
 
 BROKERS: tuple[Broker, ...] = (
@@ -70,6 +74,22 @@ BROKERS: tuple[Broker, ...] = (
     Broker("rq", "workers.rq_queue", "RQ_CONCURRENCY", ("RQ_WORKER_CLASS",), ("rq",)),
     Broker("huey", "workers.huey_queue", "HUEY_WORKERS", ("HUEY_WORKER_TYPE",), ("huey",), at_most_once=True),
     Broker(
+        "celery-rabbitmq",
+        "workers.celery_rabbitmq_queue",
+        "CELERY_CONCURRENCY",
+        ("CELERY_POOL", "CELERY_PREFETCH_MULTIPLIER", "CELERY_TASK_EVENTS"),
+        ("celery", "kombu", "amqp"),
+        transport="rabbitmq",
+    ),
+    Broker(
+        "dramatiq-rabbitmq",
+        "workers.dramatiq_rabbitmq_queue",
+        "DRAMATIQ_THREADS",
+        (),
+        ("dramatiq", "pika"),
+        transport="rabbitmq",
+    ),
+    Broker(
         "docket",
         "workers.docket_queue",
         "DOCKET_CONCURRENCY",
@@ -79,6 +99,8 @@ BROKERS: tuple[Broker, ...] = (
 )
 BROKER_NAMES: tuple[str, ...] = tuple(b.name for b in BROKERS)
 BY_NAME: dict[str, Broker] = {b.name: b for b in BROKERS}
+# Every transport but Redis is a compose profile of its name: its broker and its queues' workers.
+BROKER_PROFILES: tuple[str, ...] = tuple(sorted({b.transport for b in BROKERS} - {"redis"}))
 
 # Dramatiq's housekeeping (requeueing a dead worker's messages) runs on this
 # many of a million Redis calls of a broker: 100000 = 10 %, a hundred times

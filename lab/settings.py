@@ -18,6 +18,9 @@ class Settings(BaseSettings):
 
     # Where everything lives: broker for every queue, task work and the ledger.
     redis_url: str = "redis://localhost:6379/0"
+    # The broker of the queues on RabbitMQ (lab/queues.py: transport "rabbitmq");
+    # their tasks are counted in the ledger on Redis all the same.
+    rabbitmq_url: str = "amqp://localhost:5672/%2F"
     # Every Redis call made while serving a request (ledger, brokers) gives up
     # after this long, so a broker outage turns into a fast 503, not a hang.
     redis_timeout_s: float = Field(1.0, gt=0)

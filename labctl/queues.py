@@ -3,7 +3,9 @@ BackgroundTasks) and every broker queue of lab/queues.py."""
 
 from __future__ import annotations
 
-from lab.queues import BROKER_NAMES
+import os
+
+from lab.queues import BROKER_NAMES, BROKERS
 from labctl.errors import ParamError
 
 QUEUES = ("background", *BROKER_NAMES)
@@ -25,11 +27,18 @@ def service_of(queue: str) -> str:
     return "api" if queue == "background" else queue
 
 
+def running_brokers() -> list[str]:
+    """The broker queues `make up` starts: those on Redis, and those of each
+    broker profile given (`make ... BROKERS=rabbitmq` exports COMPOSE_PROFILES)."""
+    profiles = os.environ.get("COMPOSE_PROFILES", "").replace(",", " ").split()
+    return [b.name for b in BROKERS if b.transport == "redis" or b.transport in profiles or "*" in profiles]
+
+
 def parse_workers(text: str) -> list[str]:
-    """`"arq saq"` or `arq,saq`; empty or `all`: every queue of lab/queues.py and `background`."""
+    """`"arq saq"` or `arq,saq`; empty or `all`: `background` and every queue `make up` starts."""
     names = [w for w in text.replace(",", " ").split() if w]
     if not names or names == ["all"]:
-        return list(QUEUES)
+        return ["background", *running_brokers()]
     unknown = [w for w in names if w not in QUEUES]
     if unknown:
         raise ParamError(f"workers: unknown {', '.join(unknown)}; one or more of {', '.join(QUEUES)}")

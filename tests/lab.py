@@ -24,7 +24,11 @@ from lab.queues import BROKERS, adapter
 ROOT = Path(__file__).resolve().parents[1]
 # One folder per pytest-xdist worker: its processes' names repeat across workers.
 LOGS = Path(os.environ.get("LAB_TEST_LOGS", "/tmp/lab-test-logs")) / os.environ.get("PYTEST_XDIST_WORKER", "main")
-WORKER_MODULES = {b.name: b.module for b in BROKERS}
+# The host suites run the queues on Redis (a redis-server of their own); those
+# on another broker are tested against it in the compose suite (tests/compose/test_rabbitmq.py).
+WORKER_MODULES = {b.name: b.module for b in BROKERS if b.transport == "redis"}
+ON_REDIS: tuple[str, ...] = tuple(WORKER_MODULES)
+HOST_QUEUES: tuple[str, ...] = ("background", *ON_REDIS)  # the queues the host suites drive
 
 # httpx.get() builds a client for each call, and with it a TLS context that
 # loads certifi's CA bundle (a costly parse), even for plain HTTP: the

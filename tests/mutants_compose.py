@@ -65,6 +65,7 @@ COMPOSE = "docker-compose.yml"
 CHAOS = "tests/compose/test_chaos.py"
 STACK = "tests/compose/test_stack.py"
 SECURITY = "tests/compose/test_security_live.py"
+RABBITMQ = "tests/compose/test_rabbitmq.py"
 
 
 def fault(name: str, what: str, edits: tuple[tuple[str, str, str], ...], test: str) -> Mutant:
@@ -194,6 +195,31 @@ MUTANTS: tuple[Mutant, ...] = (
             ),
         ),
         f"{SECURITY}::test_no_secret_in_the_image",
+    ),
+    # -- The queues on RabbitMQ (profile rabbitmq) ------------------------------------------
+    fault(
+        "celery-rabbitmq-depth-zero",
+        "the queue monitor reads celery-rabbitmq's backlog as 0 whatever RabbitMQ holds",
+        (
+            (
+                "workers/celery_rabbitmq_queue.py",
+                r"    return await asyncio\.to_thread\(_ready_messages\)\n",
+                "    return 0\n",
+            ),
+        ),
+        f"{RABBITMQ}::test_its_backlog_is_exported_while_its_worker_is_down",
+    ),
+    fault(
+        "rabbitmq-not-scraped",
+        "Prometheus does not scrape RabbitMQ's plugin: the RabbitMQ dashboard reads nothing",
+        (
+            (
+                "prometheus/prometheus.yml",
+                r"  - job_name: rabbitmq\n    dns_sd_configs: \[\{names: \[rabbitmq\], type: A, port: 15692",
+                "  - job_name: rabbitmq\n    dns_sd_configs: [{names: [rabbitmq], type: A, port: 15691",
+            ),
+        ),
+        f"{RABBITMQ}::test_every_rabbitmq_panel_shows_data_after_a_load",
     ),
     # -- Taking the stack down (last) --------------------------------------------------------
     fault(

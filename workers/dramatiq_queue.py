@@ -39,7 +39,7 @@ from functools import partial
 from typing import Any
 
 import redis
-from dramatiq import Message, Middleware, Worker
+from dramatiq import Broker, Message, Middleware, Worker
 from dramatiq import actor as dramatiq_actor
 from dramatiq.asyncio import EventLoopThread, get_event_loop_thread
 from dramatiq.brokers.redis import RedisBroker, _RedisConsumer
@@ -48,7 +48,7 @@ from dramatiq.errors import ConnectionClosed
 from dramatiq.middleware import AsyncIO
 from dramatiq.middleware.prometheus import Prometheus
 
-from lab.blocking_publish import BlockingPublisher
+from lab.blocking_publish import BlockingPublisher, Probe
 from lab.key_purge import delete_keys
 from lab.metrics import REGISTRY, Count, LibraryMetrics, Observe, library_exporter
 from lab.protocol import Queue, TaskMessage
@@ -140,10 +140,11 @@ def make_broker(settings: Settings, client: redis.Redis, middleware: list | None
 
 
 class Producer:
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, broker: Broker | None = None, probe: Probe | None = None):
+        """broker, probe: another broker (with the API's short timeouts) and how to ask it whether it answers."""
         # The client has the API's short timeouts (RedisBroker drops them when given a url).
-        self.broker = make_broker(settings, sync_client(settings), middleware=[])
-        self.publisher = BlockingPublisher(settings, PUBLISH_THREADS, "dramatiq")
+        self.broker = broker or make_broker(settings, sync_client(settings), middleware=[])
+        self.publisher = BlockingPublisher(settings, PUBLISH_THREADS, "dramatiq", probe=probe)
 
     async def start(self) -> None:
         pass
@@ -275,14 +276,17 @@ class _MessageSeries:
 
 def main() -> None:
     setup_logging()
-    settings = get_settings()
-    runtime = WorkerRuntime(settings, QUEUE)
     # No socket timeout on the worker's own connection: Dramatiq does not retry
     # an acknowledgement that timed out (the message would stay in the acks set
     # until this worker died). A Redis that is down fails the connect at once,
     # and Dramatiq retries its consumer every few seconds.
-    client = worker_client(settings)
-    broker = make_broker(settings, client)
+    run_worker(QUEUE, make_broker(get_settings(), worker_client(get_settings())))
+
+
+def run_worker(queue: Queue, broker: Broker) -> None:
+    """The worker of either broker: DRAMATIQ_THREADS threads, one event loop, until SIGTERM."""
+    settings = get_settings()
+    runtime = WorkerRuntime(settings, queue)
     broker.add_middleware(AsyncIO())
     broker.add_middleware(LabRuntime(runtime))
     prometheus = LabPrometheus()  # Dramatiq's own metrics (dramatiq_*), served on the lab's /metrics
@@ -305,7 +309,7 @@ def main() -> None:
     with library_exporter():
         broker.emit_after("process_boot")  # what Dramatiq's CLI does first: starts the time limit's watcher
     REGISTRY.register(LibraryMetrics(prometheus))
-    worker = Worker(broker, queues={QUEUE_NAME}, worker_threads=settings.concurrency_for(QUEUE))
+    worker = Worker(broker, queues={QUEUE_NAME}, worker_threads=settings.concurrency_for(queue))
     worker.start()
     while not stop.wait(1):
         pass

@@ -21,6 +21,7 @@ from lab.queues import BROKER_NAMES
 from labctl.errors import LabError, LabNotRunning, ParamError
 from labctl.platform.lab import Lab
 from labctl.platform.orchestrator import orchestrator
+from labctl.queues import running_brokers
 
 # The load's containers: while one runs, the API takes new tasks.
 LOAD_SERVICES = ("locust-master", "locust-ui")
@@ -29,7 +30,7 @@ PURGE_TIMEOUT_S = 600  # a backlog of millions of keys, deleted in batches of 50
 
 def queues_of(worker: str) -> list[str]:
     if worker == "all":
-        return list(BROKER_NAMES)
+        return running_brokers()
     if worker not in BROKER_NAMES:
         hint = " (`background`'s tasks live in the API process: they leave with it)" if worker == "background" else ""
         raise ParamError(f"worker={worker!r}: one of {', '.join(BROKER_NAMES)}, or all{hint}")

@@ -16,13 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from lab.queues import BROKER_NAMES
+from lab.queues import BROKERS
 from tests.lab import ledger as run_report
 from tests.lab import post_to_queues, wait_settled, wait_until
 
 __all__ = ["post_tasks", "run_report", "wait_settled", "wait_until"]
 
-WORKERS = BROKER_NAMES
+# The queues the session's stack runs: those on Redis (the queues on another
+# broker, in that broker's profile, are tested apart: test_rabbitmq.py).
+WORKERS = tuple(b.name for b in BROKERS if b.transport == "redis")
 QUEUES = ("background", *WORKERS)
 # The session's load: io/simple tasks on every queue, enough for every series
 # and panel to move, not a measurement.

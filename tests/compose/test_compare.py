@@ -98,13 +98,6 @@ def steady_rps(run: dict) -> float:
     return steady_rate(run["enqueued_scrapes"]["rows"], run)
 
 
-def locust_steady_rps(results: Path, run: dict) -> float:
-    """The same part of the load from Locust's own history (a line a second, its total count)."""
-    with (results / f"{run['run']}_stats_history.csv").open() as f:
-        rows = [r for r in csv.DictReader(f) if r["Name"] == "Aggregated"]
-    return steady_rate([(float(r["Timestamp"]), int(r["Total Request Count"])) for r in rows], run)
-
-
 def test_each_runs_figures_are_its_own_evidences(stack, compared):
     out, record, results = compared
     assert record["schema"] == SCHEMA and record["params"]["workers"] == list(QUEUES)
@@ -136,10 +129,10 @@ def test_each_runs_figures_are_its_own_evidences(stack, compared):
         scrapes = run["enqueued_scrapes"]["rows"]
         assert scrapes[0][0] < start and scrapes[-1][0] > end, scrapes
         assert scrapes[-1][1] - scrapes[0][1] == totals["enqueued"], (scrapes, totals)
-        # RPS over the steady part, as this test reads those scrapes; Locust's own history of the same
-        # part agrees, roughly: its lines carry whole seconds and its workers' counts as last reported.
+        # RPS over the steady part, as this test reads those scrapes. Not against Locust's own
+        # history of the same part: its workers report their counts when they can, which on a
+        # busy machine is seconds late, so how well the two agree is the machine's speed.
         assert row["rps"] == pytest.approx(steady_rps(run), abs=0.1), row
-        assert row["rps"] == pytest.approx(locust_steady_rps(results, run), rel=0.15), row
         assert row["rps_whole_load"] == pytest.approx(
             int(stats["Request Count"]) / (run["load_ended_at"] - run["load_started_at"]), rel=0.01
         )

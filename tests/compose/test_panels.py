@@ -9,7 +9,8 @@ Flower's events): the test waits for the panels, not for a time.
 Queries whose zero is their truth (failures, duplicates: tests.compose.panels.ZERO_TRUTH)
 must still return their series, and a zero-filled one (`X or Y * 0`) from X
 itself, so that the fill cannot stand in for a query that reads nothing. The
-restart and OOM-kill panels are shown non-zero by tests/compose/test_chaos.py."""
+restart and OOM-kill panels are shown non-zero by tests/compose/test_chaos.py, the
+RabbitMQ dashboard's by tests/compose/test_rabbitmq.py."""
 
 import os
 import time
@@ -21,6 +22,9 @@ from tests.compose.helpers import QUEUES as ALL_QUEUES
 from tests.compose.panels import check_panels, query_panels
 
 QUEUES = "|".join(ALL_QUEUES)
+# The dashboards of the brokers the session's stack does not run (their profiles):
+# tests/compose/test_rabbitmq.py proves RabbitMQ's.
+OTHER_BROKERS = ("RabbitMQ",)
 STEP_S = 2  # the rules' evaluation interval: no short burst falls between two steps
 
 
@@ -72,7 +76,9 @@ def test_every_panel_query_shows_data_after_a_load(stack, loaded_run, arq_queue_
         with httpx.Client(base_url=stack.api_url, timeout=10, headers=headers) as client:
             while True:
                 spread_requests(client)
-                failures = check_panels(stack.prometheus_url, substitutions, window_s=window_s(), step_s=STEP_S)
+                failures = check_panels(
+                    stack.prometheus_url, substitutions, OTHER_BROKERS, window_s=window_s(), step_s=STEP_S
+                )
                 if not failures or time.monotonic() > deadline:
                     break
                 time.sleep(1)
@@ -80,7 +86,7 @@ def test_every_panel_query_shows_data_after_a_load(stack, loaded_run, arq_queue_
         stack.compose("exec", "-T", "redis", "redis-cli", "config", "set", "maxmemory", "0")
 
     # The query listing, for whoever reads the run (written before the verdict).
-    rows = query_panels(stack.prometheus_url, substitutions, window_s=window_s(), step_s=STEP_S)
+    rows = query_panels(stack.prometheus_url, substitutions, OTHER_BROKERS, window_s=window_s(), step_s=STEP_S)
     listing = Path(os.environ.get("LAB_TEST_LOGS", "/tmp/lab-test-logs")) / "panels.txt"
     listing.parent.mkdir(parents=True, exist_ok=True)
     listing.write_text(

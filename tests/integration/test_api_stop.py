@@ -2,8 +2,7 @@
 connected by whichever request came first, and is closed at shutdown by the
 server's own task."""
 
-from lab.queues import BROKER_NAMES
-from tests.lab import RedisServer, new_run, post_tasks, start_api
+from tests.lab import ON_REDIS, RedisServer, new_run, post_tasks, start_api
 
 
 def test_api_stops_cleanly_after_using_every_producer():
@@ -12,7 +11,7 @@ def test_api_stops_cleanly_after_using_every_producer():
     offset = api.log_path.stat().st_size
     try:
         run = new_run("api-stop")
-        for queue in BROKER_NAMES:
+        for queue in ON_REDIS:
             assert [r.status_code for r in post_tasks(api.url, run, queue, "io/simple", 5)] == [202] * 5, queue
     finally:
         api.stop()  # fails the test unless the API exits within its grace

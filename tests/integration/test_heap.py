@@ -45,6 +45,7 @@ asyncio.run(main())
 CELERY_PARENT = f"""
 from celery.signals import worker_init
 import workers.celery_queue
+workers.celery_queue.worker.connect()  # what its main() does before it starts Celery's worker
 worker_init.send(sender=None)  # what Celery sends before its pool forks
 {REPORT}
 """

@@ -14,8 +14,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from lab.protocol import BROKER_QUEUES, Queue
-from tests.lab import HTTP, RedisServer, ledger, new_run, start_api, wait_until
+from tests.lab import HOST_QUEUES, HTTP, ON_REDIS, RedisServer, ledger, new_run, start_api, wait_until
 
 DEADLINE_S = 2.0  # the API's promise: an answer within 2 s, whatever Redis does
 
@@ -60,12 +59,12 @@ def post(api, queue: str, run: str) -> tuple[Answer, float]:
 def assert_unavailable(api, how: str) -> str:
     """Every queue answers 503 in time; returns the run its requests named."""
     run = new_run("outage")
-    for queue in Queue:
-        r, elapsed = post(api, queue.value, run)
+    for queue in HOST_QUEUES:
+        r, elapsed = post(api, queue, run)
         assert r.status_code == 503, f"{queue} while Redis {how}: {r.status_code} {r.text}"
         assert elapsed < DEADLINE_S, f"{queue} took {elapsed:.2f}s to answer while Redis {how}"
         body = r.json()
-        assert body["error"] == "queue unavailable" and body["queue"] == queue.value
+        assert body["error"] == "queue unavailable" and body["queue"] == queue
         assert body["reason"] in ("timeout", "connection"), f"{queue} while Redis {how}: {body}"
     ready = HTTP.get(f"{api.url}/readyz", timeout=30)
     assert ready.status_code == 503 and ready.json()["status"] == "unavailable"
@@ -79,13 +78,13 @@ def assert_recovers(api) -> None:
     run = new_run("back")
 
     def accepted():
-        return all(post(api, q.value, run)[0].status_code == 202 for q in Queue)
+        return all(post(api, q, run)[0].status_code == 202 for q in HOST_QUEUES)
 
     wait_until(accepted, 60, "every queue to accept tasks again", interval=0.5)
     assert HTTP.get(f"{api.url}/readyz", timeout=30).status_code == 200
     report = ledger(api.url, run)
     # Every queue answered 202 at least once; nothing that got a 503 was counted.
-    assert set(report["queues"]) == {q.value for q in Queue}
+    assert set(report["queues"]) == set(HOST_QUEUES)
 
 
 def test_a_stopped_redis_gets_503_within_2_s_and_the_api_recovers_by_itself(isolated):
@@ -94,7 +93,7 @@ def test_a_stopped_redis_gets_503_within_2_s_and_the_api_recovers_by_itself(isol
     redis.stop()
     assert_unavailable(api, "is stopped")
     metrics = api.metrics()
-    assert metrics.value("lab_enqueue_errors_total") >= len(Queue)
+    assert metrics.value("lab_enqueue_errors_total") >= len(HOST_QUEUES)
     redis.start()
     assert_recovers(api)
 
@@ -143,8 +142,8 @@ def test_an_api_started_while_redis_is_down_recovers_by_itself():
         # start-up cost, not the outage's): a first task to each imports it, its
         # producer failing to connect, so that the timed ones measure the outage alone.
         first = new_run("first")
-        for queue in BROKER_QUEUES:
-            assert post(api, queue.value, first)[0].status_code == 503, queue
+        for queue in ON_REDIS:
+            assert post(api, queue, first)[0].status_code == 503, queue
         assert_unavailable(api, "was never up")
         redis.start()
         assert_recovers(api)

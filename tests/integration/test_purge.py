@@ -18,8 +18,8 @@ import sys
 import pytest
 import redis
 
-from lab.protocol import BROKER_QUEUES
 from tests.lab import (
+    ON_REDIS,
     ROOT,
     RedisServer,
     lab_env,
@@ -32,7 +32,7 @@ from tests.lab import (
     wait_until,
 )
 
-QUEUES = [q.value for q in BROKER_QUEUES]
+QUEUES = list(ON_REDIS)
 TASK_TIMEOUT_S = 5
 
 

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from lab.protocol import BROKER_QUEUES
 from tests.lab import (
+    ON_REDIS,
     LabProcess,
     RedisServer,
     free_port,
@@ -42,21 +42,19 @@ def no_workers():
 def test_depth_while_workers_are_down_then_drained(no_workers):
     redis, api, monitor = no_workers
     run = new_run("backlog")
-    for queue in BROKER_QUEUES:
-        assert all(r.status_code == 202 for r in post_tasks(api.url, run, queue.value, "io/simple", 7))
+    for queue in ON_REDIS:
+        assert all(r.status_code == 202 for r in post_tasks(api.url, run, queue, "io/simple", 7))
 
     def depths():
         m = monitor.metrics()
-        return {q.value: m.value("lab_queue_depth", queue=q.value) for q in BROKER_QUEUES}
+        return {q: m.value("lab_queue_depth", queue=q) for q in ON_REDIS}
 
     wait_until(lambda: set(depths().values()) == {7}, 10, "every queue to report a backlog of 7")
     drained = ("arq", "taskiq")
     workers = start_together(*(worker_process(q, redis.url) for q in drained))
     try:
         wait_until(lambda: all(depths()[q] == 0 for q in drained), 30, "arq's and taskiq's backlogs to drain")
-        assert {q: d for q, d in depths().items() if q not in drained} == {
-            q.value: 7 for q in BROKER_QUEUES if q not in drained
-        }
+        assert {q: d for q, d in depths().items() if q not in drained} == {q: 7 for q in ON_REDIS if q not in drained}
     finally:
         for worker in workers:
             worker.stop()

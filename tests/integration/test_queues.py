@@ -4,10 +4,10 @@ library's own metrics too where it has an exporter."""
 
 import pytest
 
-from lab.protocol import ENDPOINTS, Queue
-from tests.lab import new_run, post_tasks, wait_settled, wait_until
+from lab.protocol import ENDPOINTS
+from tests.lab import HOST_QUEUES, new_run, post_tasks, wait_settled, wait_until
 
-CASES = [(q.value, f"{k}/{v}") for q in Queue for k, v in ENDPOINTS]
+CASES = [(q, f"{k}/{v}") for q in HOST_QUEUES for k, v in ENDPOINTS]
 COUNT = {"io/simple": 100}  # the rest: 30 each
 VALUE = 3
 # The libraries' own exporters (Dramatiq's and taskiq's Prometheus middleware),

@@ -6,9 +6,9 @@ import time
 
 import redis as sync_redis
 
-from lab.protocol import BROKER_QUEUES
 from tests.lab import (
     HTTP,
+    ON_REDIS,
     RedisServer,
     api_process,
     new_run,
@@ -19,7 +19,7 @@ from tests.lab import (
     worker_process,
 )
 
-QUEUES = [q.value for q in BROKER_QUEUES]
+QUEUES = list(ON_REDIS)
 BATCH = 20
 OUTAGE_S = 4  # long enough for every worker to hit the dead connection
 

@@ -7,8 +7,8 @@ from contextlib import contextmanager, nullcontext
 
 import pytest
 
-from lab.protocol import BROKER_QUEUES
 from tests.lab import (
+    ON_REDIS,
     api_process,
     new_run,
     post_tasks,
@@ -22,7 +22,7 @@ from tests.lab import (
 COUNT = 100
 
 
-@pytest.mark.parametrize("queue", [q.value for q in BROKER_QUEUES])
+@pytest.mark.parametrize("queue", ON_REDIS)
 def test_two_replicas_never_duplicate(lab, queue):
     first = lab.workers[queue]
     second = start_worker(queue, lab.redis.url, name=f"{queue}-replica-2")

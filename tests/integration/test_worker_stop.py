@@ -20,9 +20,9 @@ import time
 
 import pytest
 
-from lab.protocol import BROKER_QUEUES
 from lab.queues import BY_NAME
 from tests.lab import (
+    ON_REDIS,
     SHORTENED,
     RedisServer,
     ledger,
@@ -35,7 +35,7 @@ from tests.lab import (
     wait_until,
 )
 
-QUEUES = [q.value for q in BROKER_QUEUES]
+QUEUES = list(ON_REDIS)
 AT_LEAST_ONCE = [q for q in QUEUES if not BY_NAME[q].at_most_once]
 AT_MOST_ONCE = [q for q in QUEUES if BY_NAME[q].at_most_once]
 

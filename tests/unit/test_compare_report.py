@@ -10,6 +10,7 @@ import statistics
 
 import pytest
 
+from lab.queues import BROKERS
 from labctl import stats
 from labctl.errors import LabError, ParamError
 from labctl.experiments import compare
@@ -277,8 +278,13 @@ def test_a_comparison_shows_the_published_rows_of_its_setting_or_says_why_not(mo
     )
 
 
-def test_the_queues_and_parameters_a_comparison_takes():
-    assert compare.parse_workers("") == list(QUEUES) == compare.parse_workers("all")
+def test_the_queues_and_parameters_a_comparison_takes(monkeypatch):
+    # `all`: the queues make up started: those on Redis, and those of the broker profiles given.
+    monkeypatch.delenv("COMPOSE_PROFILES", raising=False)
+    on_redis = ["background", *(b.name for b in BROKERS if b.transport == "redis")]
+    assert compare.parse_workers("") == on_redis == compare.parse_workers("all")
+    monkeypatch.setenv("COMPOSE_PROFILES", "load,rabbitmq")
+    assert compare.parse_workers("all") == list(QUEUES) and "celery-rabbitmq" in QUEUES
     assert compare.parse_workers("saq, arq saq") == ["saq", "arq"]
     with pytest.raises(ParamError, match="unknown kafka"):
         compare.parse_workers("arq kafka")

@@ -15,6 +15,7 @@ from pydantic import TypeAdapter
 
 from lab.queues import BROKER_NAMES, BROKERS
 from lab.settings import Settings
+from services.bare.queues import BARE
 from tests.compose.helpers import compose_command
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,7 +25,15 @@ PROMETHEUS_CONFIG = ROOT / "prometheus" / "prometheus.yml"
 WORKERS = BROKER_NAMES
 # Services run from the lab's own image, so they read lab/settings.py.
 LAB_IMAGE_SERVICES = ("api", *WORKERS, "queue-monitor", "flower", "saq-ui", "upstream")
-PUBLISHED = {"api": 8000, "prometheus": 9090, "grafana": 3000, "flower": 5555, "saq-ui": 8082, "locust-ui": 8089}
+PUBLISHED = {
+    "api": 8000,
+    "prometheus": 9090,
+    "grafana": 3000,
+    "flower": 5555,
+    "saq-ui": 8082,
+    "locust-ui": 8089,
+    "rabbitmq": 15672,
+}
 PORT_VARIABLES = {
     "api": "API_PORT",
     "prometheus": "PROMETHEUS_PORT",
@@ -32,6 +41,7 @@ PORT_VARIABLES = {
     "flower": "FLOWER_PORT",
     "saq-ui": "SAQ_WEB_PORT",
     "locust-ui": "LOCUST_UI_PORT",
+    "rabbitmq": "RABBITMQ_UI_PORT",
 }
 # Prometheus job -> port scraped on every replica of the compose service of that name.
 SCRAPED = {
@@ -40,6 +50,7 @@ SCRAPED = {
     "queue-monitor": 9000,
     "flower": 5555,
     "redis-exporter": 9121,
+    "rabbitmq": 15692,
     "prometheus": 9090,
     # the `load` profile's services: scraped while a load run has them up
     "locust-master": 9000,
@@ -161,7 +172,7 @@ def test_each_bare_worker_is_probed_as_often_as_the_lab_worker_beside_it(render)
     """A probe is a `docker exec`, whose CPU the container pays: a bare worker
     without one would drain at a larger share of the same quota."""
     services = render()["services"]
-    for name in WORKERS:
+    for name in BARE:
         lab, bare = services[name]["healthcheck"], services[f"bench-{name}"].get("healthcheck", {})
         assert bare.get("test") and not bare.get("disable"), f"bench-{name} has no probe"
         assert bare.get("interval") == lab.get("interval"), name
@@ -222,6 +233,7 @@ def test_every_settings_knob_reaches_the_lab_services_with_its_default(render):
     # Addresses inside the stack, not settings.py's localhost ones.
     fixed = {
         "redis_url": "redis://redis:6379/0",
+        "rabbitmq_url": "amqp://lab:@rabbitmq:5672/%2F",  # RABBITMQ_PASSWORD, generated into .env, is not set here
         "upstream_url": "http://upstream:8001/",
         "probe_target": "http://api:8000/healthz",
     }

@@ -51,6 +51,22 @@ EXPORTERS: dict[str, set[str]] = {
         "redis_keyspace_hits_total",
         "redis_keyspace_misses_total",
     },
+    # Seen answering in the RabbitMQ dashboard's test (tests/compose/test_rabbitmq.py).
+    "rabbitmq_prometheus (RabbitMQ's own plugin, its aggregated /metrics)": {
+        "rabbitmq_global_messages_received_total",
+        "rabbitmq_global_messages_confirmed_total",
+        "rabbitmq_global_messages_delivered_total",
+        "rabbitmq_global_messages_acknowledged_total",
+        "rabbitmq_queue_messages_ready",
+        "rabbitmq_queue_messages_unacked",
+        "rabbitmq_connections",
+        "rabbitmq_channels",
+        "rabbitmq_consumers",
+        "rabbitmq_process_resident_memory_bytes",
+        "rabbitmq_resident_memory_limit_bytes",
+        "rabbitmq_erlang_processes_used",
+        "rabbitmq_erlang_scheduler_context_switches_total",
+    },
     "flower": {
         "flower_events_total",
         "flower_task_runtime_seconds",

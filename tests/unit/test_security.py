@@ -65,7 +65,7 @@ def test_grafana_password_comes_from_the_environment_and_anonymous_is_viewer():
     assert not any("admin" == str(v) for k, v in env.items() if "PASSWORD" in k)
 
 
-def test_make_generates_a_private_grafana_password_once(tmp_path):
+def test_make_generates_private_grafana_and_rabbitmq_passwords_once(tmp_path):
     shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
     env = {"PATH": "/usr/bin:/bin:/usr/local/bin"}
 
@@ -78,10 +78,12 @@ def test_make_generates_a_private_grafana_password_once(tmp_path):
 
     printed = generate()
     dotenv = tmp_path / ".env"
-    password = re.fullmatch(r"GRAFANA_ADMIN_PASSWORD=(\S{16,})\n", dotenv.read_text()).group(1)
-    assert password in printed and password != "admin"
+    written = dict(re.fullmatch(r"(\w+)=([A-Za-z0-9]{16,})", line).groups() for line in dotenv.read_text().splitlines())
+    assert set(written) == {"GRAFANA_ADMIN_PASSWORD", "RABBITMQ_PASSWORD"}
+    assert len(set(written.values())) == 2 and "admin" not in written.values()
+    assert all(password in printed for password in written.values())
     assert stat.S_IMODE(dotenv.stat().st_mode) == 0o600
-    assert generate() == "" and password in dotenv.read_text()  # kept, not regenerated
-    env["GRAFANA_ADMIN_PASSWORD"] = "from-the-environment"
+    assert generate() == "" and all(p in dotenv.read_text() for p in written.values())  # kept, not regenerated
+    env.update(GRAFANA_ADMIN_PASSWORD="from-the-environment", RABBITMQ_PASSWORD="from-the-environment")
     dotenv.unlink()
     assert generate() == "" and not dotenv.exists()  # the environment's wins; nothing written

@@ -60,5 +60,5 @@ def test_every_adapter_in_workers_has_its_row_in_the_queue_table():
     """lab/queues.py against what exists: an adapter module without its row
     would be a queue the API, the monitor and the tests silently leave out."""
     adapters = {p.name.removesuffix("_queue.py") for p in (ROOT / "workers").glob("*_queue.py")}
-    assert adapters == {b.name for b in BROKERS}
-    assert all(b.module == f"workers.{b.name}_queue" for b in BROKERS)
+    assert adapters == {b.name.replace("-", "_") for b in BROKERS}
+    assert all(b.module == f"workers.{b.name.replace('-', '_')}_queue" for b in BROKERS)

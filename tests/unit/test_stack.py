@@ -17,7 +17,7 @@ import subprocess
 import pytest
 import yaml
 
-from lab.queues import BROKER_NAMES
+from lab.queues import BROKER_NAMES, BROKER_PROFILES
 from labctl.platform import stack as S
 from tests.compose.helpers import compose_command
 
@@ -42,15 +42,22 @@ def config(tmp_path_factory):
     def _config(**variables: str) -> dict:
         key = tuple(sorted(variables.items()))
         if key not in rendered:
-            rendered[key] = S.compose_config({**base, "COMPOSE_ENV_FILES": str(empty), **variables}, profiles=("load",))
+            rendered[key] = S.compose_config(
+                {**base, "COMPOSE_ENV_FILES": str(empty), **variables}, profiles=("load", *BROKER_PROFILES)
+            )
         return copy.deepcopy(rendered[key])
 
     return _config
 
 
 def everything(config: dict) -> list[str]:
-    """What make stack-up deploys (every service outside a profile) and what make load adds."""
-    return [name for name, s in config["services"].items() if not s.get("profiles")] + list(LOAD_PROFILE)
+    """What make stack-up deploys (every service outside a profile, and the
+    brokers' profiles given) and what make load adds."""
+    return [
+        name
+        for name, s in config["services"].items()
+        if not s.get("profiles") or set(s["profiles"]) & set(BROKER_PROFILES)
+    ] + list(LOAD_PROFILE)
 
 
 def memory_bytes(text) -> int:
@@ -185,7 +192,8 @@ def test_bind_mounts_become_configs_named_after_their_content(config):
         path = S.ROOT / spec["file"]
         assert path.is_file() and name == S.config_name(path), name
     assert stack["services"]["prometheus"]["volumes"] == ["prometheus-data:/prometheus"]
-    assert not any("volumes" in s for n, s in stack["services"].items() if n != "prometheus")
+    assert stack["services"]["rabbitmq"]["volumes"] == ["rabbitmq-data:/var/lib/rabbitmq"]
+    assert not any("volumes" in s for n, s in stack["services"].items() if n not in ("prometheus", "rabbitmq"))
 
 
 def test_placement_follows_the_roles_the_nodes_carry():

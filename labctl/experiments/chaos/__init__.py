@@ -13,6 +13,8 @@ Faults of a container of the compose project (container.py):
   restart-redis  Redis restarted (`docker restart`). Without REDIS_APPENDONLY=yes its
                  data, the ledger included, is gone: the run cannot be accounted for,
                  so this fault refuses to run without it (make up REDIS_APPENDONLY=yes)
+  restart-broker the queue's broker restarted: Redis (as restart-redis) or RabbitMQ
+                 (its queues are durable and the lab's messages persistent)
   oom            the worker's memory limit lowered to what it uses plus OOM_MARGIN,
                  then a memory hog inside the container (BALLOON) allocates past it:
                  the kernel's OOM killer kills the worker's main process, pointed at

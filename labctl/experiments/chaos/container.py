@@ -1,5 +1,6 @@
 """The faults of one container of the compose project (kill-worker, stop-worker,
-restart-redis, oom): injected through the engine while a load runs, then undone."""
+restart-redis, restart-broker, oom): injected through the engine while a load
+runs, then undone."""
 
 from __future__ import annotations
 
@@ -10,17 +11,19 @@ from pathlib import Path
 from typing import Any
 
 from lab.ledger.keys import run_key
+from lab.queues import BY_NAME
 from labctl.clients.prometheus import rfc3339
-from labctl.errors import LabError
+from labctl.errors import LabError, ParamError
 from labctl.platform import docker as cli
 from labctl.platform.compose import Compose
 from labctl.queues import service_of
 
-CONTAINER_FAULTS = ("kill-worker", "stop-worker", "restart-redis", "oom")
+CONTAINER_FAULTS = ("kill-worker", "stop-worker", "restart-redis", "restart-broker", "oom")
 ENGINE_ACTION = {
     "kill-worker": cli.kill_container,
     "stop-worker": cli.stop_container,
     "restart-redis": cli.restart_container,
+    "restart-broker": cli.restart_container,
 }
 OOM_MARGIN = 16 * 2**20
 
@@ -33,7 +36,7 @@ class Fault:
 
     def __init__(self, compose: Compose, fault: str, worker: str, hold_s: float, say: Callable[[str], None]):
         self.compose, self.fault, self.worker, self.hold_s, self.say = compose, fault, worker, hold_s, say
-        self.service = "redis" if fault == "restart-redis" else service_of(worker)
+        self.service = fault_service(fault, worker)
         self.events: dict[str, float] = {}
         self.errors: list[str] = []
         self._limits: tuple[int, int] | None = None
@@ -46,12 +49,12 @@ class Fault:
         return ids[0]
 
     def check(self) -> None:
-        if self.fault == "restart-redis":
+        if self.service == "redis":
             info = self.compose.inspect("redis")
             cmd = " ".join(info[0]["Config"]["Cmd"]) if info else ""
             if "--appendonly yes" not in cmd:
                 raise LabError(
-                    "restart-redis needs Redis to keep its data (the ledger lives there too): "
+                    f"{self.fault} needs Redis to keep its data (the ledger lives there too): "
                     "`make up REDIS_APPENDONLY=yes` first"
                 )
 
@@ -62,7 +65,7 @@ class Fault:
     def inject(self) -> None:
         cid = self.container()
         self.events["injected_at"] = time.time()
-        if self.fault in ("kill-worker", "stop-worker", "restart-redis"):
+        if self.fault in ENGINE_ACTION:
             self._done(ENGINE_ACTION[self.fault](cid))
         elif self.fault == "oom":
             # The engine's own record of OOM kills (OOMKilled in `inspect` only says
@@ -131,6 +134,18 @@ class Fault:
             self._oom_watch.terminate()
             state["oom_events"] = self._oom_watch.communicate(timeout=10)[0].split().count("oom")
         return state
+
+
+def fault_service(fault: str, worker: str) -> str:
+    """The compose service a fault hits: Redis, the queue's broker (the
+    service of its transport's name: redis or rabbitmq), or its worker."""
+    if fault == "restart-redis":
+        return "redis"
+    if fault == "restart-broker":
+        if worker not in BY_NAME:
+            raise ParamError(f"restart-broker: {worker!r} has no broker (`background` runs in the API)")
+        return BY_NAME[worker].transport
+    return service_of(worker)
 
 
 def pending_in(ledger_hash: dict[str, str]) -> int:

@@ -1,0 +1,118 @@
+"""Celery with the RabbitMQ broker: the same app, task, producer and worker as
+workers/celery_queue.py (Celery on Redis), only the broker differs, through
+Celery's own AMQP transport (kombu over py-amqp).
+
+`apply_async` publishes to the direct exchange `lab-celery`, bound to the
+durable classic queue `lab-celery` in RabbitMQ's default vhost, with publisher
+confirms (the API's 202 once RabbitMQ has the message); the worker
+consumes it with a prefetch of CELERY_CONCURRENCY x CELERY_PREFETCH_MULTIPLIER.
+
+Delivery: `acks_late` with `reject_on_worker_lost`, as on Redis. A message not
+acknowledged goes back to the queue as soon as the worker's connection closes
+(a killed worker's tasks come back at once, not after a visibility timeout).
+RabbitMQ's own `consumer_timeout` (30 min) bounds how long a task may hold one.
+
+Start it with `python -m workers.celery_rabbitmq_queue`."""
+
+# Before prometheus_client is imported anywhere: run as a program, the prefork
+# children write their samples to files that the parent's /metrics adds up.
+from lab.metrics_dir import OwnMetricsDir
+
+_metrics_dir = OwnMetricsDir("celery", claim=__name__ == "__main__")
+
+import asyncio
+import threading
+
+from amqp.exceptions import NotFound
+
+from lab.protocol import Queue
+from lab.settings import Settings, get_settings
+from workers import celery_queue
+from workers.celery_queue import QUEUE_NAME, make_app
+
+QUEUE = Queue("celery-rabbitmq")
+
+
+def amqp_transport(settings: Settings) -> dict:
+    return {
+        # Publisher confirms: a publish returns once RabbitMQ has the message,
+        # so the API's 202 means what a Redis reply means on Redis.
+        "confirm_publish": True,
+        # Every read and write gives up after REDIS_TIMEOUT_S (connecting too,
+        # broker_connection_timeout), so a RabbitMQ outage turns into a fast
+        # 503 as a Redis one does.
+        "read_timeout": settings.redis_timeout_s,
+        "write_timeout": settings.redis_timeout_s,
+    }
+
+
+app = make_app(get_settings(), get_settings().rabbitmq_url, amqp_transport(get_settings()))
+app.conf.broker_connection_timeout = get_settings().redis_timeout_s
+
+
+def _connect() -> None:
+    """Returns once RabbitMQ takes a connection; raises if it does not."""
+    with app.connection_for_write() as conn:
+        conn.ensure_connection(max_retries=0)
+
+
+async def _answers() -> None:
+    # Bounded here too: resolving the broker's name is outside the socket's timeouts.
+    await asyncio.wait_for(asyncio.to_thread(_connect), 2 * get_settings().redis_timeout_s)
+
+
+_sampling = threading.Lock()
+
+
+def _ready_messages() -> int:
+    # One sample at a time: a thread still resolving an absent broker's name
+    # (the profile not started) is not joined by another every second.
+    if not _sampling.acquire(blocking=False):
+        raise TimeoutError("the last sample has not returned yet")
+    try:
+        return _declare_passive()
+    finally:
+        _sampling.release()
+
+
+def _declare_passive() -> int:
+    with app.connection_for_read() as conn:
+        conn.ensure_connection(max_retries=0)
+        try:
+            return conn.default_channel.queue_declare(queue=QUEUE_NAME, passive=True).message_count
+        except NotFound:  # not declared yet: nothing was published, and no worker started
+            return 0
+
+
+class Producer(celery_queue.Producer):
+    def __init__(self, settings: Settings):
+        super().__init__(settings, app, probe=_answers)
+
+
+async def depth(redis) -> int:
+    """The queue's ready messages (those delivered and not yet acknowledged
+    are not counted, as kombu's `unacked` is not on Redis). RabbitMQ, not
+    Redis, knows it: the ledger's client is not used."""
+    return await asyncio.to_thread(_ready_messages)
+
+
+async def purge(redis) -> int:
+    """(make purge, no worker running) The queue's ready messages; those a
+    worker held went back to the queue when its connection closed."""
+
+    def queue_purge() -> int:
+        with app.connection_for_write() as conn:
+            return conn.default_channel.queue_purge(QUEUE_NAME) or 0
+
+    return await asyncio.to_thread(queue_purge)
+
+
+worker = celery_queue.Worker(app, QUEUE)
+main = worker.main
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    finally:
+        _metrics_dir.remove()
