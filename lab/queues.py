@@ -90,6 +90,22 @@ BROKERS: tuple[Broker, ...] = (
         transport="rabbitmq",
     ),
     Broker(
+        "faststream-rabbitmq",
+        "workers.faststream_rabbitmq_queue",
+        "FASTSTREAM_MAX_WORKERS",
+        (),
+        ("faststream", "aio_pika", "aiormq"),
+        transport="rabbitmq",
+    ),
+    Broker(
+        "taskiq-rabbitmq",
+        "workers.taskiq_rabbitmq_queue",
+        "TASKIQ_MAX_ASYNC_TASKS",
+        (),
+        ("taskiq", "aio_pika", "aiormq"),
+        transport="rabbitmq",
+    ),
+    Broker(
         "docket",
         "workers.docket_queue",
         "DOCKET_CONCURRENCY",

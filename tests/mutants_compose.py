@@ -203,7 +203,7 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             (
                 "workers/celery_rabbitmq_queue.py",
-                r"    return await asyncio\.to_thread\(_ready_messages\)\n",
+                r"    return await rabbitmq\.ready_messages\(get_settings\(\), \(QUEUE_NAME,\)\)\n",
                 "    return 0\n",
             ),
         ),

@@ -20,11 +20,9 @@ from lab.metrics_dir import OwnMetricsDir
 
 _metrics_dir = OwnMetricsDir("celery", claim=__name__ == "__main__")
 
-import asyncio
-import threading
+from functools import partial
 
-from amqp.exceptions import NotFound
-
+from lab import rabbitmq
 from lab.protocol import Queue
 from lab.settings import Settings, get_settings
 from workers import celery_queue
@@ -50,61 +48,22 @@ app = make_app(get_settings(), get_settings().rabbitmq_url, amqp_transport(get_s
 app.conf.broker_connection_timeout = get_settings().redis_timeout_s
 
 
-def _connect() -> None:
-    """Returns once RabbitMQ takes a connection; raises if it does not."""
-    with app.connection_for_write() as conn:
-        conn.ensure_connection(max_retries=0)
-
-
-async def _answers() -> None:
-    # Bounded here too: resolving the broker's name is outside the socket's timeouts.
-    await asyncio.wait_for(asyncio.to_thread(_connect), 2 * get_settings().redis_timeout_s)
-
-
-_sampling = threading.Lock()
-
-
-def _ready_messages() -> int:
-    # One sample at a time: a thread still resolving an absent broker's name
-    # (the profile not started) is not joined by another every second.
-    if not _sampling.acquire(blocking=False):
-        raise TimeoutError("the last sample has not returned yet")
-    try:
-        return _declare_passive()
-    finally:
-        _sampling.release()
-
-
-def _declare_passive() -> int:
-    with app.connection_for_read() as conn:
-        conn.ensure_connection(max_retries=0)
-        try:
-            return conn.default_channel.queue_declare(queue=QUEUE_NAME, passive=True).message_count
-        except NotFound:  # not declared yet: nothing was published, and no worker started
-            return 0
-
-
 class Producer(celery_queue.Producer):
     def __init__(self, settings: Settings):
-        super().__init__(settings, app, probe=_answers)
+        super().__init__(settings, app, probe=partial(rabbitmq.answers, settings))
 
 
 async def depth(redis) -> int:
     """The queue's ready messages (those delivered and not yet acknowledged
     are not counted, as kombu's `unacked` is not on Redis). RabbitMQ, not
     Redis, knows it: the ledger's client is not used."""
-    return await asyncio.to_thread(_ready_messages)
+    return await rabbitmq.ready_messages(get_settings(), (QUEUE_NAME,))
 
 
 async def purge(redis) -> int:
     """(make purge, no worker running) The queue's ready messages; those a
     worker held went back to the queue when its connection closed."""
-
-    def queue_purge() -> int:
-        with app.connection_for_write() as conn:
-            return conn.default_channel.queue_purge(QUEUE_NAME) or 0
-
-    return await asyncio.to_thread(queue_purge)
+    return await rabbitmq.purge(get_settings(), (QUEUE_NAME,))
 
 
 worker = celery_queue.Worker(app, QUEUE)

@@ -14,14 +14,12 @@ soon as its connection closes. Concurrency: DRAMATIQ_THREADS, as on Redis.
 
 Start it with `python -m workers.dramatiq_rabbitmq_queue`."""
 
-import asyncio
-import threading
+from functools import partial
 from urllib.parse import urlencode
 
-import pika
 from dramatiq.brokers.rabbitmq import RabbitmqBroker
-from pika.exceptions import ChannelClosedByBroker
 
+from lab import rabbitmq
 from lab.protocol import Queue
 from lab.settings import Settings, get_settings
 from lab.worker_runtime import setup_logging
@@ -29,7 +27,6 @@ from workers import dramatiq_queue
 from workers.dramatiq_queue import QUEUE_NAME, run_worker
 
 QUEUE = Queue("dramatiq-rabbitmq")
-NOT_FOUND = 404
 
 
 def api_url(settings: Settings) -> str:
@@ -45,69 +42,27 @@ def api_url(settings: Settings) -> str:
     return f"{settings.rabbitmq_url}?{urlencode(bounds)}"
 
 
-def _connect() -> pika.BlockingConnection:
-    return pika.BlockingConnection(pika.URLParameters(api_url(get_settings())))
-
-
-def _answers_now() -> None:
-    _connect().close()
-
-
-async def _answers() -> None:
-    # Bounded here too: resolving the broker's name is outside the socket's timeouts.
-    await asyncio.wait_for(asyncio.to_thread(_answers_now), 2 * get_settings().redis_timeout_s)
-
-
 class Producer(dramatiq_queue.Producer):
     def __init__(self, settings: Settings):
         broker = RabbitmqBroker(url=api_url(settings), confirm_delivery=True, middleware=[])
-        super().__init__(settings, broker, probe=_answers)
+        super().__init__(settings, broker, probe=partial(rabbitmq.answers, settings))
 
 
-_sampling = threading.Lock()
-
-
-def _on_queues(action) -> int:
-    """action(channel, queue name) -> int over the queue and its delay queue, on
-    a connection of its own; a queue not declared yet counts 0. One at a
-    time: a thread still resolving an absent broker's name (the profile not
-    started) is not joined by another every second."""
-    if not _sampling.acquire(blocking=False):
-        raise TimeoutError("the last call has not returned yet")
-    try:
-        connection = _connect()
-        try:
-            total = 0
-            for name in (QUEUE_NAME, f"{QUEUE_NAME}.DQ"):
-                channel = connection.channel()
-                try:
-                    total += action(channel, name)
-                    channel.close()
-                except ChannelClosedByBroker as exc:  # the broker closed the channel
-                    if exc.reply_code != NOT_FOUND:
-                        raise
-            return total
-        finally:
-            if connection.is_open:
-                connection.close()
-    finally:
-        _sampling.release()
+# The queue and its delay queue; the dead letters (`lab.XQ`) are failed tasks, counted already.
+QUEUES = (QUEUE_NAME, f"{QUEUE_NAME}.DQ")
 
 
 async def depth(redis) -> int:
     """The ready messages of the queue and its delay queue (those a worker
     prefetched are not counted, as on Redis). RabbitMQ, not Redis, knows it:
     the ledger's client is not used."""
-    return await asyncio.to_thread(
-        _on_queues, lambda channel, name: channel.queue_declare(name, passive=True).method.message_count
-    )
+    return await rabbitmq.ready_messages(get_settings(), QUEUES)
 
 
 async def purge(redis) -> int:
     """(make purge, no worker running) The ready messages of the queue and its
-    delay queue; those a worker held went back as its connection closed. The
-    dead letters (`lab.XQ`) are failed tasks, counted already, and stay."""
-    return await asyncio.to_thread(_on_queues, lambda channel, name: channel.queue_purge(name).method.message_count)
+    delay queue; those a worker held went back as its connection closed."""
+    return await rabbitmq.purge(get_settings(), QUEUES)
 
 
 def main() -> None:

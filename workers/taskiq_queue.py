@@ -25,11 +25,12 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from redis.asyncio import Redis
-from taskiq import AckableMessage
+from taskiq import AckableMessage, AsyncBroker
 from taskiq.acks import AcknowledgeType
 from taskiq.kicker import AsyncKicker
 from taskiq.middlewares.prometheus_middleware import PrometheusMiddleware
@@ -147,8 +148,8 @@ def make_broker(settings: Settings, *, worker: bool) -> LabStreamBroker:
 
 
 class Producer:
-    def __init__(self, settings: Settings):
-        self.broker = make_broker(settings, worker=False)
+    def __init__(self, settings: Settings, broker: AsyncBroker | None = None):
+        self.broker = broker or make_broker(settings, worker=False)
         self.kicker: AsyncKicker[[dict], None] = AsyncKicker(task_name=TASK_NAME, broker=self.broker, labels={})
 
     async def start(self) -> None:
@@ -177,11 +178,16 @@ async def purge(redis) -> int:
 
 
 # Worker: one process, one receiver.
-async def run(settings: Settings) -> None:
-    broker = make_broker(settings, worker=True)
+async def run(
+    settings: Settings,
+    queue: Queue,
+    broker: AsyncBroker,
+    startup: Callable[[], Awaitable[None]],
+) -> None:
+    """Runs the lab's task from `broker` until SIGTERM; `startup` connects it."""
     broker.is_worker_process = True
     broker.add_middlewares(LabPrometheusMiddleware())
-    runtime = WorkerRuntime(settings, QUEUE)
+    runtime = WorkerRuntime(settings, queue)
 
     @broker.task(task_name=TASK_NAME)
     async def lab_task(message: dict) -> None:
@@ -190,12 +196,12 @@ async def run(settings: Settings) -> None:
     finish = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         asyncio.get_running_loop().add_signal_handler(sig, finish.set)
-    await startup(broker)
+    await startup()
     await runtime.start()
     try:
         receiver = Receiver(
             broker,
-            max_async_tasks=settings.concurrency_for(QUEUE),
+            max_async_tasks=settings.concurrency_for(queue),
             ack_type=AcknowledgeType.WHEN_EXECUTED,
             wait_tasks_timeout=settings.shutdown_grace_s,
             run_startup=False,
@@ -224,7 +230,9 @@ async def startup(broker: LabStreamBroker) -> None:
 
 def main() -> None:
     setup_logging()
-    asyncio.run(run(get_settings()))
+    settings = get_settings()
+    broker = make_broker(settings, worker=True)
+    asyncio.run(run(settings, QUEUE, broker, partial(startup, broker)))
 
 
 if __name__ == "__main__":

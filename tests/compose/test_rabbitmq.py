@@ -1,25 +1,27 @@
 """The queues on RabbitMQ (the compose profile `rabbitmq`) on the session's stack:
 the broker and the workers started the way `make up BROKERS=rabbitmq` starts them,
-every task of each counted in the ledger on Redis; Celery's (`celery-rabbitmq`)
-backlog exported while its worker is down, RabbitMQ's own metrics scraped (the
-RabbitMQ dashboard), a fast 503 while RabbitMQ is away and nothing lost across its
-restart. The services are removed again at the end, so the other compose tests
+every task of each counted in the ledger on Redis; each one's backlog exported
+while its worker is down, RabbitMQ's own metrics scraped (the RabbitMQ
+dashboard), a fast 503 from each while RabbitMQ is away, and after its restart
+every worker consuming again with nothing lost. The services are removed again at the end, so the other compose tests
 see the stack they expect."""
 
 import time
 
 import pytest
 
+from lab.queues import BROKERS
 from tests.compose.helpers import post_tasks, run_report, wait_settled, wait_until
 from tests.compose.panels import check_panels
 from tests.lab import HTTP, new_run
 
 QUEUE = "celery-rabbitmq"
-ON_RABBITMQ = (QUEUE, "dramatiq-rabbitmq")
+ON_RABBITMQ = tuple(b.name for b in BROKERS if b.transport == "rabbitmq")
 SERVICES = ("rabbitmq", *ON_RABBITMQ)
 TASKS = 60
 SETTLE_TIMEOUT_S = 300
 PANELS_DEADLINE_S = 120  # a bound on a hang, not a wait
+SLOW_TASK_MS = 1000  # each task's awaited sleep in the panels test
 THE_OTHER_DASHBOARDS = ("Load", "Queues", "API and event loop", "Redis")
 
 
@@ -36,9 +38,9 @@ def ready(stack, queue: str = QUEUE) -> bool:
     return HTTP.get(f"{stack.api_url}/readyz", params={"queues": queue}, timeout=30).status_code == 200
 
 
-def depth(stack) -> float | None:
+def depth(stack, queue: str = QUEUE) -> float | None:
     """lab_queue_depth of the queue as Prometheus last scraped it from the queue monitor."""
-    result = stack.query(f'lab_queue_depth{{queue="{QUEUE}"}}')
+    result = stack.query(f'lab_queue_depth{{queue="{queue}"}}')
     return float(result[0]["value"][1]) if result else None
 
 
@@ -61,25 +63,31 @@ def test_a_queue_on_rabbitmq_runs_every_task_exactly_once(rabbitmq, queue):
     settled_exactly(rabbitmq, run, TASKS, queue)
 
 
-def test_its_backlog_is_exported_while_its_worker_is_down(rabbitmq):
-    wait_until(lambda: ready(rabbitmq), 120, f"the API's {QUEUE} producer to be ready")
-    rabbitmq.compose("stop", QUEUE, timeout=120)
+@pytest.mark.parametrize("queue", ON_RABBITMQ)
+def test_its_backlog_is_exported_while_its_worker_is_down(rabbitmq, queue):
+    wait_until(lambda: ready(rabbitmq, queue), 120, f"the API's {queue} producer to be ready")
+    rabbitmq.compose("stop", queue, timeout=120)
     run = new_run("rabbitmq-backlog")
     try:
-        post_tasks(rabbitmq.api_url, run, {QUEUE: TASKS})
-        wait_until(lambda: depth(rabbitmq) == TASKS, 60, f"the monitor to export a backlog of {TASKS}", interval=1)
+        post_tasks(rabbitmq.api_url, run, {queue: TASKS})
+        wait_until(
+            lambda: depth(rabbitmq, queue) == TASKS, 60, f"the monitor to export a backlog of {TASKS}", interval=1
+        )
         # RabbitMQ's Prometheus plugin, scraped as the job `rabbitmq`, says the same: what its panels read.
         wait_until(lambda: ready_messages(rabbitmq) == TASKS, 60, "RabbitMQ's plugin to report them ready", interval=1)
     finally:
-        rabbitmq.compose("start", QUEUE, timeout=300)
-    settled_exactly(rabbitmq, run, TASKS)
-    wait_until(lambda: depth(rabbitmq) == 0, 60, "the exported backlog to fall to 0", interval=1)
+        rabbitmq.compose("start", queue, timeout=300)
+    settled_exactly(rabbitmq, run, TASKS, queue)
+    wait_until(lambda: depth(rabbitmq, queue) == 0, 60, "the exported backlog to fall to 0", interval=1)
 
 
 def test_every_rabbitmq_panel_shows_data_after_a_load(rabbitmq):
     """The RabbitMQ dashboard's queries, each with a non-zero series: a backlog
-    built while the worker is stopped (ready messages), then tasks sent round
-    after round through the running worker (the plugin's rates take a longer window)."""
+    built while the worker is stopped (ready messages), then drained by a
+    worker whose tasks each wait IO_LATENCY_MS, so it holds a full prefetch of
+    delivered, unacknowledged messages for as long as the backlog lasts,
+    whatever the machine's speed (the plugin samples its queues every few
+    seconds). Tasks keep coming while the rates fill their window."""
     wait_until(lambda: ready(rabbitmq), 120, f"the API's {QUEUE} producer to be ready")
     run = new_run("rabbitmq-panels")
     rabbitmq.compose("stop", QUEUE, timeout=120)
@@ -87,37 +95,54 @@ def test_every_rabbitmq_panel_shows_data_after_a_load(rabbitmq):
         post_tasks(rabbitmq.api_url, run, {QUEUE: TASKS})
         wait_until(lambda: ready_messages(rabbitmq), 60, "RabbitMQ's plugin to report ready messages", interval=1)
     finally:
-        rabbitmq.compose("start", QUEUE, timeout=300)
+        worker_with(rabbitmq, IO_LATENCY_MS=str(SLOW_TASK_MS))
     sent, deadline = TASKS, time.monotonic() + PANELS_DEADLINE_S
-    while True:
-        post_tasks(rabbitmq.api_url, run, {QUEUE: 10})
-        sent += 10
-        failures = check_panels(
-            rabbitmq.prometheus_url, skip_dashboards=THE_OTHER_DASHBOARDS, window_s=300, zero_truth={}
-        )
-        if not failures or time.monotonic() > deadline:
-            break
-        time.sleep(1)
-    assert failures == [], "\n".join(failures)
-    settled_exactly(rabbitmq, run, sent)
+    try:
+        while True:
+            post_tasks(rabbitmq.api_url, run, {QUEUE: 2})
+            sent += 2
+            failures = check_panels(
+                rabbitmq.prometheus_url, skip_dashboards=THE_OTHER_DASHBOARDS, window_s=300, zero_truth={}
+            )
+            if not failures or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert failures == [], "\n".join(failures)
+        settled_exactly(rabbitmq, run, sent)
+    finally:
+        worker_with(rabbitmq)  # as the other tests expect it
+
+
+def worker_with(stack, **variables: str) -> None:
+    """The queue's worker (re)created with these compose variables, the rest as started."""
+    stack.compose("--profile", "rabbitmq", "up", "-d", "--wait", QUEUE, timeout=300, variables=variables)
 
 
 def test_a_rabbitmq_restart_is_a_fast_503_and_loses_nothing_accepted(rabbitmq):
-    wait_until(lambda: ready(rabbitmq), 120, f"the API's {QUEUE} producer to be ready")
+    for queue in ON_RABBITMQ:
+        wait_until(lambda q=queue: ready(rabbitmq, q), 120, f"the API's {queue} producer to be ready")
     run = new_run("rabbitmq-restart")
     rabbitmq.compose("stop", "rabbitmq", timeout=120)
     try:
-        # The client's timeout bounds a hang; the breaker answers well within it.
-        r = HTTP.post(
-            f"{rabbitmq.api_url}/api/v1/incr/io/simple/{QUEUE}",
-            json={"value": 1},
-            headers={"X-Lab-Run": run},
-            timeout=10,
-        )
-        assert r.status_code == 503, (r.status_code, r.text[:300])
+        for queue in ON_RABBITMQ:
+            # The client's timeout bounds a hang; the breaker answers well within it.
+            r = HTTP.post(
+                f"{rabbitmq.api_url}/api/v1/incr/io/simple/{queue}",
+                json={"value": 1},
+                headers={"X-Lab-Run": run},
+                timeout=10,
+            )
+            assert r.status_code == 503, (queue, r.status_code, r.text[:300])
+            assert not ready(rabbitmq, queue), f"/readyz says {queue} is ready while RabbitMQ is away"
     finally:
         rabbitmq.compose("start", "rabbitmq", timeout=300)
-    wait_until(lambda: ready(rabbitmq), 180, f"the API's {QUEUE} producer to be ready again")
-    post_tasks(rabbitmq.api_url, run, {QUEUE: TASKS})
-    settled_exactly(rabbitmq, run, TASKS)
-    assert run_report(rabbitmq.api_url, run)["totals"]["enqueued"] == TASKS  # the refused request enqueued nothing
+    for queue in ON_RABBITMQ:
+        wait_until(lambda q=queue: ready(rabbitmq, q), 180, f"the API's {queue} producer to be ready again")
+    # Every worker consumes again by itself: each queue's tasks all run.
+    post_tasks(rabbitmq.api_url, run, {queue: TASKS for queue in ON_RABBITMQ})
+    report = wait_settled(rabbitmq.api_url, run, TASKS * len(ON_RABBITMQ), timeout=SETTLE_TIMEOUT_S, interval=1)
+    for queue in ON_RABBITMQ:
+        row = report["queues"][queue]["io/simple"]
+        assert (row["enqueued"], row["completed"], row["failed"], row["duplicates"]) == (TASKS, TASKS, 0, 0), row
+    # the refused requests enqueued nothing
+    assert run_report(rabbitmq.api_url, run)["totals"]["enqueued"] == TASKS * len(ON_RABBITMQ)

@@ -1,11 +1,13 @@
 """/healthz (the process answers) and /readyz (and Redis answers it; with
-`?queues=arq,saq`, those queues' producers are ready too)."""
+`?queues=arq,saq`, those queues' producers are ready too, and the broker of
+a queue not on Redis answers)."""
 
 import asyncio
 
 from fastapi import APIRouter, HTTPException, Query, Response
 
 from lab.protocol import BROKER_QUEUES, Queue
+from lab.queues import BY_NAME
 from services.api.deps import LabStateDep
 
 router = APIRouter()
@@ -43,6 +45,11 @@ async def readyz(
         try:
             # The import has no deadline (a cold start at a low CPU limit takes a while); the connection has.
             await state.producer(queue)
+            if BY_NAME[queue].transport == "rabbitmq":
+                # Its producer, once made, does not say whether RabbitMQ is there now.
+                from lab import rabbitmq  # imported with the queue's adapter
+
+                await rabbitmq.answers(state.settings)
         except Exception as exc:
             response.status_code = 503
             return {"status": "unavailable", "queue": queue.value, "error": f"{type(exc).__name__}: {exc}"[:200]}

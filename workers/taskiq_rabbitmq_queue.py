@@ -1,0 +1,91 @@
+"""taskiq with its RabbitMQ broker (taskiq-aio-pika's `AioPikaBroker`, over
+aio-pika): the same task, kicker, receiver and metrics as
+workers/taskiq_queue.py (taskiq on Redis), only the broker differs.
+
+`kiq` publishes a persistent message to the topic exchange `lab-taskiq`,
+routed to the durable classic queue `lab-taskiq` (taskiq-aio-pika declares
+quorum queues by default; classic here, as for every queue of the lab on
+RabbitMQ, so that a comparison is of the libraries, not of queue types),
+with publisher confirms: the API answers 202 once RabbitMQ has confirmed the
+message. A confirm not back within REDIS_TIMEOUT_S is a 503, as a Redis
+reply that does not come.
+
+Delivery: the worker's consumer has a prefetch of TASKIQ_MAX_ASYNC_TASKS
+(taskiq-aio-pika's default is 10), the receiver runs that many at a time,
+and a message is acknowledged after its task ran (`ack_type=when_executed`).
+A killed worker's unacknowledged messages go back to the queue as soon as
+its connection closes. On SIGTERM the receiver stops taking messages and
+waits up to SHUTDOWN_GRACE_S for running ones.
+
+Start it with `python -m workers.taskiq_rabbitmq_queue`."""
+
+import asyncio
+from functools import partial
+
+from taskiq_aio_pika import AioPikaBroker, Exchange
+from taskiq_aio_pika import Queue as RabbitQueue
+from taskiq_aio_pika.queue import QueueType
+
+from lab import rabbitmq
+from lab.protocol import Queue, TaskMessage
+from lab.settings import Settings, get_settings
+from lab.worker_runtime import setup_logging
+from workers import taskiq_queue
+from workers.taskiq_queue import run
+
+QUEUE = Queue("taskiq-rabbitmq")
+QUEUE_NAME = "lab-taskiq"
+DEAD_LETTERS = f"{QUEUE_NAME}.dead_letter"  # taskiq-aio-pika's; failed tasks are acknowledged, none lands there
+
+
+def make_broker(settings: Settings) -> AioPikaBroker:
+    return AioPikaBroker(
+        settings.rabbitmq_url,
+        qos=settings.concurrency_for(QUEUE),
+        exchange=Exchange(name=QUEUE_NAME),
+        task_queues=[RabbitQueue(name=QUEUE_NAME, type=QueueType.CLASSIC)],
+        dead_letter_queue=RabbitQueue(name=DEAD_LETTERS, type=QueueType.CLASSIC),
+        # aio-pika's connect: the first one fails within it (the API's 503);
+        # later, its robust connection reconnects by itself.
+        timeout=settings.redis_timeout_s,
+        reconnect_interval=1.0,
+    )
+
+
+class Producer(taskiq_queue.Producer):
+    def __init__(self, settings: Settings):
+        super().__init__(settings, make_broker(settings))
+        self.timeout_s = settings.redis_timeout_s
+
+    async def enqueue(self, msg: TaskMessage) -> None:
+        async with asyncio.timeout(self.timeout_s):
+            await super().enqueue(msg)
+
+
+async def depth(redis) -> int:
+    """The queue's ready messages (those a worker prefetched are not counted,
+    as on Redis). RabbitMQ, not Redis, knows it: the ledger's client is not used."""
+    return await rabbitmq.ready_messages(get_settings(), (QUEUE_NAME,))
+
+
+async def purge(redis) -> int:
+    """(make purge, no worker running) The queue's ready messages; those a
+    worker held went back to the queue when its connection closed."""
+    return await rabbitmq.purge(get_settings(), (QUEUE_NAME,))
+
+
+async def startup(settings: Settings, broker: AioPikaBroker) -> None:
+    """Connects once RabbitMQ answers, declaring the exchange and queues."""
+    await rabbitmq.wait_until_answers(settings)
+    await broker.startup()
+
+
+def main() -> None:
+    setup_logging()
+    settings = get_settings()
+    broker = make_broker(settings)
+    asyncio.run(run(settings, QUEUE, broker, partial(startup, settings, broker)))
+
+
+if __name__ == "__main__":
+    main()
