@@ -4,8 +4,8 @@ down), how many messages wait in a queue (the queue monitor's backlog) and
 emptying a queue (`make purge`). Each call opens a connection of its own
 (aio-pika), bounded by REDIS_TIMEOUT_S as every other client of the lab.
 
-One call of a kind at a time per process (a kind: the question and the
-queues it is about): while one still waits (an absent broker's name being
+The monitor's questions, one of a kind at a time per process (a kind: the
+question and the queues it is about): while one still waits (an absent broker's name being
 resolved, in a thread asyncio cannot cancel, when the profile was not
 started), the next one of its kind fails at once rather than adding another
 thread every second."""
@@ -14,20 +14,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
-import aio_pika
-from aio_pika.abc import AbstractChannel
-from aiormq.exceptions import ChannelNotFoundEntity
+from lab.settings import Settings, get_settings
 
-from lab.settings import Settings
+if TYPE_CHECKING:  # aio-pika is imported by the calls that use it: a process that only asks `answers` never loads it
+    from aio_pika.abc import AbstractChannel, AbstractConnection
 
 _busy: set[tuple] = set()  # the kinds of call still waiting
 
 
-async def _bounded(
-    settings: Settings, kind: tuple, work: Callable[[aio_pika.abc.AbstractConnection], Awaitable[int]]
-) -> int:
+async def _bounded(settings: Settings, kind: tuple, work: Callable[[AbstractConnection], Awaitable[int]]) -> int:
     key = (settings.rabbitmq_url, *kind)
     if key in _busy:
         raise TimeoutError(f"the last call to RabbitMQ {kind} has not returned yet")
@@ -38,7 +38,9 @@ async def _bounded(
         _busy.discard(key)
 
 
-async def _connected(settings: Settings, work: Callable[[aio_pika.abc.AbstractConnection], Awaitable[int]]) -> int:
+async def _connected(settings: Settings, work: Callable[[AbstractConnection], Awaitable[int]]) -> int:
+    import aio_pika
+
     connection = await aio_pika.connect(settings.rabbitmq_url, timeout=settings.redis_timeout_s)
     try:
         return await work(connection)
@@ -46,13 +48,27 @@ async def _connected(settings: Settings, work: Callable[[aio_pika.abc.AbstractCo
         await connection.close()
 
 
+def _greets(url: str, timeout_s: float) -> None:
+    """RabbitMQ takes a TCP connection and answers the AMQP 0-9-1 header with
+    its first frame (Connection.Start); raises if it does not, each step
+    bounded by timeout_s."""
+    parts = urlsplit(url)
+    address = (parts.hostname or "localhost", parts.port or 5672)
+    with socket.create_connection(address, timeout=timeout_s) as sock:
+        sock.sendall(b"AMQP\x00\x00\x09\x01")
+        if sock.recv(1) != b"\x01":  # a method frame
+            raise ConnectionError(f"{address[0]}:{address[1]} did not answer as RabbitMQ does")
+
+
 async def answers(settings: Settings) -> None:
-    """Returns once RabbitMQ takes a connection; raises if it does not."""
-
-    async def nothing(connection) -> int:
-        return 0
-
-    await _bounded(settings, ("answers",), nothing)
+    """Returns once RabbitMQ answers; raises if it does not. In a thread, on
+    a blocking socket: an event loop that is late (the API's, under load at
+    a small CPU limit) is not taken for a broker that is away, as it would be
+    by a connection's handshake on the loop. Every call its own: a request
+    is never refused for another's question."""
+    timeout_s = settings.redis_timeout_s
+    # Bounded here too: resolving the broker's name is outside the socket's timeouts.
+    await asyncio.wait_for(asyncio.to_thread(_greets, settings.rabbitmq_url, timeout_s), 2 * timeout_s)
 
 
 async def wait_until_answers(settings: Settings) -> None:
@@ -68,6 +84,8 @@ async def wait_until_answers(settings: Settings) -> None:
 async def _each_queue(
     settings: Settings, names: Sequence[str], action: Callable[[AbstractChannel, str], Awaitable[int]]
 ) -> int:
+    from aiormq.exceptions import ChannelNotFoundEntity
+
     async def run(connection) -> int:
         total = 0
         for name in names:
@@ -105,3 +123,22 @@ async def purge(settings: Settings, names: Sequence[str]) -> int:
     """Empties these queues of their ready messages; those a worker held go
     back to its queue when its connection closes."""
     return await _each_queue(settings, names, _purge)
+
+
+def backlog_functions(
+    names: Sequence[str],
+) -> tuple[Callable[[object], Awaitable[int]], Callable[[object], Awaitable[int]]]:
+    """`depth(redis)` and `purge(redis)` of an adapter (lab/queues.py) whose
+    tasks wait in these RabbitMQ queues: their ready messages (those a worker
+    holds, delivered and not yet acknowledged, are not counted, as on Redis),
+    and emptying them (`make purge`, no worker running; what a worker held
+    went back to its queue when its connection closed). RabbitMQ, not Redis,
+    knows them: the ledger's client is not used."""
+
+    async def depth(redis: object) -> int:
+        return await ready_messages(get_settings(), names)
+
+    async def purge_(redis: object) -> int:
+        return await purge(get_settings(), names)
+
+    return depth, purge_

@@ -203,8 +203,8 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             (
                 "workers/celery_rabbitmq_queue.py",
-                r"    return await rabbitmq\.ready_messages\(get_settings\(\), \(QUEUE_NAME,\)\)\n",
-                "    return 0\n",
+                r"depth, purge = rabbitmq\.backlog_functions\(\(QUEUE_NAME,\)\)\n",
+                "_, purge = rabbitmq.backlog_functions((QUEUE_NAME,))\n\n\nasync def depth(redis) -> int:\n    return 0\n",
             ),
         ),
         f"{RABBITMQ}::test_its_backlog_is_exported_while_its_worker_is_down",

@@ -53,17 +53,8 @@ class Producer(celery_queue.Producer):
         super().__init__(settings, app, probe=partial(rabbitmq.answers, settings))
 
 
-async def depth(redis) -> int:
-    """The queue's ready messages (those delivered and not yet acknowledged
-    are not counted, as kombu's `unacked` is not on Redis). RabbitMQ, not
-    Redis, knows it: the ledger's client is not used."""
-    return await rabbitmq.ready_messages(get_settings(), (QUEUE_NAME,))
-
-
-async def purge(redis) -> int:
-    """(make purge, no worker running) The queue's ready messages; those a
-    worker held went back to the queue when its connection closed."""
-    return await rabbitmq.purge(get_settings(), (QUEUE_NAME,))
+# The backlog (the queue monitor) and `make purge`: the queue's ready messages on RabbitMQ.
+depth, purge = rabbitmq.backlog_functions((QUEUE_NAME,))
 
 
 worker = celery_queue.Worker(app, QUEUE)

@@ -48,21 +48,11 @@ class Producer(dramatiq_queue.Producer):
         super().__init__(settings, broker, probe=partial(rabbitmq.answers, settings))
 
 
-# The queue and its delay queue; the dead letters (`lab.XQ`) are failed tasks, counted already.
+# The backlog (the queue monitor) and `make purge`: the ready messages of the
+# queue and its delay queue on RabbitMQ; the dead letters (`lab.XQ`) are failed
+# tasks, counted already.
 QUEUES = (QUEUE_NAME, f"{QUEUE_NAME}.DQ")
-
-
-async def depth(redis) -> int:
-    """The ready messages of the queue and its delay queue (those a worker
-    prefetched are not counted, as on Redis). RabbitMQ, not Redis, knows it:
-    the ledger's client is not used."""
-    return await rabbitmq.ready_messages(get_settings(), QUEUES)
-
-
-async def purge(redis) -> int:
-    """(make purge, no worker running) The ready messages of the queue and its
-    delay queue; those a worker held went back as its connection closed."""
-    return await rabbitmq.purge(get_settings(), QUEUES)
+depth, purge = rabbitmq.backlog_functions(QUEUES)
 
 
 def main() -> None:

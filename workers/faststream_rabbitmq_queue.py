@@ -5,8 +5,9 @@ Redis), only the broker differs.
 The API publishes a persistent message to the durable classic queue
 `lab-faststream` through the default exchange, on a channel with publisher
 confirms (FastStream's default): the API answers 202 once RabbitMQ has
-confirmed the message. A confirm not back within REDIS_TIMEOUT_S is a 503,
-as a Redis reply that does not come.
+confirmed the message. While RabbitMQ is away the publish fails at once (a
+503), and no deadline is set on the confirm: workers/taskiq_rabbitmq_queue.py
+says why.
 
 Delivery: a message is acknowledged only after its handler ran
 (AckPolicy.ACK). FastStream's RabbitMQ subscriber has no `max_workers`:
@@ -50,28 +51,19 @@ def make_broker(settings: Settings, logs: bool = True) -> RabbitBroker:
 class Producer:
     def __init__(self, settings: Settings):
         self.broker = make_broker(settings, logs=False)
-        self.timeout_s = settings.redis_timeout_s
 
     async def start(self) -> None:
         await self.broker.connect()
 
     async def enqueue(self, msg: TaskMessage) -> None:
-        await self.broker.publish(msg.payload(), queue=RABBIT_QUEUE, persist=True, timeout=self.timeout_s)
+        await self.broker.publish(msg.payload(), queue=RABBIT_QUEUE, persist=True)
 
     async def close(self) -> None:
         await self.broker.stop()
 
 
-async def depth(redis) -> int:
-    """The queue's ready messages (those a worker prefetched are not counted,
-    as on Redis). RabbitMQ, not Redis, knows it: the ledger's client is not used."""
-    return await rabbitmq.ready_messages(get_settings(), (QUEUE_NAME,))
-
-
-async def purge(redis) -> int:
-    """(make purge, no worker running) The queue's ready messages; those a
-    worker held went back to the queue when its connection closed."""
-    return await rabbitmq.purge(get_settings(), (QUEUE_NAME,))
+# The backlog (the queue monitor) and `make purge`: the queue's ready messages on RabbitMQ.
+depth, purge = rabbitmq.backlog_functions((QUEUE_NAME,))
 
 
 def make_app(settings: Settings) -> FastStream:

@@ -7,8 +7,12 @@ routed to the durable classic queue `lab-taskiq` (taskiq-aio-pika declares
 quorum queues by default; classic here, as for every queue of the lab on
 RabbitMQ, so that a comparison is of the libraries, not of queue types),
 with publisher confirms: the API answers 202 once RabbitMQ has confirmed the
-message. A confirm not back within REDIS_TIMEOUT_S is a 503, as a Redis
-reply that does not come.
+message. While RabbitMQ is away the publish fails at once (its connection is
+closed; aio-pika reconnects it every second), a 503. No deadline on the
+confirm itself: under load at a small CPU limit the API's event loop can be
+later than any short one, and a message RabbitMQ took would be answered 503
+(a broker that keeps the connection open and stops answering is given up
+when aio-pika's heartbeat is).
 
 Delivery: the worker's consumer has a prefetch of TASKIQ_MAX_ASYNC_TASKS
 (taskiq-aio-pika's default is 10), the receiver runs that many at a time,
@@ -27,7 +31,7 @@ from taskiq_aio_pika import Queue as RabbitQueue
 from taskiq_aio_pika.queue import QueueType
 
 from lab import rabbitmq
-from lab.protocol import Queue, TaskMessage
+from lab.protocol import Queue
 from lab.settings import Settings, get_settings
 from lab.worker_runtime import setup_logging
 from workers import taskiq_queue
@@ -55,23 +59,10 @@ def make_broker(settings: Settings) -> AioPikaBroker:
 class Producer(taskiq_queue.Producer):
     def __init__(self, settings: Settings):
         super().__init__(settings, make_broker(settings))
-        self.timeout_s = settings.redis_timeout_s
-
-    async def enqueue(self, msg: TaskMessage) -> None:
-        async with asyncio.timeout(self.timeout_s):
-            await super().enqueue(msg)
 
 
-async def depth(redis) -> int:
-    """The queue's ready messages (those a worker prefetched are not counted,
-    as on Redis). RabbitMQ, not Redis, knows it: the ledger's client is not used."""
-    return await rabbitmq.ready_messages(get_settings(), (QUEUE_NAME,))
-
-
-async def purge(redis) -> int:
-    """(make purge, no worker running) The queue's ready messages; those a
-    worker held went back to the queue when its connection closed."""
-    return await rabbitmq.purge(get_settings(), (QUEUE_NAME,))
+# The backlog (the queue monitor) and `make purge`: the queue's ready messages on RabbitMQ.
+depth, purge = rabbitmq.backlog_functions((QUEUE_NAME,))
 
 
 async def startup(settings: Settings, broker: AioPikaBroker) -> None:

@@ -14,6 +14,8 @@ import redis.asyncio as aioredis
 from fastapi import BackgroundTasks, Body, FastAPI, HTTPException
 from pydantic import BaseModel
 
+from lab import rabbitmq
+from lab.queues import BY_NAME
 from lab.settings import get_settings
 from services.bare.queues import BARE, done_key
 
@@ -27,7 +29,10 @@ async def lifespan(app: FastAPI):
     url = get_settings().redis_url
     app.state.redis = aioredis.Redis.from_url(url)
     app.state.queues = {}
+    rabbitmq_up = await _rabbitmq_answers()
     for name, bare in BARE.items():
+        if BY_NAME[name].transport == "rabbitmq" and not rabbitmq_up:
+            continue  # its broker was not started (make up BROKERS=rabbitmq): its route answers 404
         app.state.queues[name] = bare()
         await app.state.queues[name].start(url)
     yield
@@ -37,6 +42,14 @@ async def lifespan(app: FastAPI):
 
 
 app = FastAPI(title="bare baseline", lifespan=lifespan)
+
+
+async def _rabbitmq_answers() -> bool:
+    try:
+        await rabbitmq.answers(get_settings())
+        return True
+    except Exception:
+        return False
 
 
 async def _background(value: int) -> None:

@@ -4,6 +4,7 @@
     python -m services.bare.drain --backlog QUEUE     the lab's QUEUE: tasks waiting in it now
     python -m services.bare.drain --published RUN     tasks the lab's API has published for RUN
     python -m services.bare.drain --bare-backlog QUEUE  tasks waiting in the bare QUEUE
+    python -m services.bare.drain --purge-bare QUEUE    the bare QUEUE on RabbitMQ emptied
 
 With --watch it reads one line at a time on stdin and answers each with one
 JSON line, {"bare": the bare worker's tasks done (INCRBY counter KEY), "lab":
@@ -20,6 +21,7 @@ import urllib.request
 
 import redis
 
+from lab import rabbitmq
 from lab.ledger import run_key
 from lab.redis_clients import async_client
 from lab.settings import get_settings
@@ -60,7 +62,18 @@ def bare_backlog(client: redis.Redis, queue: str) -> int:
     """Tasks the bare API has published to QUEUE, read before its worker starts."""
     from services.bare.queues import BARE
 
-    return int(client.execute_command(*BARE[queue].backlog))
+    bare = BARE[queue]
+    if hasattr(bare, "rabbitmq_queues"):
+        return int(asyncio.run(rabbitmq.ready_messages(get_settings(), bare.rabbitmq_queues)))
+    return int(client.execute_command(*bare.backlog))
+
+
+def purge_bare(queue: str) -> int:
+    """Empties the bare QUEUE on RabbitMQ (one on Redis is emptied with the bench's DEL of its keys)."""
+    from services.bare.queues import BARE
+
+    names = getattr(BARE[queue], "rabbitmq_queues", ())
+    return int(asyncio.run(rabbitmq.purge(get_settings(), names))) if names else 0
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -70,6 +83,7 @@ def main(argv: list[str] | None = None) -> None:
     question.add_argument("--backlog", metavar="QUEUE")
     question.add_argument("--published", metavar="RUN")
     question.add_argument("--bare-backlog", metavar="QUEUE")
+    question.add_argument("--purge-bare", metavar="QUEUE")
     parser.add_argument("--counter")
     parser.add_argument("--ledger-run")
     args = parser.parse_args(argv)
@@ -79,6 +93,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.bare_backlog:
         depth = bare_backlog(redis.Redis.from_url(get_settings().redis_url), args.bare_backlog)
         print(json.dumps({"queue": args.bare_backlog, "depth": depth}), flush=True)
+        return
+    if args.purge_bare:
+        print(json.dumps({"queue": args.purge_bare, "purged": purge_bare(args.purge_bare)}), flush=True)
         return
     if args.published:
         print(json.dumps({"run": args.published, "enqueued": published(args.published)}), flush=True)

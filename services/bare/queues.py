@@ -15,6 +15,7 @@ import asyncio
 import os
 import signal
 import socket
+import threading
 from datetime import timedelta
 
 import redis
@@ -22,13 +23,8 @@ import redis.asyncio as aioredis
 
 from lab.queues import DRAMATIQ_MAINTENANCE_CHANCE, RQ_MAINTENANCE_INTERVAL_S, RQ_WORKER_TTL_S
 from lab.settings import Settings, get_settings
-
-TASK = "bench_task"
-
-
-def done_key(queue: str) -> str:
-    """The counter every bare task INCRBYs: the tasks executed so far."""
-    return f"bench:done:{queue}"
+from services.bare.bench_task import TASK, done_key
+from services.bare.rabbitmq_queues import BARE_RABBITMQ
 
 
 class Arq:
@@ -293,11 +289,7 @@ class Dramatiq:
 
     @classmethod
     def worker(cls, settings: Settings) -> None:
-        import threading
-
-        from dramatiq import Worker, actor
         from dramatiq.brokers.redis import RedisBroker
-        from dramatiq.middleware import AsyncIO
 
         # The lab worker's settings (workers/dramatiq_queue.py): its housekeeping
         # chance, heartbeat timeout TASK_TIMEOUT_S, no retries, an async task on
@@ -307,30 +299,40 @@ class Dramatiq:
             heartbeat_timeout=settings.task_timeout_s * 1000,
             maintenance_chance=DRAMATIQ_MAINTENANCE_CHANCE,
         )
-        broker.add_middleware(AsyncIO())
-        client = aioredis.Redis.from_url(settings.redis_url)
+        run_dramatiq_worker(settings, broker, "dramatiq", cls.QUEUE)
 
-        async def bench_task(value: int) -> None:
-            await client.incrby(done_key("dramatiq"), value)
 
-        actor(
-            bench_task,
-            broker=broker,
-            actor_name=TASK,
-            queue_name=cls.QUEUE,
-            max_retries=0,
-            time_limit=settings.task_timeout_s * 1000,
-        )
-        stop = threading.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
-        broker.emit_after("process_boot")
-        worker = Worker(broker, queues={cls.QUEUE}, worker_threads=settings.concurrency_for("dramatiq"))
-        worker.start()
-        while not stop.wait(1):
-            pass
-        worker.stop(timeout=settings.shutdown_grace_s * 1000)
-        broker.close()
+def run_dramatiq_worker(settings: Settings, broker, queue: str, queue_name: str) -> None:
+    """A bare Dramatiq worker on `broker` until SIGTERM: the lab worker's
+    settings (no retries, TASK_TIMEOUT_S, an async task on the AsyncIO
+    middleware's loop, its queue's threads), counting into done_key(queue)."""
+    from dramatiq import Worker, actor
+    from dramatiq.middleware import AsyncIO
+
+    broker.add_middleware(AsyncIO())
+    client = aioredis.Redis.from_url(settings.redis_url)
+
+    async def bench_task(value: int) -> None:
+        await client.incrby(done_key(queue), value)
+
+    actor(
+        bench_task,
+        broker=broker,
+        actor_name=TASK,
+        queue_name=queue_name,
+        max_retries=0,
+        time_limit=settings.task_timeout_s * 1000,
+    )
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    broker.emit_after("process_boot")
+    worker = Worker(broker, queues={queue_name}, worker_threads=settings.concurrency_for(queue))
+    worker.start()
+    while not stop.wait(1):
+        pass
+    worker.stop(timeout=settings.shutdown_grace_s * 1000)
+    broker.close()
 
 
 class Streaq:
@@ -542,6 +544,7 @@ BARE = {
     "rq": Rq,
     "huey": Huey,
     "docket": Docket,
+    **BARE_RABBITMQ,  # on RabbitMQ: services/bare/rabbitmq_queues.py
 }
-# What `make bench` deletes before a run (never anything outside these).
-KEYS = tuple(key for bare in BARE.values() for key in bare.keys)
+# What `make bench` deletes from Redis before a run (never anything outside these).
+KEYS = tuple(key for bare in BARE.values() for key in getattr(bare, "keys", ()))

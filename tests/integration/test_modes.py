@@ -10,7 +10,7 @@ import redis
 from lab.protocol import ENDPOINTS
 from services.bare.drain import bare_backlog, published
 from services.bare.queues import BARE, KEYS
-from tests.lab import RedisServer, new_run, post_tasks, start_api, start_worker, wait_settled, wait_until
+from tests.lab import ON_REDIS, RedisServer, new_run, post_tasks, start_api, start_worker, wait_settled, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +62,7 @@ def test_each_bare_queue_counts_what_its_api_published(isolated_redis):
         finally:
             await queue.close()
 
-    for n, name in enumerate(BARE, 3):
+    for n, name in enumerate([name for name in BARE if name in ON_REDIS], 3):  # those on RabbitMQ: the compose bench
         asyncio.run(publish(name, n))
         assert bare_backlog(client, name) == n, name
     client.delete(*KEYS)

@@ -40,7 +40,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
-from lab.queues import BROKERS
+from lab.queues import BROKERS, BY_NAME
 from labctl.clients.grafana import Grafana, annotation
 from labctl.config import RESULTS_DIR
 from labctl.errors import EXIT_OK, DockerError, LabError, LabNotRunning, ParamError
@@ -52,7 +52,7 @@ from labctl.platform.cgroups import PeakMemory, cpu_seconds
 from labctl.platform.compose import Compose
 from labctl.platform.lab import answers
 from labctl.polling import Progress, wait_until
-from labctl.queues import EMPTIER_SETTINGS
+from labctl.queues import EMPTIER_SETTINGS, running_brokers
 from labctl.records.bench import BenchRecord, BenchRow, row_ratios
 from labctl.records.store import Store
 from labctl.render import bench_table
@@ -209,6 +209,8 @@ class Bench:
             say(f"[{queue}] stopping the lab's {queue} worker: the tasks wait in the queue")
             c.stop(queue)
         self.redis("DEL", done_key(queue), *KEYS)
+        if queue != "background" and BY_NAME[queue].transport != "redis":
+            self.client("python", "-m", "services.bare.drain", "--purge-bare", queue)
         say(f"[{queue}] starting bench-api ({C.limit_text(self.api_limits)}, ENQUEUE_MODE={self.mode})")
         c.start_service("bench-api", self.env)
         run = f"bench-{self.stamp}-{queue}"
@@ -481,7 +483,9 @@ def combine(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def bench(args: BenchOptions, ui: Console) -> int:
-    queues = list(QUEUES) if args.worker == "all" else [args.worker]
+    # all: background and each queue with a bare counterpart that `make up` started
+    running = ["background", *(q for q in running_brokers() if q in BARE)]
+    queues = running if args.worker == "all" else [args.worker]
     if any(q not in QUEUES for q in queues):
         raise ParamError(f"worker {args.worker}: one of {', '.join(QUEUES)} or all")
     compose = Compose(profile="bench")
