@@ -2,13 +2,14 @@
 tasks there: whether it answers (the API's probe while a queue is marked
 down), how many messages wait in a queue (the queue monitor's backlog) and
 emptying a queue (`make purge`). Each call opens a connection of its own
-(aio-pika), bounded by REDIS_TIMEOUT_S as every other client of the lab.
+(a plain socket for `answers`, aio-pika for the others), bounded by
+REDIS_TIMEOUT_S as every other client of the lab.
 
 The monitor's questions, one of a kind at a time per process (a kind: the
-question and the queues it is about): while one still waits (an absent broker's name being
-resolved, in a thread asyncio cannot cancel, when the profile was not
-started), the next one of its kind fails at once rather than adding another
-thread every second."""
+question and the queues it is about): while one still waits (an absent
+broker's name being resolved, in a thread asyncio cannot cancel, when the
+profile was not started), the next one of its kind fails at once rather
+than adding another thread every second."""
 
 from __future__ import annotations
 
@@ -76,7 +77,7 @@ async def wait_until_answers(settings: Settings) -> None:
     while True:
         try:
             return await answers(settings)
-        except OSError as exc:  # aiormq's connection errors and timeouts are OSErrors
+        except OSError as exc:  # the socket's errors and the timeouts are OSErrors
             logging.getLogger("lab.rabbitmq").warning("RabbitMQ unreachable (%s): again in 1 s", exc)
             await asyncio.sleep(1)
 
