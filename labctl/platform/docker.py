@@ -127,6 +127,19 @@ def freeze(container: str, action: str = "pause", tries: int = 5) -> None:
         raise DockerError(f"docker {action} {container}: unable to freeze after {tries} tries")
 
 
+def healthy(container: str) -> bool:
+    """Whether the container is running and, if it has a healthcheck, passed its last one."""
+    now = state(container)
+    return bool(now and now.get("Running") and now.get("Health", {}).get("Status", "healthy") == "healthy")
+
+
+def wait_healthy(containers: Sequence[str], timeout_s: float = 120) -> bool:
+    """Until every container is healthy again. `docker pause` marks a container
+    unhealthy at once, and it stays so until its next check passes: a
+    `compose up --wait` (`make up`) meanwhile would fail on it."""
+    return wait_until(lambda: all(healthy(c) for c in containers), timeout_s=timeout_s, every_s=0.5)
+
+
 def engine_info() -> dict[str, Any]:
     """`docker info` as JSON ({} without an engine)."""
     try:

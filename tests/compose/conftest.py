@@ -54,6 +54,7 @@ from tests.compose.helpers import (
     run_report,
     wait_settled,
 )
+from tests.lab import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -230,6 +231,18 @@ class Stack:
             key += f" (#{sum(k == key or k.startswith(key + ' (#') for k in self.timings) + 1})"
         self.timings[key] = time.monotonic() - started
         return proc
+
+    def wait_healthy(self, *services: str, timeout: float = 180) -> None:
+        """Until every container of `services` reports healthy. `docker pause` marks a
+        container unhealthy at once, and it stays so until its next check passes: a
+        `compose up --wait` meanwhile fails on it ("dependency failed to start")."""
+
+        def healthy() -> bool:
+            out = self.compose("ps", "--format", "{{.Service}} {{.Health}}", *services, check=False).stdout
+            states = [line.split(" ") for line in out.splitlines()]
+            return {s[0] for s in states} == set(services) and all(s[1:] == ["healthy"] for s in states)
+
+        wait_until(healthy, timeout, f"{', '.join(services)} healthy", interval=0.5)
 
     def limits(self) -> dict[tuple[str, int], tuple[str, str]]:
         """`make limits` parsed: (service, replica) -> (cpus, memory) as printed."""

@@ -100,6 +100,7 @@ def test_make_bench_refuses_a_lab_queue_that_holds_earlier_tasks(stack, tmp_path
         )
     finally:
         stack.compose("unpause", "arq")
+        stack.wait_healthy("arq")
     assert proc.returncode != 0, proc.stdout
     assert "the lab's arq queue still holds 5 tasks from before the bench" in proc.stderr, (proc.stdout, proc.stderr)
     assert list(tmp_path.glob("bench-*.json")) == []

@@ -56,6 +56,7 @@ def requests_while_redis_is_frozen(stack) -> list[int]:
             ]
     finally:
         stack.compose("unpause", "redis")
+        stack.wait_healthy("redis")  # as found: healthy, for any `up --wait` after this test
 
 
 def test_every_panel_query_shows_data_after_a_load(stack, loaded_run, arq_queue_run):

@@ -27,8 +27,8 @@ THE_OTHER_DASHBOARDS = ("Load", "Queues", "API and event loop", "Redis")
 
 @pytest.fixture(scope="module")
 def rabbitmq(stack):
-    stack.compose("--profile", "rabbitmq", "up", "-d", "--wait", *SERVICES, timeout=600)
     try:
+        stack.compose("--profile", "rabbitmq", "up", "-d", "--wait", *SERVICES, timeout=600)
         yield stack
     finally:
         stack.compose("--profile", "rabbitmq", "rm", "--stop", "--force", *SERVICES, check=False, timeout=300)

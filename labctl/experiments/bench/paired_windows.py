@@ -102,7 +102,7 @@ class Counter:
 
 @contextmanager
 def paused(ids: list[str]) -> Iterator[None]:
-    """The containers frozen meanwhile (`docker pause`), then thawed."""
+    """The containers frozen meanwhile (`docker pause`), then thawed and healthy again."""
     for cid in ids:
         docker.freeze(cid, "pause")
     try:
@@ -110,6 +110,7 @@ def paused(ids: list[str]) -> Iterator[None]:
     finally:
         for cid in ids:
             docker.freeze(cid, "unpause")
+        docker.wait_healthy(ids)
 
 
 @contextmanager
