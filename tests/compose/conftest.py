@@ -352,6 +352,9 @@ def arq_queue_run(stack, load_results_dir):
     args = ("worker=arq", f"duration={QUEUE_RUN_SECONDS}s", f"drain_watch={QUEUE_RUN_WATCH_S}")
     try:
         _, outcome["proc"], outcome["record"] = load(stack, load_results_dir, *args, run=run)
+        # make load returns once Locust's master has exited (its report is copied out of
+        # the container): every scrape of the run's Locust processes came before.
+        outcome["returned_at"] = time.time()
         # What was still queued when make load gave the prompt back.
         outcome["ledger_at_return"] = run_report(stack.api_url, run)
     finally:

@@ -148,7 +148,8 @@ def test_a_queue_run_records_its_limits_resources_and_generator(stack, arq_queue
 
     # Prometheus scraped the Locust containers: every request counted once across
     # the two workers, the master's user count, the generator's cgroup metrics.
-    at = record["load_ended_at"] + 4
+    # Read when make load returned: the Locust processes were gone, no other run had begun.
+    at = arq_queue_run["returned_at"]
     window = f"{int(at - record['load_started_at'] + 20)}s"
 
     def scraped():
