@@ -106,9 +106,10 @@ services ?=
 
 .PHONY: compose-services grafana-password
 
-# No default passwords: Grafana's admin and RabbitMQ's `lab` user each get a
-# random one written into .env (read by compose, never copied into an image)
-# unless one is already set. Letters and digits only: it goes into RABBITMQ_URL.
+# No default passwords: Grafana's admin and the `lab` user of RabbitMQ and of
+# PostgreSQL each get a random one written into .env (read by compose, never
+# copied into an image) unless one is already set. Letters and digits only: it
+# goes into RABBITMQ_URL and POSTGRES_URL.
 define ensure-password
 if [ -z "$${$(1):-}" ] && ! grep -qs '^$(1)=.' .env; then \
   pw=$$(head -c 24 /dev/urandom | base64 | tr -d '/+=\n' | cut -c1-24); \
@@ -129,9 +130,10 @@ for row in "Grafana grafana 3000 /" "Prometheus prometheus 9090 /" "Flower flowe
 done; true
 endef
 
-grafana-password: ## write random Grafana admin and RabbitMQ passwords into .env, unless they are set
+grafana-password: ## write random Grafana admin, RabbitMQ and PostgreSQL passwords into .env, unless they are set
 	@$(call ensure-password,GRAFANA_ADMIN_PASSWORD,Grafana admin password (user admin))
 	@$(call ensure-password,RABBITMQ_PASSWORD,RabbitMQ password (user lab))
+	@$(call ensure-password,POSTGRES_PASSWORD,PostgreSQL password (user lab))
 
 up: grafana-password ## build and start the stack, recreating only what changed; waits until healthy, prints the URLs
 	$(COMPOSE) up -d --build --wait --remove-orphans $(services)

@@ -802,12 +802,72 @@ RABBITMQ = dashboard(
 )
 
 
+# postgres-exporter (the scrape job `postgres-exporter`, profile `postgres`):
+# PostgreSQL's statistics views of the database `lab`, where every queue on
+# PostgreSQL keeps its jobs.
+PG = '{job="postgres-exporter", datname="lab"}'
+PG_RATE = "20s"
+
+POSTGRESQL = dashboard(
+    "lab-postgresql",
+    "PostgreSQL",
+    "The PostgreSQL of the queues on it (make up BROKERS=postgres), as postgres-exporter reports its database `lab`: connections, transactions, rows written and read, locks and size. Each queue's own backlog is on the Queues dashboard.",
+    [
+        row(
+            "PostgreSQL",
+            timeseries(
+                "Transactions per second",
+                "Transactions committed and rolled back in the database `lab` per second (a 20-second window): every enqueue, every job a worker takes and finishes, and each library's polling.",
+                "ops",
+                {
+                    "committed": f"sum(rate(pg_stat_database_xact_commit{PG}[{PG_RATE}]))",
+                    "rolled back": f"sum(rate(pg_stat_database_xact_rollback{PG}[{PG_RATE}]))",
+                },
+            ),
+            timeseries(
+                "Rows per second",
+                "Rows inserted (a job enqueued), updated (a job taken, finished), deleted and returned by queries in the database `lab`, per second (a 20-second window).",
+                "ops",
+                {
+                    "inserted": f"sum(rate(pg_stat_database_tup_inserted{PG}[{PG_RATE}]))",
+                    "updated": f"sum(rate(pg_stat_database_tup_updated{PG}[{PG_RATE}]))",
+                    "deleted": f"sum(rate(pg_stat_database_tup_deleted{PG}[{PG_RATE}]))",
+                    "returned": f"sum(rate(pg_stat_database_tup_returned{PG}[{PG_RATE}]))",
+                },
+            ),
+            timeseries(
+                "Connections",
+                "Server processes connected to the database `lab` (the API's producers, the workers, the queue monitor's samples, the exporter).",
+                "short",
+                {"connections": f"sum(pg_stat_database_numbackends{PG})"},
+                w=8,
+            ),
+            timeseries(
+                "Locks",
+                "Locks held in the database `lab`, by mode: the row locks of jobs being taken (FOR UPDATE SKIP LOCKED) and the advisory locks some libraries hold per job.",
+                "short",
+                {"{{mode}}": f"sum by (mode) (pg_locks_count{PG})"},
+                w=8,
+            ),
+            timeseries(
+                "Database size",
+                "Size of the database `lab` on disk: job tables grow with the backlog and with finished jobs a library keeps.",
+                "bytes",
+                {"size": 'sum(pg_database_size_bytes{job="postgres-exporter", datname="lab"})'},
+                w=8,
+            ),
+        ),
+    ],
+)
+
+
 FILES = {
     "api.json": API,
     "load.json": LOAD,
     "queues.json": QUEUES,
     "redis.json": REDIS,
     "rabbitmq.json": RABBITMQ,
+    "postgresql.json": POSTGRESQL,
 }
 
 

@@ -44,8 +44,8 @@ class Broker:
     # library takes a message off the queue as it starts it and has no
     # acknowledgement (Huey). Every other queue delivers at least once.
     at_most_once: bool = False
-    # What carries its tasks: "redis" (REDIS_URL, which also holds the ledger)
-    # or "rabbitmq" (RABBITMQ_URL). The broker's compose service has that name,
+    # What carries its tasks: "redis" (REDIS_URL, which also holds the ledger),
+    # "rabbitmq" (RABBITMQ_URL) or "postgres" (POSTGRES_URL). The broker's compose service has that name,
     # and so has the profile of every service of another transport than Redis.
     transport: str = "redis"
 
@@ -105,6 +105,23 @@ BROKERS: tuple[Broker, ...] = (
         ("taskiq", "aio_pika", "aiormq"),
         transport="rabbitmq",
     ),
+    Broker(
+        "saq-postgres",
+        "workers.saq_postgres_queue",
+        "SAQ_CONCURRENCY",
+        (),
+        ("saq", "psycopg", "psycopg.pool"),
+        transport="postgres",
+    ),
+    Broker(
+        "procrastinate",
+        "workers.procrastinate_queue",
+        "PROCRASTINATE_CONCURRENCY",
+        (),
+        ("procrastinate", "psycopg", "psycopg.pool"),
+        transport="postgres",
+    ),
+    Broker("pgqueuer", "workers.pgqueuer_queue", "PGQUEUER_CONCURRENCY", (), ("pgqueuer",), transport="postgres"),
     Broker(
         "docket",
         "workers.docket_queue",

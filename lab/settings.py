@@ -21,6 +21,8 @@ class Settings(BaseSettings):
     # The broker of the queues on RabbitMQ (lab/queues.py: transport "rabbitmq");
     # their tasks are counted in the ledger on Redis all the same.
     rabbitmq_url: str = "amqp://localhost:5672/%2F"
+    # The broker of the queues on PostgreSQL (transport "postgres"), counted on Redis too.
+    postgres_url: str = "postgresql://localhost:5432/lab"
     # Every Redis call made while serving a request (ledger, brokers) gives up
     # after this long, so a broker outage turns into a fast 503, not a hang.
     redis_timeout_s: float = Field(1.0, gt=0)
@@ -62,6 +64,8 @@ class Settings(BaseSettings):
     rq_concurrency: int | None = Field(None, ge=1)  # worker processes of RQ's WorkerPool
     huey_workers: int | None = Field(None, ge=1)
     docket_concurrency: int | None = Field(None, ge=1)
+    procrastinate_concurrency: int | None = Field(None, ge=1)
+    pgqueuer_concurrency: int | None = Field(None, ge=1)
 
     # Library-specific knobs that change the result (docs/queues.md).
     arq_poll_delay: float = Field(0.5, gt=0)

@@ -7,6 +7,7 @@ way: `await` publishes before answering, `after-response` hands the publish
 to BackgroundTasks.
 """
 
+import importlib
 from contextlib import asynccontextmanager
 from typing import Annotated
 
@@ -14,8 +15,7 @@ import redis.asyncio as aioredis
 from fastapi import BackgroundTasks, Body, FastAPI, HTTPException
 from pydantic import BaseModel
 
-from lab import rabbitmq
-from lab.queues import BY_NAME
+from lab.queues import BROKER_PROFILES, BY_NAME
 from lab.settings import get_settings
 from services.bare.queues import BARE, done_key
 
@@ -29,10 +29,10 @@ async def lifespan(app: FastAPI):
     url = get_settings().redis_url
     app.state.redis = aioredis.Redis.from_url(url)
     app.state.queues = {}
-    rabbitmq_up = await _rabbitmq_answers()
+    up = {"redis": True, **{t: await _answers(t) for t in BROKER_PROFILES}}
     for name, bare in BARE.items():
-        if BY_NAME[name].transport == "rabbitmq" and not rabbitmq_up:
-            continue  # its broker was not started (make up BROKERS=rabbitmq): its route answers 404
+        if not up[BY_NAME[name].transport]:
+            continue  # its broker was not started (make up BROKERS=rabbitmq|postgres): its route answers 404
         app.state.queues[name] = bare()
         await app.state.queues[name].start(url)
     yield
@@ -44,9 +44,10 @@ async def lifespan(app: FastAPI):
 app = FastAPI(title="bare baseline", lifespan=lifespan)
 
 
-async def _rabbitmq_answers() -> bool:
+async def _answers(transport: str) -> bool:
+    """Whether the broker of this transport answers: lab/rabbitmq.py or lab/postgres.py."""
     try:
-        await rabbitmq.answers(get_settings())
+        await importlib.import_module(f"lab.{transport}").answers(get_settings())
         return True
     except Exception:
         return False

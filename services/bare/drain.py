@@ -4,7 +4,7 @@
     python -m services.bare.drain --backlog QUEUE     the lab's QUEUE: tasks waiting in it now
     python -m services.bare.drain --published RUN     tasks the lab's API has published for RUN
     python -m services.bare.drain --bare-backlog QUEUE  tasks waiting in the bare QUEUE
-    python -m services.bare.drain --purge-bare QUEUE    the bare QUEUE on RabbitMQ emptied
+    python -m services.bare.drain --purge-bare QUEUE    the bare QUEUE on RabbitMQ or PostgreSQL emptied
 
 With --watch it reads one line at a time on stdin and answers each with one
 JSON line, {"bare": the bare worker's tasks done (INCRBY counter KEY), "lab":
@@ -21,7 +21,7 @@ import urllib.request
 
 import redis
 
-from lab import rabbitmq
+from lab import postgres, rabbitmq
 from lab.ledger import run_key
 from lab.redis_clients import async_client
 from lab.settings import get_settings
@@ -65,14 +65,22 @@ def bare_backlog(client: redis.Redis, queue: str) -> int:
     bare = BARE[queue]
     if hasattr(bare, "rabbitmq_queues"):
         return int(asyncio.run(rabbitmq.ready_messages(get_settings(), bare.rabbitmq_queues)))
+    if hasattr(bare, "postgres_backlog"):
+        count, _, params = bare.postgres_backlog
+        return asyncio.run(postgres.run(get_settings(), count, params))
     return int(client.execute_command(*bare.backlog))
 
 
 def purge_bare(queue: str) -> int:
-    """Empties the bare QUEUE on RabbitMQ (one on Redis is emptied with the bench's DEL of its keys)."""
+    """Empties the bare QUEUE on RabbitMQ or PostgreSQL (one on Redis is emptied
+    with the bench's DEL of its keys)."""
     from services.bare.queues import BARE
 
-    names = getattr(BARE[queue], "rabbitmq_queues", ())
+    bare = BARE[queue]
+    if hasattr(bare, "postgres_backlog"):
+        _, purge, params = bare.postgres_backlog
+        return asyncio.run(postgres.run(get_settings(), purge, params))
+    names = getattr(bare, "rabbitmq_queues", ())
     return int(asyncio.run(rabbitmq.purge(get_settings(), names))) if names else 0
 
 

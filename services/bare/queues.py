@@ -24,6 +24,7 @@ import redis.asyncio as aioredis
 from lab.queues import DRAMATIQ_MAINTENANCE_CHANCE, RQ_MAINTENANCE_INTERVAL_S, RQ_WORKER_TTL_S
 from lab.settings import Settings, get_settings
 from services.bare.bench_task import TASK, done_key
+from services.bare.postgres_queues import BARE_POSTGRES
 from services.bare.rabbitmq_queues import BARE_RABBITMQ
 
 
@@ -545,6 +546,7 @@ BARE = {
     "huey": Huey,
     "docket": Docket,
     **BARE_RABBITMQ,  # on RabbitMQ: services/bare/rabbitmq_queues.py
+    **BARE_POSTGRES,  # on PostgreSQL: services/bare/postgres_queues.py
 }
 # What `make bench` deletes from Redis before a run (never anything outside these).
 KEYS = tuple(key for bare in BARE.values() for key in getattr(bare, "keys", ()))

@@ -294,6 +294,7 @@ def stack():
         # Grafana does not start here; set so compose does not warn about it.
         GRAFANA_ADMIN_PASSWORD=secrets.token_urlsafe(16),
         RABBITMQ_PASSWORD=secrets.token_hex(12),
+        POSTGRES_PASSWORD=secrets.token_hex(12),
         **{name: str(port) for name, port in ports.items()},
         **TEST_STACK_SETTINGS,
     )

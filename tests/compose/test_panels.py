@@ -10,7 +10,8 @@ Queries whose zero is their truth (failures, duplicates: tests.compose.panels.ZE
 must still return their series, and a zero-filled one (`X or Y * 0`) from X
 itself, so that the fill cannot stand in for a query that reads nothing. The
 restart and OOM-kill panels are shown non-zero by tests/compose/test_chaos.py, the
-RabbitMQ dashboard's by tests/compose/test_rabbitmq.py."""
+RabbitMQ dashboard's by tests/compose/test_rabbitmq.py, the PostgreSQL dashboard's by
+tests/compose/test_postgres.py."""
 
 import os
 import time
@@ -23,8 +24,8 @@ from tests.compose.panels import check_panels, query_panels
 
 QUEUES = "|".join(ALL_QUEUES)
 # The dashboards of the brokers the session's stack does not run (their profiles):
-# tests/compose/test_rabbitmq.py proves RabbitMQ's.
-OTHER_BROKERS = ("RabbitMQ",)
+# tests/compose/test_rabbitmq.py proves RabbitMQ's, tests/compose/test_postgres.py PostgreSQL's.
+OTHER_BROKERS = ("RabbitMQ", "PostgreSQL")
 STEP_S = 2  # the rules' evaluation interval: no short burst falls between two steps
 
 

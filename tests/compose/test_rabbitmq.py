@@ -22,7 +22,7 @@ TASKS = 60
 SETTLE_TIMEOUT_S = 300
 PANELS_DEADLINE_S = 120  # a bound on a hang, not a wait
 SLOW_TASK_MS = 1000  # each task's awaited sleep in the panels test
-THE_OTHER_DASHBOARDS = ("Load", "Queues", "API and event loop", "Redis")
+THE_OTHER_DASHBOARDS = ("Load", "Queues", "API and event loop", "Redis", "PostgreSQL")
 
 
 @pytest.fixture(scope="module")

@@ -283,8 +283,8 @@ def test_the_queues_and_parameters_a_comparison_takes(monkeypatch):
     monkeypatch.delenv("COMPOSE_PROFILES", raising=False)
     on_redis = ["background", *(b.name for b in BROKERS if b.transport == "redis")]
     assert compare.parse_workers("") == on_redis == compare.parse_workers("all")
-    monkeypatch.setenv("COMPOSE_PROFILES", "load,rabbitmq")
-    assert compare.parse_workers("all") == list(QUEUES) and "celery-rabbitmq" in QUEUES
+    monkeypatch.setenv("COMPOSE_PROFILES", "load,rabbitmq,postgres")
+    assert compare.parse_workers("all") == list(QUEUES) and {"celery-rabbitmq", "pgqueuer"} <= set(QUEUES)
     assert compare.parse_workers("saq, arq saq") == ["saq", "arq"]
     with pytest.raises(ParamError, match="unknown kafka"):
         compare.parse_workers("arq kafka")

@@ -51,6 +51,7 @@ SCRAPED = {
     "flower": 5555,
     "redis-exporter": 9121,
     "rabbitmq": 15692,
+    "postgres-exporter": 9187,
     "prometheus": 9090,
     # the `load` profile's services: scraped while a load run has them up
     "locust-master": 9000,
@@ -234,6 +235,7 @@ def test_every_settings_knob_reaches_the_lab_services_with_its_default(render):
     fixed = {
         "redis_url": "redis://redis:6379/0",
         "rabbitmq_url": "amqp://lab:@rabbitmq:5672/%2F",  # RABBITMQ_PASSWORD, generated into .env, is not set here
+        "postgres_url": "postgresql://lab:@postgres:5432/lab",  # as POSTGRES_PASSWORD
         "upstream_url": "http://upstream:8001/",
         "probe_target": "http://api:8000/healthz",
     }

@@ -67,6 +67,18 @@ EXPORTERS: dict[str, set[str]] = {
         "rabbitmq_erlang_processes_used",
         "rabbitmq_erlang_scheduler_context_switches_total",
     },
+    # Seen answering in the PostgreSQL dashboard's test (tests/compose/test_postgres.py).
+    "postgres_exporter (prometheuscommunity/postgres-exporter)": {
+        "pg_stat_database_xact_commit",
+        "pg_stat_database_xact_rollback",
+        "pg_stat_database_tup_inserted",
+        "pg_stat_database_tup_updated",
+        "pg_stat_database_tup_deleted",
+        "pg_stat_database_tup_returned",
+        "pg_stat_database_numbackends",
+        "pg_locks_count",
+        "pg_database_size_bytes",
+    },
     "flower": {
         "flower_events_total",
         "flower_task_runtime_seconds",

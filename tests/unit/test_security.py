@@ -79,11 +79,15 @@ def test_make_generates_private_grafana_and_rabbitmq_passwords_once(tmp_path):
     printed = generate()
     dotenv = tmp_path / ".env"
     written = dict(re.fullmatch(r"(\w+)=([A-Za-z0-9]{16,})", line).groups() for line in dotenv.read_text().splitlines())
-    assert set(written) == {"GRAFANA_ADMIN_PASSWORD", "RABBITMQ_PASSWORD"}
-    assert len(set(written.values())) == 2 and "admin" not in written.values()
+    assert set(written) == {"GRAFANA_ADMIN_PASSWORD", "RABBITMQ_PASSWORD", "POSTGRES_PASSWORD"}
+    assert len(set(written.values())) == len(written) and "admin" not in written.values()
     assert all(password in printed for password in written.values())
     assert stat.S_IMODE(dotenv.stat().st_mode) == 0o600
     assert generate() == "" and all(p in dotenv.read_text() for p in written.values())  # kept, not regenerated
-    env.update(GRAFANA_ADMIN_PASSWORD="from-the-environment", RABBITMQ_PASSWORD="from-the-environment")
+    env.update(
+        GRAFANA_ADMIN_PASSWORD="from-the-environment",
+        RABBITMQ_PASSWORD="from-the-environment",
+        POSTGRES_PASSWORD="from-the-environment",
+    )
     dotenv.unlink()
     assert generate() == "" and not dotenv.exists()  # the environment's wins; nothing written

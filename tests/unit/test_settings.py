@@ -17,7 +17,7 @@ def test_concurrency_knob_and_overrides(monkeypatch):
     monkeypatch.setenv("SAQ_CONCURRENCY", "7")
     s = Settings(_env_file=None)
     assert {b.name: s.concurrency_for(b.name) for b in BROKERS} == {
-        b.name: 7 if b.name == "saq" else 5 for b in BROKERS
+        b.name: 7 if b.concurrency_knob == "SAQ_CONCURRENCY" else 5 for b in BROKERS
     }
 
 

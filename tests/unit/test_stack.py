@@ -193,7 +193,9 @@ def test_bind_mounts_become_configs_named_after_their_content(config):
         assert path.is_file() and name == S.config_name(path), name
     assert stack["services"]["prometheus"]["volumes"] == ["prometheus-data:/prometheus"]
     assert stack["services"]["rabbitmq"]["volumes"] == ["rabbitmq-data:/var/lib/rabbitmq"]
-    assert not any("volumes" in s for n, s in stack["services"].items() if n not in ("prometheus", "rabbitmq"))
+    assert stack["services"]["postgres"]["volumes"] == ["postgres-data:/var/lib/postgresql/data"]
+    brokers = ("prometheus", "rabbitmq", "postgres")
+    assert not any("volumes" in s for n, s in stack["services"].items() if n not in brokers)
 
 
 def test_placement_follows_the_roles_the_nodes_carry():

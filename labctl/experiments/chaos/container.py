@@ -138,7 +138,7 @@ class Fault:
 
 def fault_service(fault: str, worker: str) -> str:
     """The compose service a fault hits: Redis, the queue's broker (the
-    service of its transport's name: redis or rabbitmq), or its worker."""
+    service of its transport's name: redis, rabbitmq or postgres), or its worker."""
     if fault == "restart-redis":
         return "redis"
     if fault == "restart-broker":

@@ -3,6 +3,7 @@
 a queue not on Redis answers)."""
 
 import asyncio
+import importlib
 
 from fastapi import APIRouter, HTTPException, Query, Response
 
@@ -45,11 +46,10 @@ async def readyz(
         try:
             # The import has no deadline (a cold start at a low CPU limit takes a while); the connection has.
             await state.producer(queue)
-            if BY_NAME[queue].transport == "rabbitmq":
-                # Its producer, once made, does not say whether RabbitMQ is there now.
-                from lab import rabbitmq  # imported with the queue's adapter
-
-                await rabbitmq.answers(state.settings)
+            if (transport := BY_NAME[queue].transport) != "redis":
+                # Its producer, once made, does not say whether its broker is there now:
+                # lab/rabbitmq.py or lab/postgres.py, imported with the queue's adapter.
+                await importlib.import_module(f"lab.{transport}").answers(state.settings)
         except Exception as exc:
             response.status_code = 503
             return {"status": "unavailable", "queue": queue.value, "error": f"{type(exc).__name__}: {exc}"[:200]}

@@ -1,0 +1,116 @@
+"""SAQ with its PostgreSQL queue (`PostgresQueue`, over psycopg 3): the same
+job options, worker and shutdown as workers/saq_queue.py (SAQ on Redis),
+only the queue differs.
+
+The API inserts a row into SAQ's table `saq_jobs` (queue `lab`) and NOTIFYs
+the workers, which LISTEN and take jobs with SELECT ... FOR UPDATE SKIP
+LOCKED. SAQ creates its tables on connect, under the lab's lock
+(lab/postgres.schema_lock). While PostgreSQL is away an enqueue fails within
+REDIS_TIMEOUT_S (a 503): the pool waits no longer for a connection.
+
+Delivery: a job a dead worker held stays "active" until SAQ's sweep (one
+worker at a time, every sweep_interval_s) finds it past its timeout,
+TASK_TIMEOUT_S; with `retries=2` it is then queued again, as on Redis.
+
+Start it with `python -m workers.saq_postgres_queue`."""
+
+import asyncio
+
+from saq.queue.postgres import PostgresQueue
+
+from lab import postgres
+from lab.protocol import Queue, TaskMessage
+from lab.settings import Settings, get_settings
+from lab.worker_runtime import WorkerRuntime, setup_logging
+from workers.saq_queue import QUEUE_NAME, TASK_NAME, LabWorker, sweep_interval_s
+
+QUEUE = Queue("saq-postgres")
+SCHEMA_LOCK = 0x5A0  # lab/postgres.schema_lock's key for SAQ's tables
+API_POOL_SIZE = 10  # connections of the API's producer: an enqueue holds one for its INSERT
+
+
+async def connected_queue(settings: Settings, pool_size: int) -> PostgresQueue:
+    queue = PostgresQueue(
+        pool=postgres.pool(settings, pool_size),
+        name=QUEUE_NAME,
+        manage_pool_lifecycle=True,
+        min_size=1,
+        max_size=pool_size,
+    )
+    async with postgres.schema_lock(settings, SCHEMA_LOCK):
+        await queue.connect()
+    return queue
+
+
+class Producer:
+    queue: PostgresQueue  # set by start(): the API enqueues only through started producers
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+
+    async def start(self) -> None:
+        self.queue = await connected_queue(self.settings, API_POOL_SIZE)
+
+    async def enqueue(self, msg: TaskMessage) -> None:
+        job = await self.queue.enqueue(
+            TASK_NAME,
+            key=msg.task_id,
+            timeout=self.settings.task_timeout_s,
+            message=msg.payload(),
+            retries=2,  # as on Redis (workers/saq_queue.py says why)
+        )
+        if job is None:  # SAQ does not enqueue a key that already exists
+            raise RuntimeError(f"saq refused duplicate job key {msg.task_id}")
+
+    async def close(self) -> None:
+        if hasattr(self, "queue"):
+            await self.queue.disconnect()
+
+
+# The backlog (the queue monitor) and `make purge`: the queue's waiting jobs in SAQ's table.
+depth, purge = postgres.backlog_functions(
+    "SELECT count(*) FROM saq_jobs WHERE queue = %s AND status = 'queued'",
+    "DELETE FROM saq_jobs WHERE queue = %s",
+    (QUEUE_NAME,),
+)
+
+
+async def lab_task(ctx: dict, *, message: dict) -> None:
+    await ctx["lab"].runner.run(message)
+
+
+async def startup(ctx: dict) -> None:
+    ctx["lab"] = WorkerRuntime(get_settings(), QUEUE)
+    await ctx["lab"].start()
+
+
+async def shutdown(ctx: dict) -> None:
+    await ctx["lab"].stop()
+
+
+async def run() -> None:
+    settings = get_settings()
+    await postgres.wait_until_answers(settings)
+    concurrency = settings.concurrency_for(QUEUE)
+    # A connection per job at once, one for LISTEN, one for the sweep and the timers.
+    queue = await connected_queue(settings, concurrency + 2)
+    worker = LabWorker(
+        queue,
+        functions=[(TASK_NAME, lab_task)],
+        concurrency=concurrency,
+        startup=startup,
+        shutdown=shutdown,
+        grace_s=settings.shutdown_grace_s,
+        timers={"sweep": sweep_interval_s(settings.task_timeout_s)},
+        dequeue_timeout=1.0,
+    )
+    await worker.start()
+
+
+def main() -> None:
+    setup_logging()
+    asyncio.run(run())
+
+
+if __name__ == "__main__":
+    main()
