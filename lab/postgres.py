@@ -14,14 +14,15 @@ another thread every second."""
 from __future__ import annotations
 
 import asyncio
-import logging
 import socket
 import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from lab import broker_probe
 from lab.settings import Settings, get_settings
 
 if TYPE_CHECKING:  # psycopg is imported by the calls that use it: a process that only asks `answers` never loads it
@@ -45,21 +46,13 @@ def _greets(url: str, timeout_s: float) -> None:
 
 
 async def answers(settings: Settings) -> None:
-    """Returns once PostgreSQL answers; raises if it does not. In a thread, on
-    a blocking socket, for the reasons of lab/rabbitmq.answers: a late event
-    loop is not taken for a server that is away."""
-    timeout_s = settings.redis_timeout_s
-    await asyncio.wait_for(asyncio.to_thread(_greets, settings.postgres_url, timeout_s), 2 * timeout_s)
+    """Returns once PostgreSQL answers; raises if it does not (lab/broker_probe.py)."""
+    await broker_probe.answered(_greets, settings.postgres_url, settings.redis_timeout_s)
 
 
 async def wait_until_answers(settings: Settings) -> None:
     """(a worker starting) Returns once PostgreSQL takes a connection, asking every second."""
-    while True:
-        try:
-            return await answers(settings)
-        except OSError as exc:  # the socket's errors and the timeouts are OSErrors
-            logging.getLogger("lab.postgres").warning("PostgreSQL unreachable (%s): again in 1 s", exc)
-            await asyncio.sleep(1)
+    await broker_probe.wait_until_answers(partial(answers, settings), "PostgreSQL")
 
 
 def connect_timeout(settings: Settings) -> int:

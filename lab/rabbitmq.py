@@ -14,12 +14,13 @@ than adding another thread every second."""
 from __future__ import annotations
 
 import asyncio
-import logging
 import socket
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from lab import broker_probe
 from lab.settings import Settings, get_settings
 
 if TYPE_CHECKING:  # aio-pika is imported by the calls that use it: a process that only asks `answers` never loads it
@@ -62,24 +63,13 @@ def _greets(url: str, timeout_s: float) -> None:
 
 
 async def answers(settings: Settings) -> None:
-    """Returns once RabbitMQ answers; raises if it does not. In a thread, on
-    a blocking socket: an event loop that is late (the API's, under load at
-    a small CPU limit) is not taken for a broker that is away, as it would be
-    by a connection's handshake on the loop. Every call its own: a request
-    is never refused for another's question."""
-    timeout_s = settings.redis_timeout_s
-    # Bounded here too: resolving the broker's name is outside the socket's timeouts.
-    await asyncio.wait_for(asyncio.to_thread(_greets, settings.rabbitmq_url, timeout_s), 2 * timeout_s)
+    """Returns once RabbitMQ answers; raises if it does not (lab/broker_probe.py)."""
+    await broker_probe.answered(_greets, settings.rabbitmq_url, settings.redis_timeout_s)
 
 
 async def wait_until_answers(settings: Settings) -> None:
     """(a worker starting) Returns once RabbitMQ takes a connection, asking every second."""
-    while True:
-        try:
-            return await answers(settings)
-        except OSError as exc:  # the socket's errors and the timeouts are OSErrors
-            logging.getLogger("lab.rabbitmq").warning("RabbitMQ unreachable (%s): again in 1 s", exc)
-            await asyncio.sleep(1)
+    await broker_probe.wait_until_answers(partial(answers, settings), "RabbitMQ")
 
 
 async def _each_queue(

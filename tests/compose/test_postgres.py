@@ -12,7 +12,15 @@ import time
 import pytest
 
 from lab.queues import BROKERS
-from tests.compose.helpers import post_tasks, run_report, wait_settled, wait_until
+from tests.compose.helpers import (
+    exported_depth,
+    post_tasks,
+    producer_ready,
+    run_report,
+    settled_exactly,
+    wait_settled,
+    wait_until,
+)
 from tests.compose.panels import check_panels
 from tests.lab import HTTP, new_run
 
@@ -35,25 +43,9 @@ def postgres(stack):
         stack.compose("--profile", "postgres", "rm", "--stop", "--force", *SERVICES, check=False, timeout=300)
 
 
-def ready(stack, queue: str) -> bool:
-    return HTTP.get(f"{stack.api_url}/readyz", params={"queues": queue}, timeout=30).status_code == 200
-
-
-def depth(stack, queue: str) -> float | None:
-    """lab_queue_depth of the queue as Prometheus last scraped it from the queue monitor."""
-    result = stack.query(f'lab_queue_depth{{queue="{queue}"}}')
-    return float(result[0]["value"][1]) if result else None
-
-
-def settled_exactly(stack, run: str, total: int, queue: str) -> dict:
-    row = wait_settled(stack.api_url, run, total, timeout=SETTLE_TIMEOUT_S, interval=1)["queues"][queue]["io/simple"]
-    assert (row["enqueued"], row["completed"], row["failed"], row["duplicates"]) == (total, total, 0, 0), row
-    return row
-
-
 @pytest.mark.parametrize("queue", ON_POSTGRES)
 def test_a_queue_on_postgres_runs_every_task_exactly_once(postgres, queue):
-    wait_until(lambda: ready(postgres, queue), 120, f"the API's {queue} producer to be ready")
+    wait_until(lambda: producer_ready(postgres, queue), 120, f"the API's {queue} producer to be ready")
     run = new_run("postgres")
     post_tasks(postgres.api_url, run, {queue: TASKS})
     settled_exactly(postgres, run, TASKS, queue)
@@ -61,25 +53,28 @@ def test_a_queue_on_postgres_runs_every_task_exactly_once(postgres, queue):
 
 @pytest.mark.parametrize("queue", ON_POSTGRES)
 def test_its_backlog_is_exported_while_its_worker_is_down(postgres, queue):
-    wait_until(lambda: ready(postgres, queue), 120, f"the API's {queue} producer to be ready")
+    wait_until(lambda: producer_ready(postgres, queue), 120, f"the API's {queue} producer to be ready")
     postgres.compose("stop", queue, timeout=120)
     run = new_run("postgres-backlog")
     try:
         post_tasks(postgres.api_url, run, {queue: TASKS})
         wait_until(
-            lambda: depth(postgres, queue) == TASKS, 60, f"the monitor to export a backlog of {TASKS}", interval=1
+            lambda: exported_depth(postgres, queue) == TASKS,
+            60,
+            f"the monitor to export a backlog of {TASKS}",
+            interval=1,
         )
     finally:
         postgres.compose("start", queue, timeout=300)
     settled_exactly(postgres, run, TASKS, queue)
-    wait_until(lambda: depth(postgres, queue) == 0, 60, "the exported backlog to fall to 0", interval=1)
+    wait_until(lambda: exported_depth(postgres, queue) == 0, 60, "the exported backlog to fall to 0", interval=1)
 
 
 def test_every_postgresql_panel_shows_data_after_a_load(postgres):
     """The PostgreSQL dashboard's queries, each with a non-zero series, while
     tasks keep coming on every queue there until the rates fill their window."""
     for queue in ON_POSTGRES:
-        wait_until(lambda q=queue: ready(postgres, q), 120, f"the API's {queue} producer to be ready")
+        wait_until(lambda q=queue: producer_ready(postgres, q), 120, f"the API's {queue} producer to be ready")
     run = new_run("postgres-panels")
     sent, deadline = 0, time.monotonic() + PANELS_DEADLINE_S
     while True:
@@ -98,7 +93,7 @@ def test_every_postgresql_panel_shows_data_after_a_load(postgres):
 
 def test_a_postgres_restart_is_a_fast_503_and_loses_nothing_accepted(postgres):
     for queue in ON_POSTGRES:
-        wait_until(lambda q=queue: ready(postgres, q), 120, f"the API's {queue} producer to be ready")
+        wait_until(lambda q=queue: producer_ready(postgres, q), 120, f"the API's {queue} producer to be ready")
     run = new_run("postgres-restart")
     postgres.compose("stop", "postgres", timeout=120)
     try:
@@ -111,12 +106,12 @@ def test_a_postgres_restart_is_a_fast_503_and_loses_nothing_accepted(postgres):
                 timeout=10,
             )
             assert r.status_code == 503, (queue, r.status_code, r.text[:300])
-            assert not ready(postgres, queue), f"/readyz says {queue} is ready while PostgreSQL is away"
+            assert not producer_ready(postgres, queue), f"/readyz says {queue} is ready while PostgreSQL is away"
     finally:
         postgres.compose("start", "postgres", timeout=300)
         postgres.wait_healthy("postgres")
     for queue in ON_POSTGRES:
-        wait_until(lambda q=queue: ready(postgres, q), 180, f"the API's {queue} producer to be ready again")
+        wait_until(lambda q=queue: producer_ready(postgres, q), 180, f"the API's {queue} producer to be ready again")
     # Every worker takes jobs again by itself: each queue's tasks all run.
     post_tasks(postgres.api_url, run, {queue: TASKS for queue in ON_POSTGRES})
     report = wait_settled(postgres.api_url, run, TASKS * len(ON_POSTGRES), timeout=SETTLE_TIMEOUT_S, interval=1)

@@ -11,7 +11,15 @@ import time
 import pytest
 
 from lab.queues import BROKERS
-from tests.compose.helpers import post_tasks, run_report, wait_settled, wait_until
+from tests.compose.helpers import (
+    exported_depth,
+    post_tasks,
+    producer_ready,
+    run_report,
+    settled_exactly,
+    wait_settled,
+    wait_until,
+)
 from tests.compose.panels import check_panels
 from tests.lab import HTTP, new_run
 
@@ -34,30 +42,14 @@ def rabbitmq(stack):
         stack.compose("--profile", "rabbitmq", "rm", "--stop", "--force", *SERVICES, check=False, timeout=300)
 
 
-def ready(stack, queue: str = QUEUE) -> bool:
-    return HTTP.get(f"{stack.api_url}/readyz", params={"queues": queue}, timeout=30).status_code == 200
-
-
-def depth(stack, queue: str = QUEUE) -> float | None:
-    """lab_queue_depth of the queue as Prometheus last scraped it from the queue monitor."""
-    result = stack.query(f'lab_queue_depth{{queue="{queue}"}}')
-    return float(result[0]["value"][1]) if result else None
-
-
 def ready_messages(stack) -> float | None:
     result = stack.query('sum(rabbitmq_queue_messages_ready{job="rabbitmq"})')
     return float(result[0]["value"][1]) if result else None
 
 
-def settled_exactly(stack, run: str, total: int, queue: str = QUEUE) -> dict:
-    row = wait_settled(stack.api_url, run, total, timeout=SETTLE_TIMEOUT_S, interval=1)["queues"][queue]["io/simple"]
-    assert (row["enqueued"], row["completed"], row["failed"], row["duplicates"]) == (total, total, 0, 0), row
-    return row
-
-
 @pytest.mark.parametrize("queue", ON_RABBITMQ)
 def test_a_queue_on_rabbitmq_runs_every_task_exactly_once(rabbitmq, queue):
-    wait_until(lambda: ready(rabbitmq, queue), 120, f"the API's {queue} producer to be ready")
+    wait_until(lambda: producer_ready(rabbitmq, queue), 120, f"the API's {queue} producer to be ready")
     run = new_run("rabbitmq")
     post_tasks(rabbitmq.api_url, run, {queue: TASKS})
     settled_exactly(rabbitmq, run, TASKS, queue)
@@ -65,20 +57,23 @@ def test_a_queue_on_rabbitmq_runs_every_task_exactly_once(rabbitmq, queue):
 
 @pytest.mark.parametrize("queue", ON_RABBITMQ)
 def test_its_backlog_is_exported_while_its_worker_is_down(rabbitmq, queue):
-    wait_until(lambda: ready(rabbitmq, queue), 120, f"the API's {queue} producer to be ready")
+    wait_until(lambda: producer_ready(rabbitmq, queue), 120, f"the API's {queue} producer to be ready")
     rabbitmq.compose("stop", queue, timeout=120)
     run = new_run("rabbitmq-backlog")
     try:
         post_tasks(rabbitmq.api_url, run, {queue: TASKS})
         wait_until(
-            lambda: depth(rabbitmq, queue) == TASKS, 60, f"the monitor to export a backlog of {TASKS}", interval=1
+            lambda: exported_depth(rabbitmq, queue) == TASKS,
+            60,
+            f"the monitor to export a backlog of {TASKS}",
+            interval=1,
         )
         # RabbitMQ's Prometheus plugin, scraped as the job `rabbitmq`, says the same: what its panels read.
         wait_until(lambda: ready_messages(rabbitmq) == TASKS, 60, "RabbitMQ's plugin to report them ready", interval=1)
     finally:
         rabbitmq.compose("start", queue, timeout=300)
     settled_exactly(rabbitmq, run, TASKS, queue)
-    wait_until(lambda: depth(rabbitmq, queue) == 0, 60, "the exported backlog to fall to 0", interval=1)
+    wait_until(lambda: exported_depth(rabbitmq, queue) == 0, 60, "the exported backlog to fall to 0", interval=1)
 
 
 def test_every_rabbitmq_panel_shows_data_after_a_load(rabbitmq):
@@ -88,7 +83,7 @@ def test_every_rabbitmq_panel_shows_data_after_a_load(rabbitmq):
     delivered, unacknowledged messages for as long as the backlog lasts,
     whatever the machine's speed (the plugin samples its queues every few
     seconds). Tasks keep coming while the rates fill their window."""
-    wait_until(lambda: ready(rabbitmq), 120, f"the API's {QUEUE} producer to be ready")
+    wait_until(lambda: producer_ready(rabbitmq, QUEUE), 120, f"the API's {QUEUE} producer to be ready")
     run = new_run("rabbitmq-panels")
     rabbitmq.compose("stop", QUEUE, timeout=120)
     try:
@@ -108,7 +103,7 @@ def test_every_rabbitmq_panel_shows_data_after_a_load(rabbitmq):
                 break
             time.sleep(1)
         assert failures == [], "\n".join(failures)
-        settled_exactly(rabbitmq, run, sent)
+        settled_exactly(rabbitmq, run, sent, QUEUE)
     finally:
         worker_with(rabbitmq)  # as the other tests expect it
 
@@ -120,7 +115,7 @@ def worker_with(stack, **variables: str) -> None:
 
 def test_a_rabbitmq_restart_is_a_fast_503_and_loses_nothing_accepted(rabbitmq):
     for queue in ON_RABBITMQ:
-        wait_until(lambda q=queue: ready(rabbitmq, q), 120, f"the API's {queue} producer to be ready")
+        wait_until(lambda q=queue: producer_ready(rabbitmq, q), 120, f"the API's {queue} producer to be ready")
     run = new_run("rabbitmq-restart")
     rabbitmq.compose("stop", "rabbitmq", timeout=120)
     try:
@@ -133,11 +128,11 @@ def test_a_rabbitmq_restart_is_a_fast_503_and_loses_nothing_accepted(rabbitmq):
                 timeout=10,
             )
             assert r.status_code == 503, (queue, r.status_code, r.text[:300])
-            assert not ready(rabbitmq, queue), f"/readyz says {queue} is ready while RabbitMQ is away"
+            assert not producer_ready(rabbitmq, queue), f"/readyz says {queue} is ready while RabbitMQ is away"
     finally:
         rabbitmq.compose("start", "rabbitmq", timeout=300)
     for queue in ON_RABBITMQ:
-        wait_until(lambda q=queue: ready(rabbitmq, q), 180, f"the API's {queue} producer to be ready again")
+        wait_until(lambda q=queue: producer_ready(rabbitmq, q), 180, f"the API's {queue} producer to be ready again")
     # Every worker consumes again by itself: each queue's tasks all run.
     post_tasks(rabbitmq.api_url, run, {queue: TASKS for queue in ON_RABBITMQ})
     report = wait_settled(rabbitmq.api_url, run, TASKS * len(ON_RABBITMQ), timeout=SETTLE_TIMEOUT_S, interval=1)
