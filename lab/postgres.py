@@ -1,5 +1,5 @@
 """What the lab asks PostgreSQL itself, whichever library keeps a queue's jobs
-there: whether it answers (the API's probe while a queue is marked down), how
+there: whether it answers (/readyz, a worker waiting at its start), how
 many jobs wait in a queue (the queue monitor's backlog) and emptying a queue
 (`make purge`). Each library has tables of its own: its adapter gives the SQL.
 Each call opens a connection of its own (a plain socket for `answers`,
@@ -80,12 +80,14 @@ def pool(settings: Settings, max_size: int) -> AsyncConnectionPool:
 
 
 @asynccontextmanager
-async def schema_lock(settings: Settings, key: int) -> AsyncIterator[AsyncConnection]:
-    """A connection holding the transaction lock `key` meanwhile: the processes
-    of a queue that start at once (the API, its worker, the monitor) create the
-    library's tables one after the other, never side by side (procrastinate's
-    and PgQueuer's schema scripts fail when run twice, SAQ's skips its work in
-    all but one process and lets the others go on before the tables exist)."""
+async def advisory_lock(settings: Settings, key: int) -> AsyncIterator[AsyncConnection]:
+    """A connection holding the advisory transaction lock `key` meanwhile, so one
+    process at a time does the work. The processes of a queue that start at
+    once (the API, its worker, the monitor) create the library's tables one
+    after the other, never side by side (procrastinate's and PgQueuer's schema
+    scripts fail when run twice, SAQ's skips its work in all but one process and
+    lets the others go on before the tables exist); procrastinate's workers
+    give back stalled jobs one at a time."""
     import psycopg
 
     async with await psycopg.AsyncConnection.connect(

@@ -39,14 +39,14 @@ from lab.worker_runtime import WorkerRuntime, setup_logging
 
 QUEUE = Queue("pgqueuer")
 ENTRYPOINT = "lab"
-SCHEMA_LOCK = 0x5A3  # lab/postgres.schema_lock's key for PgQueuer's tables
+SCHEMA_LOCK = 0x5A3  # lab/postgres.advisory_lock's key for PgQueuer's tables
 API_POOL_SIZE = 10
 
 log = logging.getLogger("lab.pgqueuer")
 
 
 async def create_schema(settings: Settings) -> None:
-    async with postgres.schema_lock(settings, SCHEMA_LOCK):
+    async with postgres.advisory_lock(settings, SCHEMA_LOCK):
         conn = await asyncpg.connect(settings.postgres_url, timeout=settings.redis_timeout_s)
         try:
             queries = Queries.from_asyncpg_connection(conn)

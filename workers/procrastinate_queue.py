@@ -34,7 +34,7 @@ from lab.worker_runtime import WorkerRuntime, setup_logging
 QUEUE = Queue("procrastinate")
 QUEUE_NAME = "lab"
 TASK_NAME = "lab_task"
-SCHEMA_LOCK = 0x5A1  # lab/postgres.schema_lock's key for procrastinate's tables
+SCHEMA_LOCK = 0x5A1  # lab/postgres.advisory_lock's key for procrastinate's tables
 STALLED_LOCK = 0x5A2  # one worker at a time gives stalled jobs back
 STALLED_AFTER_S = 30  # procrastinate's default heartbeat window (its heartbeat: every 10 s)
 STALLED_CHECK_S = 5
@@ -44,7 +44,7 @@ log = logging.getLogger("lab.procrastinate")
 
 
 async def create_schema(settings: Settings) -> None:
-    async with postgres.schema_lock(settings, SCHEMA_LOCK) as conn:
+    async with postgres.advisory_lock(settings, SCHEMA_LOCK) as conn:
         exists = await (await conn.execute("SELECT to_regclass('procrastinate_jobs')")).fetchone()
         if exists and exists[0] is None:
             await conn.execute(SchemaManager.get_schema())  # type: ignore[arg-type]
@@ -97,7 +97,7 @@ async def give_back_stalled(app: procrastinate.App, settings: Settings) -> None:
     while True:
         await asyncio.sleep(STALLED_CHECK_S)
         try:
-            async with postgres.schema_lock(settings, STALLED_LOCK):
+            async with postgres.advisory_lock(settings, STALLED_LOCK):
                 for job in await app.job_manager.get_stalled_jobs(
                     queue=QUEUE_NAME, seconds_since_heartbeat=STALLED_AFTER_S
                 ):

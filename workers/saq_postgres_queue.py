@@ -5,7 +5,7 @@ only the queue differs.
 The API inserts a row into SAQ's table `saq_jobs` (queue `lab`) and NOTIFYs
 the workers, which LISTEN and take jobs with SELECT ... FOR UPDATE SKIP
 LOCKED. SAQ creates its tables on connect, under the lab's lock
-(lab/postgres.schema_lock). While PostgreSQL is away an enqueue fails within
+(lab/postgres.advisory_lock). While PostgreSQL is away an enqueue fails within
 REDIS_TIMEOUT_S (a 503): the pool waits no longer for a connection.
 
 Delivery: a job a dead worker held stays "active" until SAQ's sweep (one
@@ -26,7 +26,7 @@ from workers import saq_queue
 from workers.saq_queue import QUEUE_NAME, TASK_NAME, LabWorker, hooks, lab_task, sweep_interval_s
 
 QUEUE = Queue("saq-postgres")
-SCHEMA_LOCK = 0x5A0  # lab/postgres.schema_lock's key for SAQ's tables
+SCHEMA_LOCK = 0x5A0  # lab/postgres.advisory_lock's key for SAQ's tables
 API_POOL_SIZE = 10  # connections of the API's producer: an enqueue holds one for its INSERT
 
 
@@ -38,7 +38,7 @@ async def connected_queue(settings: Settings, pool_size: int) -> PostgresQueue:
         min_size=1,
         max_size=pool_size,
     )
-    async with postgres.schema_lock(settings, SCHEMA_LOCK):
+    async with postgres.advisory_lock(settings, SCHEMA_LOCK):
         await queue.connect()
     return queue
 

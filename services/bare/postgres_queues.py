@@ -36,7 +36,7 @@ class SaqPostgres:
         from workers.saq_postgres_queue import SCHEMA_LOCK
 
         queue = PostgresQueue.from_url(settings.postgres_url, name=cls.NAME)
-        async with postgres.schema_lock(settings, SCHEMA_LOCK):
+        async with postgres.advisory_lock(settings, SCHEMA_LOCK):
             await queue.connect()
         return queue
 
