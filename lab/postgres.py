@@ -61,14 +61,31 @@ def connect_timeout(settings: Settings) -> int:
 
 
 def pool(settings: Settings, max_size: int) -> AsyncConnectionPool:
-    """A psycopg pool, not yet open, for SAQ and procrastinate: a connection
-    is waited for at most REDIS_TIMEOUT_S, and connecting is bounded, so an
-    enqueue while PostgreSQL is away fails fast (a 503). The statement itself
-    has no deadline: cancelling an INSERT half-way leaves its outcome unknown
+    """A psycopg pool, not yet open, for SAQ and procrastinate. Connecting is
+    bounded, and a connection is waited for REDIS_TIMEOUT_S at a time; when
+    none came, PostgreSQL is asked whether it answers (one question per pool
+    at a time, its answer shared by every waiter). While it answers the wait
+    goes on: the pool is busy, not the broker away (at a small CPU limit the
+    API's requests queue for its connections behind a late event loop), and a
+    request waits its turn as it would for Redis. Once it does not answer,
+    the waiters fail (a 503). The statement itself has no deadline:
+    cancelling an INSERT half-way leaves its outcome unknown
     (services/api/enqueue.py)."""
-    from psycopg_pool import AsyncConnectionPool
+    from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-    return AsyncConnectionPool(
+    class BusyTolerantPool(AsyncConnectionPool):
+        probe: asyncio.Task[None] | None = None
+
+        async def getconn(self, timeout: float | None = None) -> AsyncConnection:
+            while True:
+                try:
+                    return await super().getconn(timeout)
+                except PoolTimeout:
+                    if self.probe is None or self.probe.done():
+                        self.probe = asyncio.create_task(answers(settings))
+                    await asyncio.shield(self.probe)  # raises when PostgreSQL does not answer
+
+    return BusyTolerantPool(
         settings.postgres_url,
         open=False,
         min_size=1,

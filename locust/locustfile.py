@@ -14,8 +14,9 @@ What core Locust lacks, added here:
 - An iteration target (LOAD_ITERATIONS): the master hands out one ticket per
   request (TicketBook) and workers ask for at most one ticket per user at a time,
   so exactly that many requests are sent, however many workers there are. Once
-  Locust's stats count them all, the master stops the users, lingers LOAD_LINGER_S
-  (so Prometheus scrapes the final counters) and quits; every process exits 0.
+  Locust's stats count them all, the master stops the users, waits until make
+  load says Prometheus holds the final counters (LOAD_END_GATE; without it,
+  LOAD_LINGER_S) and quits; every process exits 0.
   LOAD_DURATION instead: send for that long.
 - Prometheus metrics on METRICS_PORT (grafana/README.md fixes the names):
   locust_users (master or local process), locust_requests_total,
@@ -24,7 +25,8 @@ What core Locust lacks, added here:
   metrics with service=locust-master / locust-worker.
 - Machine-readable lines on stdout for the load driver (labctl/load_run), which
   reads the master's log: `LAB-PROGRESS {json}` every second, `LAB-RESULT {json}`
-  once at the end, `LAB-ERROR`/`LAB-ABORT` when it cannot run.
+  once at the end (`LAB-END` as the master quits at its end gate),
+  `LAB-ERROR`/`LAB-ABORT` when it cannot run.
 """
 
 import dataclasses
@@ -63,13 +65,16 @@ SCENARIO = os.environ.get("LOAD_SCENARIO") or "queue"
 if SCENARIO not in USER_CLASSES:
     raise SystemExit(f"LAB-ERROR LOAD_SCENARIO={SCENARIO!r}: choose from {', '.join(USER_CLASSES)}")
 LINGER_S = float(os.environ.get("LOAD_LINGER_S") or 4)
-# With Prometheus scraping: the longest the master waits for it to read the last counts.
-LINGER_TIMEOUT_S = 30.0
 # The master waits for this file before its users start (make load creates it
 # once Prometheus has scraped every Locust process), so the dashboards see the
 # Locust counters from zero. Unset: no wait.
 START_GATE = os.environ.get("LOAD_START_GATE")
 START_GATE_TIMEOUT_S = float(os.environ.get("LOAD_START_GATE_TIMEOUT_S") or 60)
+# After the result, the master quits once this file exists (make load creates it
+# when Prometheus counts every request the run's Locust processes counted), at
+# most END_GATE_TIMEOUT_S. Unset: it lingers LINGER_S.
+END_GATE = os.environ.get("LOAD_END_GATE")
+END_GATE_TIMEOUT_S = 60.0
 TIMEOUT_S = float(os.environ.get("LOAD_TIMEOUT_S") or 60)
 # rate=: a send more than this behind its schedule counts as late (the run's record
 # says when many were: the schedule slipped).
@@ -164,8 +169,6 @@ class State:
         self.first_start: float | None = None
         self.last_end: float | None = None
         self.exported = 0  # requests counted in this process's locust_requests_total
-        self.counted_at: float | None = None  # when the last of them was counted
-        self.scraped_at: float | None = None  # when Prometheus last began reading /metrics here
         self.in_flight = 0  # requests sent and not answered yet
         self.scheduled_sends = 0  # rate=: requests sent on a schedule
         self.late_sends = 0  # ...of which more than LATE_S behind it
@@ -208,8 +211,6 @@ class State:
             "first_start": self.first_start,
             "last_end": self.last_end,
             "exported_requests": self.exported,
-            "counted_at": self.counted_at,
-            "scraped_at": self.scraped_at,
             "in_flight": self.in_flight,
             "scheduled_sends": self.scheduled_sends,
             "late_sends": self.late_sends,
@@ -295,13 +296,7 @@ def _start_metrics(environment: Environment, runner: Runner) -> None:
         listener(environment.events.request)(on_request)
     port = os.environ.get("METRICS_PORT", "9000")
     if port not in ("", "off"):
-        metrics = make_wsgi_app(REGISTRY)
-
-        def scraped(environ: dict[str, Any], start_response: Any) -> Any:
-            STATE.scraped_at = time.time()
-            return metrics(environ, start_response)
-
-        WSGIServer((os.environ.get("METRICS_ADDR", "0.0.0.0"), int(port)), scraped, log=None).start()
+        WSGIServer((os.environ.get("METRICS_ADDR", "0.0.0.0"), int(port)), make_wsgi_app(REGISTRY), log=None).start()
 
 
 def _register_messages(environment: Environment, runner: Runner) -> None:
@@ -371,7 +366,6 @@ def on_request(
         FAILURES.labels(name=name, method=request_type).inc()
     RESPONSE_TIME.labels(name=name).observe((response_time or 0) / 1000)
     STATE.exported += 1
-    STATE.counted_at = time.time()
     code = str(getattr(response, "status_code", None) or 0)  # 0: no HTTP answer at all
     STATE.status_codes[code] = STATE.status_codes.get(code, 0) + 1
     if start_time is not None:
@@ -499,33 +493,22 @@ def control(environment: Environment) -> None:
     STATE.controller = None
     if in_web_ui(environment):
         return  # the UI stays up for the next run
-    wait_for_the_last_scrape()
+    wait_for_end_gate()
     environment.process_exit_code = 0
     runner.quit()
 
 
-def wait_for_the_last_scrape() -> None:
-    """Before the master quits (and its workers with it): with Prometheus
-    scraping (make load opened the start gate, /metrics is served), until it has read every
-    Locust process after its last counted request, so the run's last counts
-    are in Prometheus however late a scrape comes; at most LINGER_TIMEOUT_S.
-    Without it, LINGER_S."""
-    if not START_GATE or os.environ.get("METRICS_PORT", "9000") in ("", "off"):
+def wait_for_end_gate() -> None:
+    """Before the master quits (and its workers with it): until make load has
+    seen Prometheus count the run's last requests (END_GATE), which it reads
+    from the processes that are about to go; without the gate, LINGER_S."""
+    if not END_GATE:
         gevent.sleep(LINGER_S)
         return
-    since = time.time()
-
-    def read_after_last_count(p: dict[str, Any]) -> bool:
-        return p.get("scraped_at") is not None and p["scraped_at"] > (p.get("counted_at") or 0)
-
-    deadline = since + LINGER_TIMEOUT_S
-    while time.time() < deadline:
-        # The master's own users gauge read once its users stopped, and each worker (or a
-        # local run itself) read after its last request.
-        senders = list(STATE.worker_reports.values()) if STATE.role == "master" else []
-        if (STATE.scraped_at or 0) > since and all(read_after_last_count(p) for p in senders):
-            return
+    deadline = time.time() + END_GATE_TIMEOUT_S
+    while not Path(END_GATE).exists() and time.time() < deadline:
         gevent.sleep(0.2)
+    emit("END", {"gate": END_GATE, "opened": Path(END_GATE).exists()})
 
 
 def result(environment: Environment, started: float) -> dict[str, object]:

@@ -439,6 +439,15 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         (f"{OUTAGE}::test_readyz_is_503_and_healthz_200_while_redis_is_down",),
     ),
+    Mutant(
+        "postgres-pool-waits-for-an-absent-server",
+        "a request that finds no connection in the PostgreSQL pool waits on while PostgreSQL is away",
+        (("lab/postgres.py", r"await asyncio\.shield\(self\.probe\)", "await asyncio.sleep(0)"),),
+        (
+            "tests/unit/test_postgres_pool.py::"
+            "test_a_connection_asked_of_a_pool_whose_postgres_is_away_fails_with_a_connection_error",
+        ),
+    ),
     # -- The queue table, the backlog and the dashboards --------------------------------------
     Mutant(
         "queue-missing",
@@ -508,6 +517,12 @@ MUTANTS: tuple[Mutant, ...] = (
         "grafana/generate.py changed and the committed dashboards not regenerated",
         (("grafana/generate.py", r'"title": "Lab dashboards",', '"title": "Lab dashboards, edited",'),),
         ("tests/unit/test_dashboards_generated.py::test_committed_dashboards_are_the_generators_output",),
+    ),
+    Mutant(
+        "locust-quits-before-its-end-gate",
+        "Locust's master quits after its result without waiting for make load's end gate",
+        (("locust/locustfile.py", r"    if not END_GATE:\n", "    if True:\n"),),
+        ("tests/integration/test_load_tooling.py::test_the_master_quits_at_its_end_gate",),
     ),
     # -- make capacity: a rate is sustained only when the queue keeps up with it -------------------
     Mutant(

@@ -5,7 +5,8 @@ worker takes jobs with a locking SELECT and runs PROCRASTINATE_CONCURRENCY
 
 The API's connections come from the lab's pool (lab/postgres.pool), opened
 without waiting: procrastinate's own waits 30 s for a first connection, the
-lab's fails within REDIS_TIMEOUT_S (a 503). The tables are created once,
+lab's fails within a few REDIS_TIMEOUT_S while PostgreSQL is away (a 503),
+and waits while it is only busy. The tables are created once,
 from procrastinate's schema script, under the lab's lock.
 
 Delivery: procrastinate leaves the job of a dead worker "doing" for good

@@ -5,8 +5,9 @@ only the queue differs.
 The API inserts a row into SAQ's table `saq_jobs` (queue `lab`) and NOTIFYs
 the workers, which LISTEN and take jobs with SELECT ... FOR UPDATE SKIP
 LOCKED. SAQ creates its tables on connect, under the lab's lock
-(lab/postgres.advisory_lock). While PostgreSQL is away an enqueue fails within
-REDIS_TIMEOUT_S (a 503): the pool waits no longer for a connection.
+(lab/postgres.advisory_lock). The API's connections come from the lab's pool
+(lab/postgres.pool): while PostgreSQL is away an enqueue fails within a
+few REDIS_TIMEOUT_S (a 503); while it is only busy, the enqueue waits.
 
 Delivery: a job a dead worker held stays "active" until SAQ's sweep (one
 worker at a time, every sweep_interval_s) finds it past its timeout,

@@ -99,6 +99,14 @@ class Prometheus:
         fresh = self.fresh_jobs(since)
         return fresh.count("locust-master") >= 1 and fresh.count("locust-worker") >= workers
 
+    def locust_requests(self, since: float) -> float | None:
+        """The requests the Locust processes started after `since` counted, as Prometheus last scraped them."""
+        window = f"{int(time.time() - since) + 1}s"
+        try:
+            return self.by("", f"sum(max_over_time(locust_requests_total[{window}]))").get("")
+        except (httpx.HTTPError, LabError, ValueError):
+            return None
+
     def fresh_targets(self, job: str, since: float) -> tuple[int, int]:
         """(targets of the job, those up and scraped after `since`): one target per replica."""
         total = sum(t["labels"].get("job") == job for t in self.targets())

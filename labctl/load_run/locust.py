@@ -19,6 +19,8 @@ from labctl.records.store import Store
 
 LOAD_SERVICES = ("locust-master", "locust-worker")
 GATE_FILE = "/tmp/lab-go"  # LOAD_START_GATE inside the master's container
+END_GATE_FILE = "/tmp/lab-end"  # LOAD_END_GATE: the master may quit
+END_WAIT_S = 30.0  # the longest make load waits for Prometheus to count the run's requests
 
 
 def load_env(params: load_params.LoadParams, locust_workers: int) -> dict[str, str]:
@@ -43,6 +45,7 @@ def load_env(params: load_params.LoadParams, locust_workers: int) -> dict[str, s
         "LOAD_SPAWN_RATE": f"{params.spawn_rate:g}",
         "LOCUST_WORKERS": str(locust_workers),
         "LOAD_START_GATE": GATE_FILE,
+        "LOAD_END_GATE": END_GATE_FILE,
     }
 
 
@@ -52,6 +55,19 @@ def open_gate(lab: Lab, prom: Prometheus | None, workers: int, since: float, say
     if prom is not None and not wait_until(lambda: prom.scraped_locust(workers, since), timeout_s=30):
         say("Prometheus has not scraped every Locust process after 30 s: starting anyway")
     lab.exec("locust-master", "touch", GATE_FILE)
+
+
+def let_master_quit(lab: Lab, prom: Prometheus | None, result: dict[str, Any], since: float) -> bool | None:
+    """Let the master quit once Prometheus counts every request the Locust
+    processes counted (`since`: they started after it; an earlier run's series
+    end before), so the run's last counts outlive the processes that served
+    them, or after END_WAIT_S. Whether Prometheus counted them (None: no Prometheus)."""
+    counted = None
+    if prom is not None:
+        sent = result["exported_requests"]
+        counted = wait_until(lambda: prom.locust_requests(since) == sent, timeout_s=END_WAIT_S)
+    lab.exec("locust-master", "touch", END_GATE_FILE)
+    return counted
 
 
 class MasterLog:

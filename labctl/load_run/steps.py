@@ -36,7 +36,14 @@ from labctl.clients.prometheus import Prometheus
 from labctl.config import knobs
 from labctl.errors import LabError, LabNotRunning
 from labctl.load_run.follow import Follow, load_progress
-from labctl.load_run.locust import LOAD_SERVICES, MasterLog, copy_locust_report, load_env, open_gate
+from labctl.load_run.locust import (
+    LOAD_SERVICES,
+    MasterLog,
+    copy_locust_report,
+    let_master_quit,
+    load_env,
+    open_gate,
+)
 from labctl.load_run.options import LoadOptions
 from labctl.load_run.task_wait import TIMELINE_FIELDS, TaskWait, outcome_lines, watch_tasks
 from labctl.platform import containers as C
@@ -225,6 +232,8 @@ def follow_load(run: LoadRun, on_start: Callable[[dict[str, Any]], None] | None 
     wait_until(follow.step, timeout_s=None, every_s=0)
     result = follow.result
     assert result is not None
+    prom = Prometheus(run.prom_addr) if run.prom_addr else None
+    result["prometheus_counted_requests"] = let_master_quit(run.lab, prom, result, run.containers_since)
     load_s = (result["last_response_at"] or 0) - (result["first_request_at"] or 0)
     final = {"requests": result["requests"], "failures": result["failures"], "users": 0}
     rps = result["requests"] / load_s if load_s > 0 else 0.0
@@ -323,6 +332,8 @@ def measure(
     services = list(dict.fromkeys([*run.subjects, "api"]))
     if not prom.wait_for_scrape(services, window_end):
         notes.append("Prometheus had not scraped past the end of the run: resource figures may miss its end")
+    if result.get("prometheus_counted_requests") is False:
+        notes.append("Prometheus did not count every request Locust counted: the Load dashboard misses some")
     try:
         if run.queue_run:
             run.enqueued_scrapes = enqueued_scrapes(run, prom, result)
@@ -354,8 +365,8 @@ def wait_notes(run: LoadRun, wait: TaskWait | None) -> list[str]:
 
 
 def collect_locust_report(run: LoadRun) -> list[str]:
-    """Locust lingers so Prometheus scrapes its last counters, then exits by
-    itself; then its HTML and CSV report are copied next to the record."""
+    """Locust's master exits once make load let it (follow_load), or by
+    itself after its wait; then its HTML and CSV report are copied next to the record."""
     log = run.log
     assert log is not None
 
@@ -363,7 +374,7 @@ def collect_locust_report(run: LoadRun) -> list[str]:
         log.events(wait=0.5)
         return log.ended
 
-    wait_until(ended, timeout_s=knobs().load_linger_s + 30, every_s=0)
+    wait_until(ended, timeout_s=knobs().load_linger_s + 70, every_s=0)
     return copy_locust_report(run.master, run.store, run.params.run)
 
 

@@ -149,16 +149,20 @@ def test_a_queue_run_records_its_limits_resources_and_generator(stack, arq_queue
     # Prometheus scraped the Locust containers: every request counted once across
     # the two workers, the master's user count, the generator's cgroup metrics.
     # Read when make load returned: the Locust processes were gone, no other run had begun.
+    # The window starts within a second before the users did: an earlier run's Locust
+    # series (another test's) end before this run's processes were even scraped.
     at = arq_queue_run["returned_at"]
-    window = f"{int(at - record['load_started_at'] + 20)}s"
+    window = f"{int(at - record['load_started_at']) + 1}s"
 
-    def scraped():
-        sent = stack.prometheus(
-            "/api/v1/query", query=f"sum(max_over_time(locust_requests_total[{window}]))", time=f"{at:.3f}"
-        )["result"]
-        return sent if sent and float(sent[0]["value"][1]) == n else None
+    def counted() -> dict[str, float]:
+        query = f"sum by (instance) (max_over_time(locust_requests_total[{window}]))"
+        return by_label(stack.prometheus("/api/v1/query", query=query, time=f"{at:.3f}")["result"], "instance")
 
-    wait_until(scraped, timeout=20, interval=2, what=f"Prometheus counting {n} Locust requests")
+    try:
+        wait_until(lambda: sum(counted().values()) == n, timeout=20, interval=2, what=f"Prometheus counting {n}")
+    except AssertionError:
+        raise AssertionError(f"Prometheus counted {counted()} requests per Locust process, not {n} in all") from None
+    assert len(counted()) == 2, counted()  # each of the two workers
     users = stack.prometheus("/api/v1/query", query=f"max(max_over_time(locust_users[{window}]))", time=f"{at:.3f}")
     assert float(users["result"][0]["value"][1]) == 100
     cpu = by_label(

@@ -120,3 +120,38 @@ def test_a_postgres_restart_is_a_fast_503_and_loses_nothing_accepted(postgres):
         assert (row["enqueued"], row["completed"], row["failed"], row["duplicates"]) == (TASKS, TASKS, 0, 0), row
     # the refused requests enqueued nothing
     assert run_report(postgres.api_url, run)["totals"]["enqueued"] == TASKS * len(ON_POSTGRES)
+
+
+# Run in the API's container, against the stack's PostgreSQL: a pool of one
+# connection, waited for 0.2 s at a time, held until a second request's first
+# wait timed out (the pool counts it); released, that request still gets it.
+BUSY_POOL = """
+import asyncio
+from lab.postgres import pool
+from lab.settings import get_settings
+
+async def main():
+    lab_pool = pool(get_settings().model_copy(update={"redis_timeout_s": 0.2}), max_size=1)
+    await lab_pool.open(wait=True, timeout=30)
+
+    async def second():
+        async with lab_pool.connection() as conn:
+            return (await (await conn.execute("SELECT 1")).fetchone())[0]
+
+    async with lab_pool.connection():
+        waiter = asyncio.create_task(second())
+        while not lab_pool.get_stats().get("requests_errors"):
+            await asyncio.sleep(0.05)
+        assert not waiter.done(), waiter
+    print("answered", await waiter, "after", lab_pool.get_stats()["requests_errors"], "timed-out waits")
+    await lab_pool.close()
+
+asyncio.run(asyncio.wait_for(main(), 120))
+"""
+
+
+def test_a_busy_pool_makes_a_request_wait_its_turn_not_fail(postgres):
+    """While PostgreSQL answers, a request that found every connection of the
+    API's pool taken waits on (a 503 here would be the pool's, not the broker's)."""
+    out = postgres.compose("exec", "-T", "api", "python", "-c", BUSY_POOL, timeout=180).stdout
+    assert "answered 1 after" in out, out

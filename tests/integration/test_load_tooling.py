@@ -185,7 +185,14 @@ def test_driver_environment_makes_the_containers_parse_the_same_run():
 
 def test_compose_passes_every_parameter_to_the_locust_containers():
     text = (ROOT / "docker-compose.yml").read_text()
-    for name in [*P.ENV_NAMES.values(), "LOAD_USERS", "LOAD_SPAWN_RATE", "LOCUST_WORKERS", "LOAD_START_GATE"]:
+    for name in [
+        *P.ENV_NAMES.values(),
+        "LOAD_USERS",
+        "LOAD_SPAWN_RATE",
+        "LOCUST_WORKERS",
+        "LOAD_START_GATE",
+        "LOAD_END_GATE",
+    ]:
         assert f"${{{name}:-" in text, name
 
 
@@ -909,6 +916,56 @@ def test_the_master_waits_for_its_start_gate(target, tmp_path):
     lines = lab_lines(log.read_text())
     # The users started after the gate was there, never while it was waited for.
     assert lines["LAB-START"]["started_at"] >= opened_at and lines["LAB-RESULT"]["first_request_at"] >= opened_at
+    assert target.count == 5
+
+
+def test_the_master_quits_at_its_end_gate(target, tmp_path):
+    """With LOAD_END_GATE the master, its result given, stays until that file
+    exists (make load creates it once Prometheus counts the run's requests)."""
+    gate = tmp_path / "end"
+    env = locust_env(
+        LOAD_SCENARIO="queue",
+        LOAD_WORKER="arq",
+        LOAD_ITERATIONS="5",
+        LOAD_RUN="units-5",
+        LOAD_LINGER_S="0",
+        METRICS_PORT="off",
+        LOAD_END_GATE=str(gate),
+    )
+    log = tmp_path / "local.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "locust",
+                "-f",
+                str(ROOT / "locust" / "locustfile.py"),
+                "--headless",
+                "--only-summary",
+                "--users=2",
+                "--spawn-rate=10",
+                f"--host={target.url}",
+                "--exit-code-on-error=0",
+            ],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while "LAB-RESULT" not in log.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.1)
+        assert proc.poll() is None, log.read_text()[-2000:]
+        gate.write_text("")
+        assert proc.wait(timeout=120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    lines = lab_lines(log.read_text())
+    # It quit because the gate opened, not at the end of its wait.
+    assert lines["LAB-END"] == {"gate": str(gate), "opened": True}
     assert target.count == 5
 
 
