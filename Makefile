@@ -7,10 +7,10 @@ UV ?= uv
 export UV_LOCKED := 1
 # The queues on other brokers than Redis, and those brokers, are compose
 # profiles of the broker's name: make up BROKERS=rabbitmq starts them too.
+comma := ,
 ifneq ($(strip $(BROKERS)),)
 export COMPOSE_PROFILES := $(subst $() ,$(comma),$(strip $(BROKERS)))
 endif
-comma := ,
 RUN_ARG = $(if $(run),--run $(run),)
 # The experiments' one command line (labctl/, `$(LABCTL) --help`): each target below passes its parameters on.
 # $(call options,a b_c): `--a 'VALUE' --b-c 'VALUE'` for each variable given (non-empty); the

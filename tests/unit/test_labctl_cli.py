@@ -5,6 +5,7 @@ plumbing (the one wait, the one console)."""
 
 import io
 import itertools
+import os
 import shlex
 import subprocess
 import time
@@ -64,6 +65,23 @@ def test_each_make_target_passes_options_its_command_takes(line):
     given = {name.split("=")[0] for name in line[1:]}
     assert all(isinstance(value, str | int | float | bool | list | Path | None) for value in ctx.params.values())
     assert len(argv) > 1 or not given
+
+
+@pytest.mark.parametrize(
+    ("brokers", "profiles"), [("rabbitmq", "rabbitmq"), ("rabbitmq postgres", "rabbitmq,postgres"), ("", "")]
+)
+def test_brokers_become_the_compose_profiles_make_exports(brokers, profiles):
+    """make up BROKERS="rabbitmq postgres" starts both brokers' profiles."""
+    show = 'lab-show-profiles: ; @echo "$(COMPOSE_PROFILES)"'
+    out = subprocess.run(
+        ["make", "-s", "--eval", show, "lab-show-profiles", f"BROKERS={brokers}"],
+        cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if k != "COMPOSE_PROFILES"},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out.strip() == profiles
 
 
 def test_the_exit_codes(tmp_path, monkeypatch, capsys):
