@@ -19,13 +19,14 @@ import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from lab import broker_probe
 from lab.settings import Settings, get_settings
 
-if TYPE_CHECKING:  # psycopg is imported by the calls that use it: a process that only asks `answers` never loads it
+if TYPE_CHECKING:  # the drivers are imported by the calls that use them: a process that only asks `answers` loads none
+    import asyncpg
     from psycopg import AsyncConnection
     from psycopg_pool import AsyncConnectionPool
 
@@ -94,6 +95,21 @@ def pool(settings: Settings, max_size: int) -> AsyncConnectionPool:
         kwargs={"connect_timeout": connect_timeout(settings)},
         check=AsyncConnectionPool.check_connection,
     )
+
+
+async def connect_while_answering(settings: Settings, *args: Any, **kwargs: Any) -> asyncpg.Connection:
+    """asyncpg's connect, for PgQueuer's pools (their `connect`): bounded by
+    REDIS_TIMEOUT_S as every client of the lab, but a connection that timed
+    out while PostgreSQL answers is tried again (a late event loop, not an
+    absent broker); once it does not answer, its error, so an enqueue fails
+    fast (a 503) only while PostgreSQL is away."""
+    import asyncpg
+
+    while True:
+        try:
+            return await asyncpg.connect(*args, **kwargs)
+        except TimeoutError:
+            await answers(settings)
 
 
 @asynccontextmanager

@@ -519,6 +519,21 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/unit/test_dashboards_generated.py::test_committed_dashboards_are_the_generators_output",),
     ),
     Mutant(
+        "asyncpg-connect-retries-an-absent-server",
+        "PgQueuer's connections are tried again without asking whether PostgreSQL answers",
+        (
+            (
+                "lab/postgres.py",
+                r"        except TimeoutError:\n            await answers\(settings\)\n",
+                "        except TimeoutError:\n            pass\n",
+            ),
+        ),
+        (
+            "tests/unit/test_postgres_pool.py::"
+            "test_an_asyncpg_connection_to_a_postgres_that_is_away_fails_with_its_error",
+        ),
+    ),
+    Mutant(
         "locust-quits-before-its-end-gate",
         "Locust's master quits after its result without waiting for make load's end gate",
         (("locust/locustfile.py", r"    if not END_GATE:\n", "    if True:\n"),),

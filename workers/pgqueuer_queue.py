@@ -4,8 +4,10 @@ entrypoint is its queue), whose trigger NOTIFYs the workers; a worker takes
 jobs with SELECT ... FOR UPDATE SKIP LOCKED, at most PGQUEUER_CONCURRENCY
 (default CONCURRENCY) at once.
 
-The API's pool waits at most REDIS_TIMEOUT_S for a connection to open, so
-an enqueue while PostgreSQL is away fails fast (a 503). The tables are
+The API's pool waits at most REDIS_TIMEOUT_S for a connection to open, and
+opens it again while PostgreSQL answers (lab/postgres.connect_while_answering),
+so an enqueue fails fast (a 503) while PostgreSQL is away, not while the
+API's event loop is late. The tables are
 created once, by PgQueuer's install, under the lab's lock.
 
 Delivery: a running job's row is "picked" and carries a heartbeat, renewed
@@ -27,6 +29,7 @@ import json
 import logging
 import os
 import signal
+from functools import partial
 
 import asyncpg
 from pgqueuer import PgQueuer, Queries
@@ -47,7 +50,7 @@ log = logging.getLogger("lab.pgqueuer")
 
 async def create_schema(settings: Settings) -> None:
     async with postgres.advisory_lock(settings, SCHEMA_LOCK):
-        conn = await asyncpg.connect(settings.postgres_url, timeout=settings.redis_timeout_s)
+        conn = await postgres.connect_while_answering(settings, settings.postgres_url, timeout=settings.redis_timeout_s)
         try:
             queries = Queries.from_asyncpg_connection(conn)
             if not await queries.schema_is_installed():
@@ -58,7 +61,13 @@ async def create_schema(settings: Settings) -> None:
 
 async def connected_pool(settings: Settings, size: int) -> asyncpg.Pool:
     await create_schema(settings)
-    return await asyncpg.create_pool(settings.postgres_url, min_size=1, max_size=size, timeout=settings.redis_timeout_s)
+    return await asyncpg.create_pool(
+        settings.postgres_url,
+        min_size=1,
+        max_size=size,
+        timeout=settings.redis_timeout_s,
+        connect=partial(postgres.connect_while_answering, settings),
+    )
 
 
 class Producer:
