@@ -8,6 +8,7 @@ Locust is never imported here: it monkey-patches the whole process with gevent.
 It runs as subprocesses instead (`uv sync --all-groups` installs it on the host).
 """
 
+import contextlib
 import json
 import os
 import re
@@ -868,20 +869,18 @@ def test_a_rate_run_sends_on_its_schedule_and_counts_latency_from_it(target, tmp
     assert slow["median_ms"] > 600 and slow["max_ms"] > 1000, slow
 
 
-def test_the_master_waits_for_its_start_gate(target, tmp_path):
-    """With LOAD_START_GATE the users start only once that file exists (make load
-    creates it when Prometheus has scraped every Locust process)."""
-    gate = tmp_path / "go"
+@contextlib.contextmanager
+def gated_locust(target, log: Path, **gate: str):
+    """A local Locust run of 5 requests from 2 users with the gate variables
+    `gate`, its output in `log`; killed on the way out if it still runs."""
     env = locust_env(
         LOAD_SCENARIO="queue",
         LOAD_WORKER="arq",
         LOAD_ITERATIONS="5",
-        LOAD_RUN="units-4",
         LOAD_LINGER_S="0",
         METRICS_PORT="off",
-        LOAD_START_GATE=str(gate),
+        **gate,
     )
-    log = tmp_path / "local.log"
     with log.open("w") as out:
         proc = subprocess.Popen(
             [
@@ -902,17 +901,30 @@ def test_the_master_waits_for_its_start_gate(target, tmp_path):
             stderr=subprocess.STDOUT,
         )
     try:
-        deadline = time.monotonic() + 60
-        while "LAB-WAITING" not in log.read_text():
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
-            time.sleep(0.1)
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def wait_for_line(proc: subprocess.Popen, log: Path, marker: str) -> None:
+    """Until the running process has written `marker` (a deadline bounds a hang)."""
+    deadline = time.monotonic() + 60
+    while marker not in log.read_text():
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+        time.sleep(0.1)
+
+
+def test_the_master_waits_for_its_start_gate(target, tmp_path):
+    """With LOAD_START_GATE the users start only once that file exists (make load
+    creates it when Prometheus has scraped every Locust process)."""
+    gate, log = tmp_path / "go", tmp_path / "local.log"
+    with gated_locust(target, log, LOAD_RUN="units-4", LOAD_START_GATE=str(gate)) as proc:
+        wait_for_line(proc, log, "LAB-WAITING")
         assert "LAB-START" not in log.read_text() and proc.poll() is None and target.count == 0
         opened_at = time.time()
         gate.write_text("")
         assert proc.wait(timeout=120) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     lines = lab_lines(log.read_text())
     # The users started after the gate was there, never while it was waited for.
     assert lines["LAB-START"]["started_at"] >= opened_at and lines["LAB-RESULT"]["first_request_at"] >= opened_at
@@ -922,47 +934,12 @@ def test_the_master_waits_for_its_start_gate(target, tmp_path):
 def test_the_master_quits_at_its_end_gate(target, tmp_path):
     """With LOAD_END_GATE the master, its result given, stays until that file
     exists (make load creates it once Prometheus counts the run's requests)."""
-    gate = tmp_path / "end"
-    env = locust_env(
-        LOAD_SCENARIO="queue",
-        LOAD_WORKER="arq",
-        LOAD_ITERATIONS="5",
-        LOAD_RUN="units-5",
-        LOAD_LINGER_S="0",
-        METRICS_PORT="off",
-        LOAD_END_GATE=str(gate),
-    )
-    log = tmp_path / "local.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "locust",
-                "-f",
-                str(ROOT / "locust" / "locustfile.py"),
-                "--headless",
-                "--only-summary",
-                "--users=2",
-                "--spawn-rate=10",
-                f"--host={target.url}",
-                "--exit-code-on-error=0",
-            ],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while "LAB-RESULT" not in log.read_text():
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
-            time.sleep(0.1)
+    gate, log = tmp_path / "end", tmp_path / "local.log"
+    with gated_locust(target, log, LOAD_RUN="units-5", LOAD_END_GATE=str(gate)) as proc:
+        wait_for_line(proc, log, "LAB-RESULT")
         assert proc.poll() is None, log.read_text()[-2000:]
         gate.write_text("")
         assert proc.wait(timeout=120) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     lines = lab_lines(log.read_text())
     # It quit because the gate opened, not at the end of its wait.
     assert lines["LAB-END"] == {"gate": str(gate), "opened": True}
