@@ -335,10 +335,9 @@ class Bench:
         self.say(f"[{queue}] drains: the bare worker and the lab's, in turns ({bare_target} and {lab_target} tasks)")
         drain = self.paired(counter, bare(), lab, queue, row["run"])
         try:
-            paused_from = time.time()
-            with paused(c.ids("prometheus")):  # the whole drain: paired_windows.py
+            with paused(c.ids("prometheus")) as pause:  # the whole drain: paired_windows.py
                 result = drain.run()
-            row["prometheus_paused"] = [round(paused_from, 1), round(time.time(), 1)]
+            row["prometheus_paused"] = [round(pause.frozen_at, 1), round(pause.thawed_at, 1)]
         finally:
             c.remove(bench_svc)
         row["drain_window_s"], row["bare_drain"], row["lab_drain"] = result["window_s"], result["bare"], result["lab"]
