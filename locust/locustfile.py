@@ -346,9 +346,15 @@ def wait_for_gate() -> None:
     if not START_GATE:
         return
     emit("WAITING", {"gate": START_GATE, "timeout_s": START_GATE_TIMEOUT_S})
-    deadline = time.time() + START_GATE_TIMEOUT_S
-    while not Path(START_GATE).exists() and time.time() < deadline:
+    wait_for_file(START_GATE, START_GATE_TIMEOUT_S)
+
+
+def wait_for_file(path: str, timeout_s: float) -> bool:
+    """Until `path` exists (make load creates the gates), at most timeout_s; whether it does."""
+    deadline = time.time() + timeout_s
+    while not Path(path).exists() and time.time() < deadline:
         gevent.sleep(0.2)
+    return Path(path).exists()
 
 
 def on_request(
@@ -505,10 +511,7 @@ def wait_for_end_gate() -> None:
     if not END_GATE:
         gevent.sleep(LINGER_S)
         return
-    deadline = time.time() + END_GATE_TIMEOUT_S
-    while not Path(END_GATE).exists() and time.time() < deadline:
-        gevent.sleep(0.2)
-    emit("END", {"gate": END_GATE, "opened": Path(END_GATE).exists()})
+    emit("END", {"gate": END_GATE, "opened": wait_for_file(END_GATE, END_GATE_TIMEOUT_S)})
 
 
 def result(environment: Environment, started: float) -> dict[str, object]:
