@@ -221,6 +221,18 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         f"{RABBITMQ}::test_every_rabbitmq_panel_shows_data_after_a_load",
     ),
+    fault(
+        "bench-leaves-the-bare-backlog",
+        "`make bench` leaves the bare worker's unfinished backlog in the broker after the drains",
+        (
+            (
+                "labctl/experiments/bench/runner.py",
+                r'(            c\.remove\("bench-api"\)\n)            self\.empty_bare\(queue\)\n',
+                "\\1",
+            ),
+        ),
+        "tests/compose/test_bench.py::test_make_bench_records_bare_beside_lab_and_restores_the_lab",
+    ),
     # -- Taking the stack down (last) --------------------------------------------------------
     fault(
         "down-drops-volumes",

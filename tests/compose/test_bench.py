@@ -78,6 +78,8 @@ def test_make_bench_records_bare_beside_lab_and_restores_the_lab(stack, tmp_path
     assert left.split() == []
     assert stack.compose("ps", "--status", "running", "-q", "saq").stdout.split()
     assert stack.limits()[("saq", 1)] == ("0.2", "200M")
+    # The bare worker's unfinished backlog is not left behind in Redis.
+    assert stack.compose("exec", "-T", "redis", "redis-cli", "EXISTS", "saq:bench:queued").stdout.strip() == "0"
 
     table = stack.make("results", f"results_dir={tmp_path}").stdout
     assert "What the lab costs (make bench)" in table and record["run"] in table

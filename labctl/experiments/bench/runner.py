@@ -208,9 +208,8 @@ class Bench:
             self.wait_for_empty(queue)
             say(f"[{queue}] stopping the lab's {queue} worker: the tasks wait in the queue")
             c.stop(queue)
-        self.redis("DEL", done_key(queue), *KEYS)
-        if queue != "background" and BY_NAME[queue].transport != "redis":
-            self.client("python", "-m", "services.bare.drain", "--purge-bare", queue)
+        self.redis("DEL", done_key(queue))
+        self.empty_bare(queue)
         say(f"[{queue}] starting bench-api ({C.limit_text(self.api_limits)}, ENQUEUE_MODE={self.mode})")
         c.start_service("bench-api", self.env)
         run = f"bench-{self.stamp}-{queue}"
@@ -259,7 +258,16 @@ class Bench:
             counter.close()
             # The bare API stays up through the drain: a backlog too short for it is topped up through both APIs.
             c.remove("bench-api")
+            self.empty_bare(queue)
         return row
+
+    def empty_bare(self, queue: str) -> None:
+        """The bare queues emptied: before a queue's bench, and after it, for the
+        drains end with the bare worker's backlog unfinished, and on PostgreSQL
+        that backlog lies in the lab's own tables, beside the lab queue's jobs."""
+        self.redis("DEL", *KEYS)
+        if queue != "background" and BY_NAME[queue].transport != "redis":
+            self.client("python", "-m", "services.bare.drain", "--purge-bare", queue)
 
     def top_up(self, queue: str, run: str, n: int) -> dict[str, int]:
         """n more tasks into each side's queue, through each side's own API at the same time (the workers
