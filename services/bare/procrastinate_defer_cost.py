@@ -40,8 +40,8 @@ async def cpu_per_call_us(call: Callable[[], Awaitable[object]]) -> float:
     return (time.process_time() - started) / DEFERS * 1e6
 
 
-def message() -> dict:
-    return TaskMessage.new(RUN, Queue("procrastinate"), Kind("io"), Variant("simple"), 1).payload()
+def message() -> TaskMessage:
+    return TaskMessage.new(RUN, Queue("procrastinate"), Kind("io"), Variant("simple"), 1)
 
 
 async def one_repetition(settings: Settings) -> tuple[float, float, float, float]:
@@ -49,13 +49,13 @@ async def one_repetition(settings: Settings) -> tuple[float, float, float, float
     integer; procrastinate's own pool with the lab's message, then with one integer."""
     lab = procrastinate_queue.Producer(settings)
     await lab.start()
-    lab_message = await cpu_per_call_us(lambda: lab.deferrer.defer_async(message=message()))
+    lab_message = await cpu_per_call_us(lambda: lab.enqueue(message()))
     lab_integer = await cpu_per_call_us(lambda: lab.deferrer.defer_async(value=1))
     await lab.close()
     own = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=settings.postgres_url))
     await own.open_async()
     deferrer = own.configure_task(procrastinate_queue.TASK_NAME, queue=QUEUE_NAME)
-    own_message = await cpu_per_call_us(lambda: deferrer.defer_async(message=message()))
+    own_message = await cpu_per_call_us(lambda: deferrer.defer_async(message=message().payload()))
     own_integer = await cpu_per_call_us(lambda: deferrer.defer_async(value=1))
     async with own.connector.pool.connection() as conn:  # type: ignore[attr-defined]
         await conn.execute(

@@ -84,6 +84,8 @@ class Machine:
         return docker.exec_in(REDIS, "redis-cli", *command).stdout.strip()
 
     def flush(self) -> None:
+        """Empties the claims' own Redis (REDIS, started by up() and removed by
+        down()): it holds nothing but the authors' benchmarks, never the lab's keys."""
         self.redis("FLUSHALL")
 
     def service(self, name: str, command: list[str], env: dict[str, str]) -> str:
