@@ -79,6 +79,8 @@ TIMEOUT_S = float(os.environ.get("LOAD_TIMEOUT_S") or 60)
 # rate=: a send more than this behind its schedule counts as late (the run's record
 # says when many were: the schedule slipped).
 LATE_S = 0.1
+# A failure's text in Locust's table and the record: the API's error, cut here.
+ERROR_TEXT_CHARS = 200
 # Workers report their stats every second instead of every 3 s: the master sees
 # the last request sooner, and the driver's progress is fresher.
 locust.runners.WORKER_REPORT_INTERVAL = 1.0
@@ -553,7 +555,8 @@ def result(environment: Environment, started: float) -> dict[str, object]:
         "first_request_at": min(starts) if starts else None,
         "last_response_at": max(ends) if ends else None,
         "errors": [
-            {"name": e.name, "method": e.method, "error": str(e.error)[:200], "count": e.occurrences} for e in errors
+            {"name": e.name, "method": e.method, "error": str(e.error)[:ERROR_TEXT_CHARS], "count": e.occurrences}
+            for e in errors
         ],
         "locust_cpu_warning": bool(
             getattr(runner, "worker_cpu_warning_emitted", False) or getattr(runner, "cpu_warning_emitted", False)
@@ -622,13 +625,28 @@ class LabUser(FastHttpUser):
                 if resp.status_code == 0:
                     return  # no HTTP answer: Locust reports the connection error itself
                 if resp.status_code != call.expect_status:
-                    resp.failure(f"HTTP {resp.status_code}")
+                    resp.failure(failure_text(resp.status_code, resp.text))
                 elif call.expect_length is not None and len(resp.content or b"") != call.expect_length:
                     resp.failure(f"body of {len(resp.content or b'')} bytes, not {call.expect_length}")
                 else:
                     resp.success()
         finally:
             STATE.in_flight -= 1
+
+
+def failure_text(status: int, text: str) -> str:
+    """A failed answer as Locust's failures table and the record name it: its
+    code and what the API said, so a run's refusals are read from its record
+    (a 503's reason and the broker's error; services/api/errors.py)."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return f"HTTP {status}"
+    if not isinstance(body, dict) or not isinstance(body.get("error"), str):
+        return f"HTTP {status}"
+    reason = f" ({body['reason']})" if isinstance(body.get("reason"), str) else ""
+    detail = f": {body['detail']}" if isinstance(body.get("detail"), str) else ""
+    return f"HTTP {status} {body['error']}{reason}{detail}"[:ERROR_TEXT_CHARS]
 
 
 class QueueUser(LabUser):

@@ -539,6 +539,18 @@ MUTANTS: tuple[Mutant, ...] = (
         (("locust/locustfile.py", r"    if not END_GATE:\n", "    if True:\n"),),
         ("tests/integration/test_load_tooling.py::test_the_master_quits_at_its_end_gate",),
     ),
+    Mutant(
+        "refusals-recorded-by-code-alone",
+        "a load run records a refused request by its status code alone, not what the API said",
+        (
+            (
+                "locust/locustfile.py",
+                r"resp\.failure\(failure_text\(resp\.status_code, resp\.text\)\)",
+                'resp.failure(f"HTTP {resp.status_code}")',
+            ),
+        ),
+        ("tests/integration/test_load_tooling.py::test_a_refusal_is_recorded_with_what_the_api_said",),
+    ),
     # -- make capacity: a rate is sustained only when the queue keeps up with it -------------------
     Mutant(
         "capacity-backlog-ignored",

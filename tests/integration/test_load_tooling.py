@@ -596,6 +596,7 @@ class Target:
     def __init__(self):
         self.count = 0
         self.delay_s = 0.002  # an answer takes a moment, so requests overlap
+        self.status, self.body = 202, b'{"task_id": "x"}'
         self.runs: set = set()
         self.lock = threading.Lock()
         target = self
@@ -612,8 +613,8 @@ class Target:
                     target.count += 1
                     target.runs.add(self.headers.get("X-Lab-Run"))
                 time.sleep(target.delay_s)
-                body = b'{"task_id": "x"}'
-                self.send_response(202)
+                body = target.body
+                self.send_response(target.status)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
@@ -867,6 +868,19 @@ def test_a_rate_run_sends_on_its_schedule_and_counts_latency_from_it(target, tmp
     # Behind from its start, every user still is in the second half.
     assert slow["steady_sends"] and slow["steady_late_sends"] == slow["steady_sends"], slow
     assert slow["median_ms"] > 600 and slow["max_ms"] > 1000, slow
+
+
+def test_a_refusal_is_recorded_with_what_the_api_said(target):
+    """A 503 stands in the record's errors with the API's reason and the
+    broker's error, not its code alone: a run's refusals are read from its record."""
+    detail = "ConnectionResetError: [Errno 104] Connection reset by peer"
+    target.status = 503
+    target.body = json.dumps(
+        {"error": "queue unavailable", "queue": "arq", "reason": "connection", "detail": detail}
+    ).encode()
+    result = run_local(target, 2, LOAD_ITERATIONS="4", LOAD_RUN="units-refused")["LAB-RESULT"]
+    assert result["status_codes"] == {"503": 4}, result
+    assert [e["error"] for e in result["errors"]] == [f"HTTP 503 queue unavailable (connection): {detail}"], result
 
 
 @contextlib.contextmanager
