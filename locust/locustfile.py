@@ -641,7 +641,7 @@ def failure_text(status: int, text: str) -> str:
     try:
         body = json.loads(text)
     except ValueError:
-        return f"HTTP {status}"
+        body = None  # not the API's JSON: the code alone
     if not isinstance(body, dict) or not isinstance(body.get("error"), str):
         return f"HTTP {status}"
     reason = f" ({body['reason']})" if isinstance(body.get("reason"), str) else ""
