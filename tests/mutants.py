@@ -551,6 +551,18 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         ("tests/integration/test_load_tooling.py::test_a_refusal_is_recorded_with_what_the_api_said",),
     ),
+    Mutant(
+        "bare-task-smaller-than-the-labs",
+        "make bench's bare apps send one value, not a task of the lab message's size",
+        (
+            (
+                "services/bare/bench_task.py",
+                r"    return \{\n        \"task_id\": os\.urandom\(16\)\.hex\(\),",
+                '    return {"value": value}\n    return {\n        "task_id": os.urandom(16).hex(),',
+            ),
+        ),
+        ("tests/unit/test_protocol.py::test_a_bare_apps_task_has_the_lab_messages_shape_and_validates_as_one",),
+    ),
     # -- make capacity: a rate is sustained only when the queue keeps up with it -------------------
     Mutant(
         "capacity-backlog-ignored",

@@ -1,7 +1,8 @@
 """The bare API of `make bench`: `uvicorn services.bare.api:app` (compose service `bench-api`).
 
 The same route and body as the lab's API, so one load drives both, but each
-queue gets only its library's plain documented call (services/bare/queues.py):
+queue gets only its library's plain documented call (services/bare/queues.py)
+with a task of the lab's message's shape (services/bare/bench_task.py):
 no ledger, no lab metrics, no middleware. ENQUEUE_MODE is honoured the plain
 way: `await` publishes before answering, `after-response` hands the publish
 to BackgroundTasks.
@@ -17,6 +18,7 @@ from pydantic import BaseModel
 
 from lab.queues import BROKER_PROFILES, BY_NAME
 from lab.settings import get_settings
+from services.bare.bench_task import message
 from services.bare.queues import BARE, done_key
 
 
@@ -53,22 +55,23 @@ async def _answers(transport: str) -> bool:
         return False
 
 
-async def _background(value: int) -> None:
-    await app.state.redis.incrby(done_key("background"), value)
+async def _background(task: dict) -> None:
+    await app.state.redis.incrby(done_key("background"), task["value"])
 
 
 @app.post("/api/v1/incr/{kind}/{variant}/{queue}", status_code=202)
 async def incr(
     kind: str, variant: str, queue: str, background: BackgroundTasks, body: Annotated[IncrBody, Body()]
 ) -> dict:
+    task = message(queue, kind, variant, body.value)
     if queue == "background":
-        background.add_task(_background, body.value)
+        background.add_task(_background, task)
     elif queue not in app.state.queues:
         raise HTTPException(404, f"unknown queue {queue}")
     elif get_settings().enqueue_mode == "after-response":
-        background.add_task(app.state.queues[queue].publish, body.value)
+        background.add_task(app.state.queues[queue].publish, task)
     else:
-        await app.state.queues[queue].publish(body.value)
+        await app.state.queues[queue].publish(task)
     return {"queue": queue}
 
 

@@ -44,8 +44,8 @@ class SaqPostgres:
         self.queue = await self.connected(get_settings())
         self.timeout_s = get_settings().task_timeout_s
 
-    async def publish(self, value: int) -> None:
-        await self.queue.enqueue(TASK, value=value, timeout=self.timeout_s, retries=2)  # the lab's job options
+    async def publish(self, message: dict) -> None:
+        await self.queue.enqueue(TASK, message=message, timeout=self.timeout_s, retries=2)  # the lab's job options
 
     async def close(self) -> None:
         await self.queue.disconnect()
@@ -56,8 +56,8 @@ class SaqPostgres:
 
         client = aioredis.Redis.from_url(settings.redis_url)
 
-        async def bench_task(ctx: dict, *, value: int) -> None:
-            await client.incrby(done_key("saq-postgres"), value)
+        async def bench_task(ctx: dict, *, message: dict) -> None:
+            await client.incrby(done_key("saq-postgres"), message["value"])
 
         async def run() -> None:
             await postgres.wait_until_answers(settings)
@@ -95,8 +95,8 @@ class Procrastinate:
         self.app_ = await self.app(get_settings())
         self.deferrer = self.app_.configure_task(TASK, queue=self.NAME)
 
-    async def publish(self, value: int) -> None:
-        await self.deferrer.defer_async(value=value)
+    async def publish(self, message: dict) -> None:
+        await self.deferrer.defer_async(message=message)
 
     async def close(self) -> None:
         await self.app_.close_async()
@@ -110,8 +110,8 @@ class Procrastinate:
             app = await cls.app(settings)
 
             @app.task(name=TASK, queue=cls.NAME, retry=1)  # as the lab's
-            async def bench_task(value: int) -> None:
-                await client.incrby(done_key("procrastinate"), value)
+            async def bench_task(message: dict) -> None:
+                await client.incrby(done_key("procrastinate"), message["value"])
 
             await app.run_worker_async(
                 queues=[cls.NAME],
@@ -142,8 +142,8 @@ class Pgqueuer:
         self.pool = await asyncpg.create_pool(settings.postgres_url)
         self.queries = Queries.from_asyncpg_pool(self.pool)
 
-    async def publish(self, value: int) -> None:
-        await self.queries.enqueue(self.NAME, json.dumps({"value": value}).encode())
+    async def publish(self, message: dict) -> None:
+        await self.queries.enqueue(self.NAME, json.dumps(message).encode())
 
     async def close(self) -> None:
         await self.pool.close()

@@ -1,6 +1,7 @@
 """CPU time of one procrastinate enqueue: the lab's producer (its pool, its
-task message) against procrastinate's own pool and one integer, the bare
-app's call (docs/results/2026-11-30-postgresql.md, "What the lab costs").
+task message) against procrastinate's own pool, and each with one integer
+instead of the message (docs/results/2026-11-30-postgresql.md, "What the lab
+costs"): what a task's size costs procrastinate.
 
     docker compose stop procrastinate
     docker compose exec -T api python -m services.bare.procrastinate_defer_cost [repetitions]

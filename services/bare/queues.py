@@ -39,8 +39,8 @@ class Arq:
 
         self.pool = await create_pool(RedisSettings.from_dsn(url), default_queue_name=self.QUEUE)
 
-    async def publish(self, value: int) -> None:
-        await self.pool.enqueue_job(TASK, value)
+    async def publish(self, message: dict) -> None:
+        await self.pool.enqueue_job(TASK, message)
 
     async def close(self) -> None:
         await self.pool.aclose()
@@ -50,8 +50,8 @@ class Arq:
         from arq.connections import RedisSettings
         from arq.worker import Worker, func
 
-        async def bench_task(ctx: dict, value: int) -> None:
-            await ctx["redis"].incrby(done_key("arq"), value)
+        async def bench_task(ctx: dict, message: dict) -> None:
+            await ctx["redis"].incrby(done_key("arq"), message["value"])
 
         Worker(
             functions=[func(bench_task, name=TASK)],
@@ -76,12 +76,12 @@ class Saq:
         self.timeout_s = get_settings().task_timeout_s
         await self.queue.connect()
 
-    async def publish(self, value: int) -> None:
+    async def publish(self, message: dict) -> None:
         # The lab's job options (workers/saq_queue.py's Producer): SAQ stores
         # them in the job it serialises at every status update, which costs
         # its worker for settings of SAQ's delivery, not for the lab
         # (docs/hot-path.md).
-        await self.queue.enqueue(TASK, value=value, timeout=self.timeout_s, retries=2)
+        await self.queue.enqueue(TASK, message=message, timeout=self.timeout_s, retries=2)
 
     async def close(self) -> None:
         await self.queue.disconnect()
@@ -92,8 +92,8 @@ class Saq:
 
         client = aioredis.Redis.from_url(settings.redis_url)
 
-        async def bench_task(ctx: dict, *, value: int) -> None:
-            await client.incrby(done_key("saq"), value)
+        async def bench_task(ctx: dict, *, message: dict) -> None:
+            await client.incrby(done_key("saq"), message["value"])
 
         async def run() -> None:
             queue = Queue.from_url(settings.redis_url, name=cls.NAME)
@@ -123,8 +123,8 @@ class FastStream:
         finally:
             await client.aclose()
 
-    async def publish(self, value: int) -> None:
-        await self.broker.publish({"value": value}, stream=self.STREAM)
+    async def publish(self, message: dict) -> None:
+        await self.broker.publish(message, stream=self.STREAM)
 
     async def close(self) -> None:
         await self.broker.stop()
@@ -157,8 +157,8 @@ class Celery:
         self.app = App("bench", broker=url)
         self.app.conf.task_default_queue = self.QUEUE
 
-    async def publish(self, value: int) -> None:
-        self.app.send_task(TASK, args=[value])  # on the event loop, as the docs and the published experiment call it
+    async def publish(self, message: dict) -> None:
+        self.app.send_task(TASK, args=[message])  # on the event loop, as the docs and the published experiment call it
 
     async def close(self) -> None:
         pass
@@ -184,8 +184,8 @@ class Celery:
         client = redis.Redis.from_url(settings.redis_url)
 
         @app.task(name=TASK)
-        def bench_task(value: int) -> None:
-            client.incrby(done_key("celery"), value)
+        def bench_task(message: dict) -> None:
+            client.incrby(done_key("celery"), message["value"])
 
         app.worker_main(
             [
@@ -222,13 +222,13 @@ class Taskiq:
         self.broker = self.make_broker(url, worker=False)
 
         @self.broker.task(task_name=TASK)
-        async def bench_task(value: int) -> None: ...
+        async def bench_task(message: dict) -> None: ...
 
         self.task = bench_task
         await self.broker.startup()  # creates the group (at "0"), as the worker would
 
-    async def publish(self, value: int) -> None:
-        await self.task.kiq(value)
+    async def publish(self, message: dict) -> None:
+        await self.task.kiq(message)
 
     async def close(self) -> None:
         await self.broker.shutdown()
@@ -243,8 +243,8 @@ class Taskiq:
         client = aioredis.Redis.from_url(settings.redis_url)
 
         @broker.task(task_name=TASK)
-        async def bench_task(value: int) -> None:
-            await client.incrby(done_key("taskiq"), value)
+        async def bench_task(message: dict) -> None:
+            await client.incrby(done_key("taskiq"), message["value"])
 
         async def run() -> None:
             # taskiq's receiver in this process, as the lab's worker runs it (not
@@ -280,10 +280,10 @@ class Dramatiq:
         from dramatiq import actor
         from dramatiq.brokers.redis import RedisBroker
 
-        self.actor = actor(lambda value: None, broker=RedisBroker(url=url), actor_name=TASK, queue_name=self.QUEUE)
+        self.actor = actor(lambda message: None, broker=RedisBroker(url=url), actor_name=TASK, queue_name=self.QUEUE)
 
-    async def publish(self, value: int) -> None:
-        self.actor.send(value)  # Dramatiq's call is blocking: on the event loop, as Celery's is here
+    async def publish(self, message: dict) -> None:
+        self.actor.send(message)  # Dramatiq's call is blocking: on the event loop, as Celery's is here
 
     async def close(self) -> None:
         self.actor.broker.close()
@@ -313,8 +313,8 @@ def run_dramatiq_worker(settings: Settings, broker, queue: str, queue_name: str)
     broker.add_middleware(AsyncIO())
     client = aioredis.Redis.from_url(settings.redis_url)
 
-    async def bench_task(value: int) -> None:
-        await client.incrby(done_key(queue), value)
+    async def bench_task(message: dict) -> None:
+        await client.incrby(done_key(queue), message["value"])
 
     actor(
         bench_task,
@@ -355,8 +355,8 @@ class Streaq:
         client = aioredis.Redis.from_url(settings.redis_url)
 
         @worker.task(name=TASK, timeout=settings.task_timeout_s, ttl=0)
-        async def bench_task(value: int) -> None:
-            await client.incrby(done_key("streaq"), value)
+        async def bench_task(message: dict) -> None:
+            await client.incrby(done_key("streaq"), message["value"])
 
         return worker, bench_task
 
@@ -364,8 +364,8 @@ class Streaq:
         self.worker_, self.task = self.worker_for(get_settings().model_copy(update={"redis_url": url}))
         await self.worker_.__aenter__()  # `async with worker:` around the app's life: connects, loads its functions
 
-    async def publish(self, value: int) -> None:
-        await self.task.enqueue(value)
+    async def publish(self, message: dict) -> None:
+        await self.task.enqueue(message)
 
     async def close(self) -> None:
         await self.worker_.__aexit__(None, None, None)
@@ -380,19 +380,19 @@ class Streaq:
 _done_client: redis.Redis | None = None
 
 
-def _incr(queue: str, value: int) -> None:
+def _incr(queue: str, message: dict) -> None:
     global _done_client
     if _done_client is None:
         _done_client = redis.Redis.from_url(get_settings().redis_url)
-    _done_client.incrby(done_key(queue), value)
+    _done_client.incrby(done_key(queue), message["value"])
 
 
-def rq_bench_task(value: int) -> None:
-    _incr("rq", value)
+def rq_bench_task(message: dict) -> None:
+    _incr("rq", message)
 
 
-def huey_bench_task(value: int) -> None:
-    _incr("huey", value)
+def huey_bench_task(message: dict) -> None:
+    _incr("huey", message)
 
 
 class Rq:
@@ -406,14 +406,14 @@ class Rq:
         self.queue = Queue(self.NAME, connection=redis.Redis.from_url(url))
         self.timeout_s = get_settings().task_timeout_s
 
-    async def publish(self, value: int) -> None:
+    async def publish(self, message: dict) -> None:
         from rq import Retry
 
         # RQ's call is blocking: on the event loop, as Celery's is here. The
         # lab's job options (workers/rq_queue.py's Producer): RQ keeps them in
         # the job, and its worker acts on them (retries, no result kept).
         self.queue.enqueue(
-            f"{__name__}.rq_bench_task", value, job_timeout=self.timeout_s, result_ttl=0, retry=Retry(max=2)
+            f"{__name__}.rq_bench_task", message, job_timeout=self.timeout_s, result_ttl=0, retry=Retry(max=2)
         )
 
     async def close(self) -> None:
@@ -456,8 +456,8 @@ class Huey:
     async def start(self, url: str) -> None:
         self.huey, self.task = self.make(url)
 
-    async def publish(self, value: int) -> None:
-        self.task(value)  # calling the task enqueues it (blocking: on the event loop, as Celery's)
+    async def publish(self, message: dict) -> None:
+        self.task(message)  # calling the task enqueues it (blocking: on the event loop, as Celery's)
 
     async def close(self) -> None:
         self.huey.storage.close()
@@ -487,9 +487,9 @@ class Docket:
         client = aioredis.Redis.from_url(settings.redis_url)
 
         async def bench_task(
-            value: int, timeout: Timeout = Timeout(timedelta(seconds=settings.task_timeout_s))
+            message: dict, timeout: Timeout = Timeout(timedelta(seconds=settings.task_timeout_s))
         ) -> None:
-            await client.incrby(done_key("docket"), value)
+            await client.incrby(done_key("docket"), message["value"])
 
         docket.register(bench_task)
         return docket, bench_task
@@ -498,8 +498,8 @@ class Docket:
         self.docket, self.task = self.docket_for(get_settings().model_copy(update={"redis_url": url}))
         await self.docket.__aenter__()  # `async with docket:` around the app's life
 
-    async def publish(self, value: int) -> None:
-        await self.docket.add(self.task)(value)
+    async def publish(self, message: dict) -> None:
+        await self.docket.add(self.task)(message)
 
     async def close(self) -> None:
         await self.docket.__aexit__(None, None, None)

@@ -37,8 +37,8 @@ class CeleryRabbitmq:
     async def start(self, url: str) -> None:
         self.app_ = self.app(get_settings())
 
-    async def publish(self, value: int) -> None:
-        self.app_.send_task(TASK, args=[value])  # on the event loop, as the Redis one
+    async def publish(self, message: dict) -> None:
+        self.app_.send_task(TASK, args=[message])  # on the event loop, as the Redis one
 
     async def close(self) -> None:
         pass
@@ -58,8 +58,8 @@ class CeleryRabbitmq:
         client = redis.Redis.from_url(settings.redis_url)
 
         @app.task(name=TASK)
-        def bench_task(value: int) -> None:
-            client.incrby(done_key("celery-rabbitmq"), value)
+        def bench_task(message: dict) -> None:
+            client.incrby(done_key("celery-rabbitmq"), message["value"])
 
         app.worker_main(
             [
@@ -82,10 +82,10 @@ class DramatiqRabbitmq:
         from dramatiq.brokers.rabbitmq import RabbitmqBroker
 
         broker = RabbitmqBroker(url=get_settings().rabbitmq_url, confirm_delivery=True)
-        self.actor = actor(lambda value: None, broker=broker, actor_name=TASK, queue_name=self.QUEUE)
+        self.actor = actor(lambda message: None, broker=broker, actor_name=TASK, queue_name=self.QUEUE)
 
-    async def publish(self, value: int) -> None:
-        self.actor.send(value)  # blocking: on the event loop, as the Redis one
+    async def publish(self, message: dict) -> None:
+        self.actor.send(message)  # blocking: on the event loop, as the Redis one
 
     async def close(self) -> None:
         self.actor.broker.close()
@@ -110,8 +110,8 @@ class FastStreamRabbitmq:
         self.broker = RabbitBroker(get_settings().rabbitmq_url, logger=None)
         await self.broker.connect()
 
-    async def publish(self, value: int) -> None:
-        await self.broker.publish({"value": value}, queue=self.queue, persist=True)
+    async def publish(self, message: dict) -> None:
+        await self.broker.publish(message, queue=self.queue, persist=True)
 
     async def close(self) -> None:
         await self.broker.stop()
@@ -155,13 +155,13 @@ class TaskiqRabbitmq:
         self.broker = self.make_broker(get_settings())
 
         @self.broker.task(task_name=TASK)
-        async def bench_task(value: int) -> None: ...
+        async def bench_task(message: dict) -> None: ...
 
         self.task = bench_task
         await self.broker.startup()
 
-    async def publish(self, value: int) -> None:
-        await self.task.kiq(value)
+    async def publish(self, message: dict) -> None:
+        await self.task.kiq(message)
 
     async def close(self) -> None:
         await self.broker.shutdown()
@@ -176,8 +176,8 @@ class TaskiqRabbitmq:
         client = aioredis.Redis.from_url(settings.redis_url)
 
         @broker.task(task_name=TASK)
-        async def bench_task(value: int) -> None:
-            await client.incrby(done_key("taskiq-rabbitmq"), value)
+        async def bench_task(message: dict) -> None:
+            await client.incrby(done_key("taskiq-rabbitmq"), message["value"])
 
         async def run() -> None:
             finish = asyncio.Event()

@@ -3,14 +3,27 @@ published article's way), and the libraries' other worker modes (Celery's
 threads and solo pools, RQ's SimpleWorker, Huey's process workers)."""
 
 import asyncio
+import sys
 
 import pytest
 import redis
 
 from lab.protocol import ENDPOINTS
+from services.bare.bench_task import message
 from services.bare.drain import bare_backlog, published
-from services.bare.queues import BARE, KEYS
-from tests.lab import ON_REDIS, RedisServer, new_run, post_tasks, start_api, start_worker, wait_settled, wait_until
+from services.bare.queues import BARE, KEYS, done_key
+from tests.lab import (
+    ON_REDIS,
+    LabProcess,
+    RedisServer,
+    lab_env,
+    new_run,
+    post_tasks,
+    start_api,
+    start_worker,
+    wait_settled,
+    wait_until,
+)
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +71,7 @@ def test_each_bare_queue_counts_what_its_api_published(isolated_redis):
         await queue.start(isolated_redis.url)
         try:
             for value in range(n):
-                await queue.publish(value)
+                await queue.publish(message(name, "io", "simple", value))
         finally:
             await queue.close()
 
@@ -66,6 +79,35 @@ def test_each_bare_queue_counts_what_its_api_published(isolated_redis):
         asyncio.run(publish(name, n))
         assert bare_backlog(client, name) == n, name
     client.delete(*KEYS)
+
+
+@pytest.mark.parametrize("name", [name for name in BARE if name in ON_REDIS])
+def test_each_bare_worker_runs_the_tasks_its_bare_app_sends(isolated_redis, name):
+    """`make bench`'s bare worker takes the task its bare app sends (the lab
+    message's shape, services/bare/bench_task.py) and counts its value. At
+    least: a plain library may run a task twice (SAQ's sweep at a worker's
+    start over a backlog, which the lab's worker guards against and the bare
+    one does not), but only each task's value reaches 111."""
+    client = redis.Redis.from_url(isolated_redis.url)
+    client.delete(*KEYS, done_key(name))
+    argv = [sys.executable, "-m", "services.bare.worker", name]
+    worker = LabProcess(f"bench-{name}", argv, lab_env(isolated_redis.url), ready_url="").launch()
+
+    async def publish() -> None:
+        queue = BARE[name]()
+        await queue.start(isolated_redis.url)
+        try:
+            for value in (1, 10, 100):
+                await queue.publish(message(name, "io", "simple", value))
+        finally:
+            await queue.close()
+
+    try:
+        asyncio.run(publish())
+        wait_until(lambda: int(client.get(done_key(name)) or 0) >= 111, 60, f"the bare {name} worker ran 1+10+100")
+    finally:
+        worker.stop()
+        client.delete(*KEYS, done_key(name))
 
 
 # Each library's worker modes other than its default (tests/integration/test_queues.py runs those).

@@ -4,6 +4,7 @@ pydantic's own validation."""
 from pydantic import ValidationError
 
 from lab.protocol import _VALIDATOR, Kind, Queue, TaskMessage, Variant
+from services.bare.bench_task import message
 
 
 def _outcome(validate, payload):
@@ -54,3 +55,14 @@ def test_a_message_is_checked_by_the_few_lines_exactly_as_pydantic_checks_it():
     for payload in ({k: v for k, v in ok.payload().items() if k != "value"}, None, [1], "text"):
         assert _validated(payload) == _validated_by_pydantic(payload), payload
     assert isinstance(_validated({**ok.payload(), "value": "x"}), list)  # rejected, naming the field
+
+
+def test_a_bare_apps_task_has_the_lab_messages_shape_and_validates_as_one():
+    """`make bench`'s bare apps send a task as large as the lab's message, so a
+    library's cost of the task's size is not counted as the lab's."""
+    lab = TaskMessage.new("run-1", Queue.procrastinate, Kind.io, Variant.simple, 1).payload()
+    bare = message("procrastinate", "io", "simple", 1)
+    assert {k: type(v) for k, v in bare.items()} == {k: type(v) for k, v in lab.items()}
+    assert len(bare["task_id"]) == len(lab["task_id"])
+    assert TaskMessage.validate(bare).value == 1
+    assert message("procrastinate", "io", "simple", 1)["task_id"] != bare["task_id"]
