@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -256,10 +257,13 @@ def free_port() -> int:
 
 
 def stack_env() -> dict[str, str]:
-    """What every session in the copy shares: the project, the image, the ports (the same
-    for every session: the stack is reused), the checkout's Python environment."""
+    """What every session in the copy shares: the project, the image, the ports and the
+    brokers' passwords (the same for every session: the stack and its volumes are
+    reused), the checkout's Python environment."""
     return {
         "LAB_TEST_PROJECT": PROJECT,
+        "LAB_TEST_RABBITMQ_PASSWORD": secrets.token_hex(12),
+        "LAB_TEST_POSTGRES_PASSWORD": secrets.token_hex(12),
         "LAB_TEST_IMAGE": IMAGE,
         "LAB_TEST_REUSE": "1",
         "UV_PROJECT_ENVIRONMENT": str(ROOT / ".venv"),

@@ -293,8 +293,10 @@ def stack():
         LAB_IMAGE=os.environ.get("LAB_TEST_IMAGE", "task-queue-lab:test"),
         # Grafana does not start here; set so compose does not warn about it.
         GRAFANA_ADMIN_PASSWORD=secrets.token_urlsafe(16),
-        RABBITMQ_PASSWORD=secrets.token_hex(12),
-        POSTGRES_PASSWORD=secrets.token_hex(12),
+        # A reused stack (LAB_TEST_REUSE) keeps its brokers' volumes, whose users
+        # were made with the first session's password: its sessions share one.
+        RABBITMQ_PASSWORD=os.environ.get("LAB_TEST_RABBITMQ_PASSWORD") or secrets.token_hex(12),
+        POSTGRES_PASSWORD=os.environ.get("LAB_TEST_POSTGRES_PASSWORD") or secrets.token_hex(12),
         **{name: str(port) for name, port in ports.items()},
         **TEST_STACK_SETTINGS,
     )
