@@ -234,6 +234,20 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         "tests/compose/test_bench.py::test_make_bench_records_bare_beside_lab_and_restores_the_lab",
     ),
+    fault(
+        # Its test runs the lab's worker past its limit for the rest of the stack's life; only
+        # the faults that take the stack down come after it.
+        "bench-leaves-the-cpu-limit-lifted",
+        "`make bench` lifts the lab worker's CPU limit while it empties its queue and never puts it back",
+        (
+            (
+                "labctl/experiments/bench/paired_windows.py",
+                r"            if nano:\n                docker\.set_cpus\(cid, nano / 1e9\)\n",
+                "            pass\n",
+            ),
+        ),
+        "tests/compose/test_bench.py::test_make_bench_records_bare_beside_lab_and_restores_the_lab",
+    ),
     # -- Taking the stack down (last) --------------------------------------------------------
     fault(
         "down-drops-volumes",

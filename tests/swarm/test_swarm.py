@@ -7,7 +7,8 @@ is left and the engine restarted, and a new container must resolve names again
 (labctl/platform/stack_deploy.py says why). About 4-5 minutes on a 2-core machine.
 
 Needs a Docker engine in no swarm (it fails otherwise, saying so: it would
-have to leave a swarm it did not make) and the images of `make test-compose`. Restarting
+have to leave a swarm it did not make) and the images the compose file names
+(Redis, Prometheus, ...); it builds the lab's own image itself. Restarting
 the engine stops and restarts every container it runs: run it with the lab's
 compose project down. The stack runs under its own name (LAB_TEST_STACK,
 default labtest), image tag and free ports, ignoring the developer's .env.
