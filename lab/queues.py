@@ -44,6 +44,15 @@ class Broker:
     # library takes a message off the queue as it starts it and has no
     # acknowledgement (Huey). Every other queue delivers at least once.
     at_most_once: bool = False
+    # Messages a worker killed outright (SIGKILL, its node's death) can lose
+    # although the queue acknowledges: those it has taken off the broker and
+    # not yet recorded as its own. kombu's Redis transport pops a message
+    # (BRPOP) and only then, in a second command, writes it to its hash of
+    # unacknowledged messages (celery/celery#7950): one fetch at a time, so
+    # at most one message a killed worker. The others take a message in one
+    # atomic step (a stream group's read, BLMOVE, a script) or from a broker
+    # that returns it when the connection closes.
+    lost_in_fetch: int = 0
     # What carries its tasks: "redis" (REDIS_URL, which also holds the ledger),
     # "rabbitmq" (RABBITMQ_URL) or "postgres" (POSTGRES_URL). The broker's compose service has that name,
     # and so has the profile of every service of another transport than Redis.
@@ -67,6 +76,7 @@ BROKERS: tuple[Broker, ...] = (
         "CELERY_CONCURRENCY",
         ("CELERY_POOL", "CELERY_PREFETCH_MULTIPLIER", "CELERY_TASK_EVENTS"),
         ("celery", "kombu"),
+        lost_in_fetch=1,
     ),
     Broker("taskiq", "workers.taskiq_queue", "TASKIQ_MAX_ASYNC_TASKS", ("TASKIQ_RECLAIM_S",), ("taskiq",)),
     Broker("dramatiq", "workers.dramatiq_queue", "DRAMATIQ_THREADS", (), ("dramatiq",)),

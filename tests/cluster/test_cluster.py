@@ -190,7 +190,9 @@ KILLED_ENDPOINT = "cpu/simple"
 def test_a_dead_workers_node_loses_nothing_the_queues_deliver(cluster_env):
     """Every queue's worker holds tasks when node-3 dies; 20 s later it is started
     again, and each task is done once, or again when its worker died after the work
-    (a duplicate, counted), or lost only where the queue delivers at most once."""
+    (a duplicate, counted), or lost only where the queue delivers at most once (what
+    Huey's worker was running) or takes a message in two steps (the one message
+    Celery's worker had popped from Redis and not yet recorded as unacknowledged)."""
     env, swarm, _ = cluster_env
     api = f"http://{swarm.port('api', 8000)}"
     run, per_queue = f"cluster-kill-{secrets.token_hex(4)}", 60
@@ -214,7 +216,8 @@ def test_a_dead_workers_node_loses_nothing_the_queues_deliver(cluster_env):
     wait_until(workers_back, 300, "every queue's worker running on node-3 again", interval=3)
     total = per_queue * len(QUEUES)
 
-    slots = {q: 3 if BY_NAME[q].at_most_once else 0 for q in QUEUES}  # CONCURRENCY: what a worker runs at once
+    # What the dead worker may lose: Huey, what it ran (CONCURRENCY, 3); the others, lost_in_fetch.
+    may_lose = {q: 3 if BY_NAME[q].at_most_once else BY_NAME[q].lost_in_fetch for q in QUEUES}
 
     waiting: dict = {}  # the rows still waited on, for the message if the wait ends
 
@@ -222,11 +225,11 @@ def test_a_dead_workers_node_loses_nothing_the_queues_deliver(cluster_env):
         report = ledger(api, run)
         rows = {q: report["queues"][q][KILLED_ENDPOINT] for q in QUEUES}  # the ledger's rows: queue, endpoint
         waiting.clear()
-        waiting.update({q: row for q, row in rows.items() if row["pending"] > slots[q]})
+        waiting.update({q: row for q, row in rows.items() if row["pending"] > may_lose[q]})
         return None if waiting else report
 
     try:
-        wait_until(settled, SETTLE_S, "every queue's tasks settled but what Huey's dead worker ran", interval=2)
+        wait_until(settled, SETTLE_S, "every queue's tasks settled but what its dead worker may lose", interval=2)
     except AssertionError as timed_out:
         raise AssertionError(f"{timed_out}; still pending: {waiting}") from None
     time.sleep(10)  # a task still coming would come
@@ -235,10 +238,9 @@ def test_a_dead_workers_node_loses_nothing_the_queues_deliver(cluster_env):
     for queue in QUEUES:
         q = report["queues"][queue][KILLED_ENDPOINT]
         assert q["enqueued"] == per_queue and q["failed"] == 0, (queue, q)
-        if BY_NAME[queue].at_most_once:  # what the dead worker was running, one a concurrent slot at most
-            assert q["pending"] <= slots[queue] and q["duplicates"] == 0, (queue, q)
-        else:
-            assert q["pending"] == 0 and q["completed"] == per_queue, (queue, q)
+        assert q["pending"] <= may_lose[queue], (queue, q)
+        if BY_NAME[queue].at_most_once:  # nothing runs twice
+            assert q["duplicates"] == 0, (queue, q)
 
 
 def test_make_chaos_kill_node_records_the_death_and_return_of_the_node(cluster_env, tmp_path):
