@@ -30,9 +30,9 @@ from typing import Annotated, Any
 import redis
 import typer
 
-from tests.lab import RedisServer, ledger, new_run, post_tasks, start_api, start_worker, wait_until
+from tests.lab import RedisServer, ledger, new_run, post_tasks, queue_depth, start_api, start_worker, wait_until
 
-QUEUE, LIST, UNACKED = "celery", "lab-celery", "unacked"  # kombu's keys for the lab's Celery queue
+QUEUE, UNACKED = "celery", "unacked"  # kombu's hash of the messages delivered and not acknowledged
 TASK_TIMEOUT_S = 5  # the visibility timeout is twice it
 IO_LATENCY_MS = 10  # short tasks: the worker fetches all the time
 QUIET_S = 40  # a round ends when nothing more completes for this long (or nothing is pending)
@@ -74,7 +74,7 @@ def one_round(api, server: RedisServer, client: redis.Redis, i: int, sig: signal
     time.sleep(random.uniform(0, 1.0))
     stop(worker, sig)
     at_stop = totals(api.url, run)
-    held = {"listed": client.llen(LIST), "unacked": client.hlen(UNACKED)}
+    held = {"listed": int(queue_depth(server.url, QUEUE)), "unacked": client.hlen(UNACKED)}
     time.sleep(2 * TASK_TIMEOUT_S + 1)  # past the visibility timeout: the next worker's first restore takes all back
     second = start_worker(QUEUE, server.url, name=f"celery-gap-{i}-b", TASK_TIMEOUT_S=TASK_TIMEOUT_S)
     try:
@@ -88,7 +88,7 @@ def one_round(api, server: RedisServer, client: redis.Redis, i: int, sig: signal
         "unacked_at_stop": held["unacked"],
         "lost": end["pending"],
         "duplicates": end["duplicates"],
-        "left_in_redis": client.llen(LIST) + client.hlen(UNACKED),
+        "left_in_redis": int(queue_depth(server.url, QUEUE)) + client.hlen(UNACKED),
     }
 
 
