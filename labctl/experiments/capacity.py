@@ -43,14 +43,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from lab import load_params
 from labctl import stats
 from labctl.errors import EXIT_FAILED, EXIT_OK, LabError, ParamError
 from labctl.load_run.options import LoadOptions
 from labctl.load_run.steps import run_load
-from labctl.platform.containers import limit_text, workers_limit_text
 from labctl.platform.lab import Lab
 from labctl.queues import parse_workers
 from labctl.records.capacity import (
@@ -62,6 +60,7 @@ from labctl.records.capacity import (
     judge,
     saturated_rate,
 )
+from labctl.records.run import ServiceLimits, limit_text, workers_limit_text
 from labctl.records.store import Store
 from labctl.render import capacity_page
 from labctl.render.console import Console
@@ -273,8 +272,8 @@ class Stepper:
     lab: Lab
     ui: Console
     base: str
-    api_limits: dict[str, Any] = field(default_factory=dict)  # the first run's
-    worker_limits: dict[str, dict[str, Any]] = field(default_factory=dict)  # each queue's, as its runs recorded them
+    api_limits: ServiceLimits | None = None  # the first run's
+    worker_limits: dict[str, ServiceLimits] = field(default_factory=dict)  # each queue's, as its runs recorded them
 
     def __call__(self, queue: str, rate: float, rep: int = 1, factor: float | None = None) -> Step:
         """One step's run and its verdict; with `factor`, a check of `factor` x the rate found."""
@@ -284,8 +283,9 @@ class Stepper:
         self.ui.say(f"\n== {queue}: {rate:g} tasks/s ({phase}, repetition {rep})")
         options = self.load.but(worker=queue, rate=f"{rate:g}", duration=f"{seconds:g}s", run=run, wait=True)
         record = run_load(options, self.lab, self.ui)
-        self.api_limits = self.api_limits or record.limits.get("api") or {}
-        self.worker_limits.update(record.limits.get("workers") or {})
+        limits = record.limits
+        self.api_limits = self.api_limits or limits.api
+        self.worker_limits.update(limits.workers)
         step = judge(record, queue, rate, self.options.max_wait_s, rep=rep, phase=phase)
         step.factor = factor
         verdict = "sustained" if step.sustained else f"NOT sustained ({step.limited_by}: {'; '.join(step.reasons)})"

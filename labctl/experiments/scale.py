@@ -54,8 +54,8 @@ from labctl.load_run.steps import run_load
 from labctl.platform.lab import Lab
 from labctl.platform.swarm import Swarm
 from labctl.polling import wait_until
-from labctl.records.run import RunRecord
-from labctl.records.scale import ScaleParams, ScalePlatform, ScaleRecord, ScaleRun, count_figures
+from labctl.records.run import Platform, RunRecord, ServiceLimits
+from labctl.records.scale import ScaleParams, ScaleRecord, ScaleRun, count_figures
 from labctl.records.store import Store
 from labctl.render import scale_page
 from labctl.render.console import Console
@@ -236,7 +236,7 @@ def scale(
             endpoint=params.endpoint_label,
             users=params.users,
         ),
-        platform=ScalePlatform.model_validate(lab.describe()),
+        platform=Platform.model_validate(lab.describe()),
         axis="nodes" if spread else "replicas",
         per_node=per_node if spread else None,
         counts=counts,
@@ -269,10 +269,10 @@ def scale(
             lab.scale(options.worker, before)
     if first is None:
         return EXIT_FAILED
-    api = first.limits.get("api") or {}
-    worker = (first.limits.get("workers") or {}).get(options.worker, {})
-    summary.api_limits = f"{api.get('cpus')}cpu/{api.get('memory')}"
-    summary.worker_limits = f"{worker.get('cpus')}cpu/{worker.get('memory')} each"
+    api = first.limits.api or ServiceLimits()
+    worker = first.limits.workers.get(options.worker) or ServiceLimits()
+    summary.api_limits = f"{api.cpus}cpu/{api.memory}"
+    summary.worker_limits = f"{worker.cpus}cpu/{worker.memory} each"
     summary.by_count = [figures.as_json() for figures in count_figures(summary)]
     paths = write_outputs(summary, Path(options.results_dir))
     ui.say("\n" + scale_page.markdown(summary))

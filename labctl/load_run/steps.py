@@ -52,7 +52,7 @@ from labctl.platform.machine_speed import UNIT, SpeedProbe
 from labctl.platform.orchestrator import orchestrator
 from labctl.polling import wait_until
 from labctl.queues import service_of
-from labctl.records.run import RunInputs, RunRecord, build_run_record
+from labctl.records.run import Limits, RunInputs, RunRecord, ServiceLimits, build_run_record
 from labctl.records.store import Store
 from labctl.render import run_summary, run_table
 from labctl.render.console import Console
@@ -70,8 +70,8 @@ class LoadRun:
     ui: Console
     store: Store
     api: str = ""
-    limits: dict[str, Any] = field(default_factory=dict)
-    knobs: dict[str, Any] = field(default_factory=dict)
+    limits: Limits = field(default_factory=Limits)
+    knobs: dict[str, dict[str, str]] = field(default_factory=dict)
     grafana: Grafana | None = None
     prom_addr: str | None = None
     before: dict[str, Any] = field(default_factory=dict)
@@ -106,11 +106,11 @@ class LoadRun:
 
     @property
     def api_text(self) -> str:
-        return C.limit_text(self.limits["api"])
+        return self.limits.api_text
 
     @property
     def worker_text(self) -> str:
-        return C.workers_limit_text(self.limits["workers"]) if self.queue_run else "-"
+        return self.limits.workers_text if self.queue_run else "-"
 
     def say(self, message: str) -> None:
         self.ui.say(message)
@@ -170,17 +170,19 @@ def warn_about_backlogs(run: LoadRun, prom: Prometheus) -> None:
 def read_limits(run: LoadRun) -> None:
     """The limits and knobs the engine applied to the API and each worker (docker inspect)."""
     api_containers = run.lab.inspect("api")
-    run.limits = {"api": C.limits_of(api_containers), "workers": {}}
+    api = ServiceLimits.model_validate(C.limits_of(api_containers))
+    workers: dict[str, ServiceLimits] = {}
     run.knobs = {"api": C.knobs_of(api_containers, "api")}
     for q in run.params.workers:
         if q == "background":
-            run.limits["workers"][q] = run.limits["api"]
+            workers[q] = api
             continue
         containers = run.lab.inspect(q)
         if not containers:
             raise LabNotRunning(f'the {q} worker has no running container: `make up` (or make up services="... {q}")')
-        run.limits["workers"][q] = C.limits_of(containers, q)
+        workers[q] = ServiceLimits.model_validate(C.limits_of(containers, q))
         run.knobs[q] = C.knobs_of(containers, q)
+    run.limits = Limits(api=api, workers=workers)
 
 
 def start_probe(run: LoadRun) -> None:

@@ -67,24 +67,6 @@ def knobs_of(containers: Sequence[Mapping[str, Any]], service: str) -> dict[str,
     return {k: env[k] for k in KNOBS.get(service, ()) if k in env}
 
 
-def limit_text(limits: Mapping[str, Any] | None) -> str:
-    """`0.2cpu/200M`, as the run annotations write it; `-` when unknown."""
-    if not limits or not limits.get("replicas"):
-        return "-"
-    cpus = limits.get("cpus")
-    return f"{f'{cpus:g}' if cpus else '-'}cpu/{limits.get('memory') or '-'}"
-
-
-def workers_limit_text(workers: Mapping[str, Mapping[str, Any]]) -> str:
-    """One text for the workers of a run: theirs if they agree, else per queue."""
-    texts = {q: limit_text(lim) for q, lim in workers.items()}
-    if not texts:
-        return "-"
-    if len(set(texts.values())) == 1:
-        return next(iter(texts.values()))
-    return ",".join(f"{q}:{t}" for q, t in texts.items())
-
-
 def restart_counts(containers: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, dict[str, list[Any]]]:
     """Per service and container (docker inspect): [restart count, last exit was an OOM kill]."""
     return {

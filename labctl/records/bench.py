@@ -16,8 +16,8 @@ from typing import Any
 from pydantic import Field
 
 from labctl import stats
-from labctl.platform.containers import limit_text
 from labctl.records.base import AsRead, Figure, Record
+from labctl.records.run import limit_text
 
 SCHEMA = "bench/1"
 # The budget (docs/bench.md): lab/bare at least this for RPS and drain, the lab API's peak at most this many MB.

@@ -28,8 +28,8 @@ from pydantic import Field
 
 from labctl import stats
 from labctl.queues import service_of
-from labctl.records.base import Record
-from labctl.records.run import RunRecord
+from labctl.records.base import AsRead, Figure, Record
+from labctl.records.run import Quantiles, Resources, RunRecord, TaskTimes
 
 SCHEMA = "capacity/1"
 RATE_KEPT = 0.95  # the API answered fast enough that the schedule sent this share of the rate
@@ -90,13 +90,28 @@ class QueueCapacity(Record):
     checks: dict[str, bool | None] = {}  # "0.8x"/"1.3x": sustained; "passed": 0.8x held and 1.3x did not
 
 
+class CapacityParams(AsRead):
+    """What make capacity was asked: its steps' load and how its searches ran."""
+
+    endpoint: str = ""
+    step_s: Figure = 0
+    max_wait_s: Figure = 0
+    start: Figure | None = None
+    precision_pct: Figure | None = None
+    max_rate: Figure | None = None
+    reps: int = 1
+    target_pct: Figure | None = None
+    max_reps: int | None = None
+    seed: int | None = None
+    check_s: Figure | None = None  # the checks' duration (check=1)
+
+
 class CapacityRecord(Record):
     schema_version: str = Field(SCHEMA, alias="schema")
     base: str
     time: str = ""
     queues_asked: list[str] = []
-    # endpoint, step_s, max_wait_s, start, precision_pct, max_rate, reps, target_pct, max_reps, seed
-    params: dict[str, Any] = {}
+    params: CapacityParams = CapacityParams()
     platform: dict[str, Any] = {}
     api_limits: str | None = None
     worker_limits: str | None = None
@@ -143,9 +158,10 @@ def judge(
 ) -> Step:
     """A step's verdict from its run record (the module's docstring says the rules)."""
     tasks = record.tasks
-    times = (record.task_times or {}).get(queue, {})
+    times = (record.task_times or {}).get(queue) or TaskTimes()
+    wait, latency = times.wait or Quantiles(), times.latency or Quantiles()
     resources = record.resources or {}
-    worker = resources.get(service_of(queue)) or {}
+    api, worker = resources.get("api") or Resources(), resources.get(service_of(queue)) or Resources()
     step = Step(
         queue=queue,
         rate=rate,
@@ -159,12 +175,12 @@ def judge(
             record.late_sends_steady_pct if record.late_sends_steady_pct is not None else record.late_sends_pct
         ),
         failures=record.failures + ((tasks.failed or 0) + (tasks.lost or 0) if tasks else 0),
-        wait_p50_s=times.get("wait", {}).get("p50"),
-        wait_p95_s=times.get("wait", {}).get("p95"),
-        latency_p95_s=times.get("latency", {}).get("p95"),
-        api_cpu=(resources.get("api") or {}).get("cpu_used_cores"),
-        worker_cpu=worker.get("cpu_used_cores"),
-        worker_cpu_limit=worker.get("cpu_limit_cores"),
+        wait_p50_s=wait.p50,
+        wait_p95_s=wait.p95,
+        latency_p95_s=latency.p95,
+        api_cpu=api.cpu_used_cores,
+        worker_cpu=worker.cpu_used_cores,
+        worker_cpu_limit=worker.cpu_limit_cores,
     )
     half = second_half(record)
     if half is not None:
@@ -179,7 +195,7 @@ def judge(
         reasons["errors"].append(f"{step.failures} request(s) or task(s) failed or lost")
     if not tasks or not tasks.settled:
         reasons["errors"].append("the step's tasks did not all settle")
-    if record.generator.get("cpu_bound"):
+    if record.generator.cpu_bound:
         reasons["generator"].append("Locust's processes ran out of CPU")
     taken = step.sent_half if step.sent_half is not None else step.achieved_rate  # no timeline: the whole load's
     if taken is None or taken < RATE_KEPT * rate:

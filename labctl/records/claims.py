@@ -19,11 +19,39 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from labctl.records import claims_rules as rules
-from labctl.records.base import Record
+from labctl.records.base import AsRead, Figure, Record
 from labctl.records.claims_published import BENCHES, CLAIMS, STREAQ_CONCURRENCY, Claim
 from labctl.stats import Estimate, Ratio, estimate, ratio
 
 SCHEMA = "claims/1"
+
+
+class Bare(AsRead):
+    """The author's benchmark, figure and column a lab path's job shape is set against."""
+
+    bench: str
+    figure: str
+    column: str = ""
+
+
+class ConfigParams(AsRead):
+    """A configuration's parameters (plan.py); those no report reads (sleep, kind, knobs, ...) kept as read."""
+
+    column: str = ""
+    workers: int | None = None
+    processes: int | None = None
+    shape: str = ""
+    bare: Bare | None = None
+
+
+class Accounting(AsRead):
+    """The jobs of a run as counted (steps.account); a benchmark's own counts kept as read."""
+
+    enqueued: int | None = None
+    completed: int | None = None
+    executions: int | None = None
+    duplicates: int | None = None
+    lost: int | None = None
 
 
 class ClaimsRun(BaseModel):
@@ -35,9 +63,9 @@ class ClaimsRun(BaseModel):
     setup: str = "unlimited"  # or limited (0.2 CPU / 200M per worker container)
     rep: int = 1
     n: int = 0
-    params: dict[str, Any] = {}
+    params: ConfigParams = Field(default_factory=ConfigParams)
     figures: dict[str, float | None] = {}
-    accounting: dict[str, Any] = {}
+    accounting: Accounting = Field(default_factory=Accounting)
     status: str = "ok"
     busy_before: float | None = None  # the share of the two cores others used just before
     loadavg: list[float] = []
@@ -47,15 +75,46 @@ class ClaimsRun(BaseModel):
     output: list[str] = []
 
 
+class ClaimsParams(AsRead):
+    """What make claims was asked."""
+
+    scale: Figure = 1
+    reps: int | None = None
+    quick: bool = False
+    only: list[str] = []
+    setups: list[str] = []
+
+
+class ClaimsSetting(AsRead):
+    """Where the runs ran: the image, a limited worker container's limits, Redis and the machine."""
+
+    image: str | None = None
+    limits: dict[str, str] | None = None  # cpus, memory
+    versions: dict[str, str] = {}  # package -> version, in the image
+    redis: dict[str, str] = {}  # from INFO server
+    machine: dict[str, str | bool] = {}
+
+
+class Source(AsRead):
+    """A vendored file: where it comes from, its licence, and the patch applied to it as a diff."""
+
+    repo: str = ""
+    commit: str = ""
+    origin: str = ""
+    blob: str = ""
+    licence: str = ""
+    diff: str = ""
+
+
 class ClaimsRecord(Record):
     schema_version: str = Field(SCHEMA, alias="schema")
     run: str
     time: str = ""
     command: str = ""
     wall_s: float | None = None
-    params: dict[str, Any] = {}  # scale, reps, only, setups
-    setting: dict[str, Any] = {}  # versions, machine, image, redis
-    sources: dict[str, Any] = {}  # per vendored file: origin, commit, blob, licence, the patch as a diff
+    params: ClaimsParams = Field(default_factory=ClaimsParams)
+    setting: ClaimsSetting = Field(default_factory=ClaimsSetting)
+    sources: dict[str, Source] = {}  # per vendored file
     runs: list[ClaimsRun] = []
     notes: list[str] = []
     report: str | None = None
@@ -70,10 +129,7 @@ def select(runs: Iterable[ClaimsRun], bench: str, queue: str, setup: str, column
     return [
         r
         for r in runs
-        if r.bench == bench
-        and r.queue == queue
-        and r.setup == setup
-        and (not column or r.params.get("column") == column)
+        if r.bench == bench and r.queue == queue and r.setup == setup and (not column or r.params.column == column)
     ]
 
 
@@ -86,7 +142,7 @@ def row_keys(runs: Iterable[ClaimsRun]) -> list[tuple[str, str, str, str]]:
     """(bench, setup, column, queue) of every configuration that ran, in the order it first ran."""
     seen: dict[tuple[str, str, str, str], None] = {}
     for r in runs:
-        seen.setdefault((r.bench, r.setup, str(r.params.get("column", "")), r.queue), None)
+        seen.setdefault((r.bench, r.setup, r.params.column, r.queue), None)
     return list(seen)
 
 
@@ -119,7 +175,7 @@ class ConfigRow:
     queue: str
     path: str
     n: int
-    params: dict[str, Any]
+    params: ConfigParams
     reps: int
     failed: list[str]  # `rep 2: timeout`, one per run that did not finish
     figures: dict[str, Beside]
@@ -148,8 +204,8 @@ def rows(record: ClaimsRecord) -> list[ConfigRow]:
                 reps=len(runs),
                 failed=[f"rep {r.rep}: {r.status}" for r in runs if not ok(r)],
                 figures=figures,
-                lost=sum(int(r.accounting.get("lost") or 0) for r in runs),
-                duplicates=sum(int(r.accounting.get("duplicates") or 0) for r in runs),
+                lost=sum(r.accounting.lost or 0 for r in runs),
+                duplicates=sum(r.accounting.duplicates or 0 for r in runs),
             )
         )
     return out
@@ -172,7 +228,7 @@ def claim_ratio(runs: list[ClaimsRun], claim: Claim, setup: str) -> Ratio:
 
 
 def workers_here(run: ClaimsRun) -> int:
-    return int(run.params.get("workers") or run.params.get("processes") or 1)
+    return run.params.workers or run.params.processes or 1
 
 
 def workers_published(bench: str, column: str) -> int:
@@ -203,7 +259,7 @@ def event_seen(runs: list[ClaimsRun], claim: Claim, setup: str) -> list[str]:
     out = []
     for r in select(runs, claim.bench, claim.num, setup, claim.column):
         shown = [f"{f} {r.figures[f]}" for f in ("first_last_s", "efficiency") if r.figures.get(f)]
-        shown.append(f"lost {r.accounting.get('lost')}")
+        shown.append(f"lost {r.accounting.lost}")
         out.append(f"rep {r.rep}: {'finished' if ok(r) else r.status} ({', '.join(shown)})")
     return out
 
@@ -225,7 +281,7 @@ def poll_floor(runs: list[ClaimsRun], claim: Claim, setup: str) -> str:
 
 def is_quick(record: ClaimsRecord) -> bool:
     """A quick run (make claims quick=1): a smoke test, whose verdicts are no claim's."""
-    return bool(record.params.get("quick"))
+    return record.params.quick
 
 
 @dataclass(frozen=True)
@@ -300,18 +356,19 @@ def lab_rows(record: ClaimsRecord) -> list[LabRow]:
     for r in rows(record):
         if r.bench != "lab_path":
             continue
-        bare = r.params["bare"]
+        bare = r.params.bare
+        assert bare is not None, "a lab path's configuration names the author's benchmark it is set against"
         lab_runs = select(record.runs, "lab_path", r.queue, r.setup, r.column)
-        bare_runs = select(record.runs, bare["bench"], r.queue, "unlimited", bare["column"])
-        lab, base = values(lab_runs, "first_last_s"), values(bare_runs, bare["figure"])
+        bare_runs = select(record.runs, bare.bench, r.queue, "unlimited", bare.column)
+        lab, base = values(lab_runs, "first_last_s"), values(bare_runs, bare.figure)
         out.append(
             LabRow(
-                shape=r.params["shape"],
+                shape=r.params.shape,
                 queue=r.queue,
                 n=r.n,
                 lab=estimate(lab),
                 bare=estimate(base),
-                bare_from=f"{bare['bench']} {bare['figure']}" + (f" ({bare['column']})" if bare["column"] else ""),
+                bare_from=f"{bare.bench} {bare.figure}" + (f" ({bare.column})" if bare.column else ""),
                 ratio=ratio(lab, base),
                 failed=r.failed,
             )

@@ -15,7 +15,8 @@ from labctl.queues import service_of
 from labctl.records.base import AsRead, Figure, Record
 from labctl.records.bench import BenchRatios
 from labctl.records.capacity import QueueCapacity
-from labctl.records.run import MachineSpeed, Scrapes, counter_rate
+from labctl.records.published import Published, Row
+from labctl.records.run import Limits, MachineSpeed, Scrapes, counter_rate
 
 SCHEMA = "compare/2"
 # compare/1: the summary held the mean, min and max over two fixed reps; such a record's
@@ -155,6 +156,50 @@ class CapacityBeside(AsRead, QueueCapacity):
     record: str = ""
 
 
+class Setting(AsRead):
+    """Where a comparison ran (experiments/compare/setting.setting_of)."""
+
+    limits: Limits = Limits()
+    knobs: dict[str, dict[str, str]] = {}  # service -> its settings that change a result
+    versions: dict[str, str] = {}  # library -> the version uv.lock pins
+    machine: dict[str, str] = {}  # what the Docker engine's host is
+
+
+class CompareParams(AsRead):
+    """What a comparison ran (experiments/compare/comparison.Comparison.record)."""
+
+    workers: list[str] = []
+    requests: int | None = None  # a run's requests, where runs did not last a time
+    reps: int | None = None  # runs per queue, in a record from before the rounds
+    users: int = 0
+    quick: bool = False
+    rounds: int | None = None
+    max_rounds: int | None = None
+    target_pct: Figure | None = None
+    budget_min: Figure | None = None
+    seed: int | None = None
+    warmup_run: bool = True
+    duration_s: Figure | None = None
+    warmup_s: Figure | None = None
+    drain_watch_s: Figure | None = None
+    setting: str | None = None
+    spawn: str | None = None
+    endpoint: str = ""
+    locust_workers: int | None = None
+
+
+class Series(AsRead):
+    """One run's samples over time, [t from its first request, value] (experiments/compare/series.run_series)."""
+
+    queue: str
+    rep: int
+    run: str
+    requests: list[list[Figure]] = []  # none in a record from before they were read
+    throughput: list[list[Figure]] = []
+    backlog: list[list[Figure]] = []
+    done_pct: list[list[Figure]] = []
+
+
 class CompareRecord(Record):
     """One comparison: every queue's runs under one setting. A record written before
     runs lasted a time (`params.requests`, no `params.duration_s`) reads as it was."""
@@ -164,8 +209,7 @@ class CompareRecord(Record):
     time: str = ""
     command: str = ""  # the make line that repeats it
     wall_s: float | None = None
-    # workers, duration_s or requests, warmup_s, drain_watch_s, reps, users, spawn, endpoint, locust_workers
-    params: dict[str, Any] = {}
+    params: CompareParams = CompareParams()
     # Derived from `runs` (_derived): queue -> field -> {median, low, high, n} over its runs
     # (stats.Estimate); RPS and tasks/s with the queues ranked, ties shared (ranking()); the
     # runs whose machine speed was over SPEED_OFF_PCT % off the median (off_speed()).
@@ -174,13 +218,13 @@ class CompareRecord(Record):
     off_speed: list[str] = []
     rounds: RoundsRecord = RoundsRecord()
     runs: list[CompareRun] = []  # one row per load run, in the order they ran
-    series: list[dict[str, Any]] = []  # per run: throughput, backlog, done_pct over time
+    series: list[Series] = []  # per run, in the order they ran
     series_step_s: float | None = None
-    setting: dict[str, Any] = {}  # limits, knobs, versions, machine
+    setting: Setting = Setting()
     bench: dict[str, BenchRatios] = {}  # each queue's latest make bench ratios
     chaos: list[ChaosBeside] = []  # each queue's latest make chaos per fault
     capacity: dict[str, CapacityBeside] = {}  # each queue's latest make capacity result
-    published: dict[str, Any] | None = None  # the published experiment's rows for this setting
+    published: Published | None = None  # the published experiment's rows for this setting
     published_note: str = ""
     notes: list[str] = []
     report: str | None = None  # the .html report's path
@@ -207,6 +251,10 @@ class CompareRecord(Record):
     def figure(self, queue: str, key: str) -> stats.Estimate:
         return stats.from_json(self.summary.get(queue, {}).get(key))
 
+    def projected(self, queue: str, key: str) -> bool:
+        """Whether summarise() marked the queue's figure a projection."""
+        return bool((self.summary.get(queue, {}).get(key) or {}).get("projected"))
+
 
 ARTICLE_SCHEMA = "compare-article/1"
 
@@ -224,16 +272,11 @@ class ArticleRecord(Record):
     report: str | None = None
 
 
-def ratios_to(summary: Mapping[str, Mapping[str, Any]], reference: str, key: str = "rps") -> dict[str, float | None]:
-    """Each queue's figure over the reference queue's (a published row's figures): the ratios
+def ratios_to(rows: Mapping[str, Row], reference: str, key: str = "rps") -> dict[str, float | None]:
+    """Each queue's figure over the reference queue's in the published rows: the ratios
     between queues, which should carry from one machine to another where the figures do not."""
-
-    def value(fields: Mapping[str, Any] | None) -> float | None:
-        figure = (fields or {}).get(key)
-        return figure.get("median") if isinstance(figure, Mapping) else figure
-
-    ref = value(summary.get(reference))
-    return {q: round(v / ref, 2) if (v := value(f)) is not None and ref else None for q, f in summary.items()}
+    ref = getattr(rows[reference], key) if reference in rows else None
+    return {q: round(v / ref, 2) if (v := getattr(row, key)) is not None and ref else None for q, row in rows.items()}
 
 
 def run_ratios_to(runs: Iterable[CompareRun], reference: str, key: str = "rps") -> dict[str, stats.Ratio]:

@@ -24,7 +24,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
+
+from labctl.records.base import AsRead
 
 DATA = Path(__file__).with_name("data") / "published_article.toml"
 FIELDS = ("rps", "median_ms", "p95_ms", "all_done_s", "errors_pct")
@@ -60,8 +62,13 @@ class Row(_Strict):
     errors_pct: Figure | None = None
     note: str | None = None
 
-    def as_row(self) -> dict[str, Any]:
-        return self.model_dump(exclude_none=False, exclude={"note"}) | ({"note": self.note} if self.note else {})
+    @model_serializer(mode="wrap")
+    def _note_where_marked(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The row as the article prints it: a note only where it marks the figure."""
+        row: dict[str, Any] = handler(self)
+        if not self.note:
+            row.pop("note", None)
+        return row
 
 
 class BackgroundRow(Row):
@@ -81,39 +88,42 @@ class Article(_Strict):
     background: Background
 
 
+class Published(AsRead):
+    """The article's rows beside a comparison run at one of its settings (beside())."""
+
+    source: Source
+    setting: str
+    rows: dict[str, Row]
+
+
 ARTICLE = Article.model_validate(tomllib.loads(DATA.read_text()))
-SOURCE = ARTICLE.source.model_dump()
 ENDPOINT, USERS, ITERATIONS = ARTICLE.load.endpoint, ARTICLE.load.users, ARTICLE.load.iterations
 SETTINGS = tuple(ARTICLE.results)
 QUEUES = tuple(ARTICLE.load.queues)
 CONCURRENCY = dict(ARTICLE.load.concurrency)
-RESULTS: dict[str, dict[str, dict[str, Any]]] = {
-    setting: {queue: row.as_row() for queue, row in rows.items()} for setting, rows in ARTICLE.results.items()
-}
+RESULTS = ARTICLE.results
 BACKGROUND_SETTING = ARTICLE.background.setting
-BACKGROUND: dict[str, dict[str, Any]] = {
-    endpoint: row.model_dump(exclude={"note"}) for endpoint, row in ARTICLE.background.rows.items()
-}
+BACKGROUND: dict[str, BackgroundRow] = ARTICLE.background.rows
 
 
 def rows_for(
-    setting: str, endpoint: str, users: int, results: Mapping[str, Any] = RESULTS
-) -> dict[str, dict[str, Any]]:
+    setting: str, endpoint: str, users: int, results: Mapping[str, Mapping[str, Row]] = RESULTS
+) -> dict[str, Row]:
     """Every published row at a setting for an endpoint and user count: the enqueue table's
     queues, and `background` from the BackgroundTasks table where it has that endpoint and users."""
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, Row] = {}
     background = BACKGROUND.get(endpoint)
-    if setting == BACKGROUND_SETTING and background and background["users"] == users:
-        rows["background"] = {k: background[k] for k in FIELDS}
+    if setting == BACKGROUND_SETTING and background and background.users == users:
+        rows["background"] = Row.model_validate(background.model_dump(include=set(FIELDS)))
     if endpoint == ENDPOINT and users == USERS:
-        rows.update({q: dict(row) for q, row in (results.get(setting) or {}).items()})
+        rows.update(results.get(setting) or {})
     return rows
 
 
-def beside(setting: str, endpoint: str, users: int, results: Mapping[str, Any] = RESULTS) -> dict[str, Any] | None:
+def beside(
+    setting: str, endpoint: str, users: int, results: Mapping[str, Mapping[str, Row]] = RESULTS
+) -> Published | None:
     """The article's rows for a comparison's setting (its workers' and API's
     limit text, endpoint and users), or None when the article has none for it."""
     rows = rows_for(setting, endpoint, users, results)
-    if not rows:
-        return None
-    return {"source": SOURCE, "setting": setting, "rows": rows}
+    return Published(source=ARTICLE.source, setting=setting, rows=rows) if rows else None

@@ -17,7 +17,7 @@ from typing import Any, cast
 
 from pydantic import Field
 
-from labctl.records.base import Record
+from labctl.records.base import AsRead, Figure, Record
 from labctl.records.chaos import ChaosSection, chaos_totals
 
 SCHEMA = 1
@@ -40,6 +40,18 @@ class DrainWatch(Record):
     watch_ended_at: float | None = None
 
 
+class QueueCounts(AsRead):
+    """One queue and endpoint's counts in the ledger."""
+
+    enqueued: int | None = None
+    completed: int | None = None
+    failed: int | None = None
+    duplicates: int | None = None
+    purged: int | None = None
+    pending: int | None = None
+    unfinished: int | None = None
+
+
 class TaskFigures(Record):
     """The ledger's part of a queue run."""
 
@@ -56,7 +68,7 @@ class TaskFigures(Record):
     last_settled_at: float | None = None
     time_to_execute_all_s: float | None = None
     drain_s: float | None = None
-    per_queue: dict[str, dict[str, dict[str, Any]]] = {}
+    per_queue: dict[str, dict[str, QueueCounts]] = {}  # queue -> endpoint -> its counts
     # Who ran the rest of a backlog the run's queue drained too slowly to wait for
     # (make compare's one-off worker): its counts are whole, its times not the queue's.
     emptied_by: str | None = None
@@ -110,6 +122,122 @@ class Scrapes(Record):
         return counter_rate(self.rows, start, end)
 
 
+class ServiceLimits(AsRead):
+    """A service's limits as the engine applied them (platform.containers.limits_of)."""
+
+    cpus: Figure | None = None
+    memory: str | None = None
+    memory_bytes: int | None = None
+    replicas: int | None = None
+    concurrency: int | None = None  # a queue worker's, per process
+
+    @property
+    def text(self) -> str:
+        """`0.2cpu/200M`, as the run annotations write it; `-` when unknown."""
+        if not self.replicas:
+            return "-"
+        return f"{f'{self.cpus:g}' if self.cpus else '-'}cpu/{self.memory or '-'}"
+
+
+def limit_text(limits: ServiceLimits | Mapping[str, Any] | None) -> str:
+    """A service's limits as text (ServiceLimits.text), from the model or its JSON."""
+    lim = ServiceLimits.model_validate(limits) if isinstance(limits, Mapping) else limits
+    return lim.text if lim is not None else "-"
+
+
+def workers_limit_text(workers: Mapping[str, ServiceLimits | Mapping[str, Any] | None]) -> str:
+    """One text for the workers of a run: theirs if they agree, else per queue."""
+    texts = {q: limit_text(lim) for q, lim in workers.items()}
+    if not texts:
+        return "-"
+    if len(set(texts.values())) == 1:
+        return next(iter(texts.values()))
+    return ",".join(f"{q}:{t}" for q, t in texts.items())
+
+
+class Limits(AsRead):
+    """A run's limits: its API's, and its workers' per queue."""
+
+    api: ServiceLimits | None = None
+    workers: dict[str, ServiceLimits] = {}
+
+    @property
+    def api_text(self) -> str:
+        return limit_text(self.api)
+
+    @property
+    def workers_text(self) -> str:
+        return workers_limit_text(self.workers)
+
+
+class GeneratorProcess(AsRead):
+    """One Locust process's CPU over the run, and the most it can use (cores)."""
+
+    role: str | None = None
+    cpu_cores: Figure | None = None
+    ceiling_cores: Figure = 1.0
+
+
+class Generator(AsRead):
+    """Locust's own processes (generator_check): whether one was busy enough to set the pace."""
+
+    processes: list[GeneratorProcess] = []
+    cpu_bound: bool = False
+    warning: str | None = None
+
+
+class Restarts(AsRead):
+    """A service's container restarts during the run (containers.restarts_during)."""
+
+    restarts: int = 0
+    oom_killed: bool = False
+
+
+class Resources(AsRead):
+    """A service's memory and CPU over the run's window, from Prometheus (Prometheus.resources)."""
+
+    peak_memory_bytes: Figure | None = None
+    cpu_used_cores: Figure | None = None
+    cpu_limit_cores: Figure | None = None
+    cpu_used_pct_of_limit: Figure | None = None
+    cpu_throttled_periods_pct: Figure | None = None  # the share of its CPU periods its limit held back
+
+
+class Quantiles(AsRead):
+    """The p50, p95 and p99 of a queue's task times, seconds."""
+
+    p50: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+
+
+class TaskTimes(AsRead):
+    """A queue's task wait (enqueue to start) and latency (enqueue to done), from the lab's histograms."""
+
+    wait: Quantiles | None = None
+    latency: Quantiles | None = None
+
+
+class Probe(AsRead):
+    """The liveness probe's report over the run (services/probe.py)."""
+
+    sent: int | None = None
+    ok: int | None = None
+    success_rate: Figure | None = None
+    worst_gap_s: Figure | None = None
+
+
+class Platform(AsRead):
+    """Lab.describe(): where a run ran; on a Swarm, its nodes' roles and each service's nodes."""
+
+    orchestrator: str = "compose"
+    project: str | None = None  # compose
+    stack: str | None = None  # a Swarm
+    nodes: int | None = None
+    node_roles: list[str] = []
+    placement: dict[str, list[str]] = {}
+
+
 class RunRecord(Record):
     """Everything a load run leaves (results/<run>.json)."""
 
@@ -128,8 +256,8 @@ class RunRecord(Record):
     late_sends_steady_pct: float | None = None  # ...over the schedule's second half (make capacity's steady part)
     locust_workers: int | None = None
     duration_s: float | None = None
-    limits: dict[str, Any] = {}
-    knobs: dict[str, Any] = {}
+    limits: Limits = Limits()
+    knobs: dict[str, dict[str, str]] = {}  # per service, the settings that change its numbers: env var -> value
     requests: int = 0
     failures: int = 0
     failures_pct: float | None = None
@@ -145,16 +273,16 @@ class RunRecord(Record):
     load_ended_at: float | None = None
     tasks: TaskFigures | None = None
     subjects: list[str] = []
-    resources: dict[str, Any] | None = None
+    resources: dict[str, Resources] | None = None
     worker_peak_memory_bytes: int | None = None
     cpu_throttled_periods_pct: float | None = None  # the subjects' share of CPU periods held back by their limit
     cpu_throttled_pct: float | None = None  # older records: throttled seconds per second x 100, summed over CPUs
-    generator: dict[str, Any] = {}
+    generator: Generator = Field(default_factory=Generator)
     exported_requests: int | None = None
-    restarts: dict[str, Any] = {}
-    probe: dict[str, Any] | None = None
+    restarts: dict[str, Restarts] = {}
+    probe: Probe | None = None
     warnings: list[str] = []
-    platform: dict[str, Any] | None = None  # Lab.describe(): compose or swarm
+    platform: Platform | None = None
     window_end: float | None = None  # the end of the run's window for Prometheus
     locust_report: list[str] = []  # Locust's HTML and CSV files beside the record
     settled_later_at: float | None = None  # a draining run found settled by `make results`
@@ -164,7 +292,7 @@ class RunRecord(Record):
     enqueued_scrapes: Scrapes | None = None  # queue runs: the API's enqueue counter, as Prometheus scraped it
     # Queue runs: per queue, the p50/p95/p99 seconds of its tasks' wait (enqueue to start) and
     # latency (enqueue to done) over the run's window, from the lab's histograms (Prometheus.task_times).
-    task_times: dict[str, dict[str, dict[str, float]]] | None = None
+    task_times: dict[str, TaskTimes] | None = None
 
     def is_draining(self) -> bool:
         """The run's watch ended before its tasks did, and no later look found it settled."""
@@ -220,8 +348,8 @@ class RunInputs:
     locust: Mapping[str, Any]
     ledger: Mapping[str, Any] | None
     settled: bool
-    limits: Mapping[str, Any]
-    knobs: Mapping[str, Any]
+    limits: Limits
+    knobs: Mapping[str, Mapping[str, str]]
     resources: Mapping[str, Any] | None
     probe: Mapping[str, Any] | None
     locust_workers: int
@@ -233,7 +361,7 @@ class RunInputs:
 
 
 # -- The generator's own CPU ------------------------------------------------------------
-def generator_check(processes: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def generator_check(processes: Iterable[Mapping[str, Any]]) -> Generator:
     """Each Locust process's CPU over the run (cores), and whether any was busy
     enough that the load generator, not the lab, set the pace."""
     rows, busy = [], []
@@ -242,11 +370,9 @@ def generator_check(processes: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         cores = (p.get("cpu_seconds") or 0) / interval if interval > 0 else None
         # One process cannot use more than one core; its container may allow less.
         ceiling = min(1.0, p.get("cpu_limit_cores") or 1.0)
-        row = {
-            "role": p.get("role"),
-            "cpu_cores": round(cores, 3) if cores is not None else None,
-            "ceiling_cores": ceiling,
-        }
+        row = GeneratorProcess(
+            role=p.get("role"), cpu_cores=round(cores, 3) if cores is not None else None, ceiling_cores=ceiling
+        )
         rows.append(row)
         if cores is not None and cores >= GENERATOR_BUSY * ceiling:
             busy.append(row)
@@ -254,10 +380,10 @@ def generator_check(processes: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     if busy:
         warning = (
             "load generator CPU-bound: "
-            + ", ".join(f"{r['role']} {r['cpu_cores']:.2f}/{r['ceiling_cores']:g} core" for r in busy)
+            + ", ".join(f"{r.role} {r.cpu_cores:.2f}/{r.ceiling_cores:g} core" for r in busy)
             + " - the numbers measure Locust, not the lab: raise locust_workers"
         )
-    return {"processes": rows, "cpu_bound": bool(busy), "warning": warning}
+    return Generator(processes=rows, cpu_bound=bool(busy), warning=warning)
 
 
 # -- The ledger's part ----------------------------------------------------------------------
@@ -308,23 +434,20 @@ def task_figures(
         drain_s=_round(max(0.0, last - load_ended_at)) if ran_all and last and load_ended_at else None,
         per_queue={
             q: {
-                e: {
-                    k: row.get(k)
-                    for k in ("enqueued", "completed", "failed", "duplicates", "purged", "pending", "unfinished")
-                }
-                for e, row in endpoints.items()
+                e: QueueCounts.model_validate({k: row.get(k) for k in QueueCounts.model_fields})
+                for e, row in cells.items()
             }
-            for q, endpoints in ledger.get("queues", {}).items()
+            for q, cells in ledger.get("queues", {}).items()
         },
     )
 
 
 # -- Warnings ------------------------------------------------------------------------------
-def _run_warnings(inputs: RunInputs, generator: Mapping[str, Any], requests: int, rps: float | None) -> list[str]:
+def _run_warnings(inputs: RunInputs, generator: Generator, requests: int, rps: float | None) -> list[str]:
     """The warnings about the load itself: the caller's notes, the generator, restarts, the count."""
     warnings = list(inputs.notes)
-    if generator["warning"]:
-        warnings.append(generator["warning"])
+    if generator.warning:
+        warnings.append(generator.warning)
     if inputs.locust.get("locust_cpu_warning"):
         warnings.append("Locust itself warned that a process used over 90 % CPU")
     for service, r in (inputs.restarts or {}).items():
@@ -451,7 +574,7 @@ def build_run_record(inputs: RunInputs) -> RunRecord:
             **_params_fields(inputs.params, locust, start),
             "locust_workers": inputs.locust_workers,
             "duration_s": _round(duration),
-            "limits": dict(inputs.limits),
+            "limits": inputs.limits,
             "knobs": dict(inputs.knobs),
             **load,
             "late_sends_pct": _share(locust.get("late_sends"), sends),

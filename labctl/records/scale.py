@@ -16,6 +16,7 @@ from pydantic import Field
 
 from labctl import stats
 from labctl.records.base import AsRead, Record
+from labctl.records.run import Platform
 
 SCHEMA = "scale/1"
 # A count's figures over its runs, in the order the pages show them.
@@ -38,15 +39,6 @@ class ScaleParams(AsRead):
     duration_s: float | None = None
     endpoint: str = ""
     users: int = 0
-
-
-class ScalePlatform(AsRead):
-    """Lab.describe(): where the runs ran (a Swarm's node roles and placement kept as given)."""
-
-    orchestrator: str = "compose"
-    project: str | None = None  # compose
-    stack: str | None = None  # a Swarm
-    nodes: int | None = None
 
 
 class ScaleRun(AsRead):
@@ -84,7 +76,7 @@ class ScaleRecord(Record):
     rows: list[ScaleRun] = []  # one per run: a count in one repetition (older records: one per count)
     axis: str = "replicas"  # what the counts are: replicas, or nodes the workers are spread over
     per_node: int | None = None  # over nodes: the workers' replicas on each
-    platform: ScalePlatform = Field(default_factory=ScalePlatform)
+    platform: Platform = Field(default_factory=Platform)
     api_limits: str | None = None
     worker_limits: str | None = None
     counts: list[int] = []  # as given: the first is the one every speed-up is over

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import statistics
 
-from labctl.platform.containers import limit_text
 from labctl.records.bench import (
     BUDGET_PEAK_MB,
     BUDGET_RATIO,
@@ -21,6 +20,7 @@ from labctl.records.bench import (
     drain_ratio,
     rps_ratio,
 )
+from labctl.records.run import limit_text
 from labctl.render.run_table import arq_knobs
 from labctl.render.table import markdown_table
 

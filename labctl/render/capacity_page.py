@@ -99,21 +99,21 @@ def step_row(s: Step) -> list[str]:
 def summary_line(record: CapacityRecord) -> str:
     p = record.params
     return (
-        f"{record.base}: {', '.join(record.queues_asked)}; endpoint {p.get('endpoint')}, steps of {p.get('step_s'):g} s, "
-        f"max_wait {p.get('max_wait_s'):g} s, precision {p.get('precision_pct'):g} %, {p.get('reps')} search(es) "
-        f"{target_text(record)}(seed {p.get('seed')}); API {record.api_limits}, worker {record.worker_limits}; "
+        f"{record.base}: {', '.join(record.queues_asked)}; endpoint {p.endpoint}, steps of {p.step_s:g} s, "
+        f"max_wait {p.max_wait_s:g} s, precision {p.precision_pct:g} %, {p.reps} search(es) "
+        f"{target_text(record)}(seed {p.seed}); API {record.api_limits}, worker {record.worker_limits}; "
         f"{len(record.steps)} steps in {stats.num((record.wall_s or 0) / 60)} min"
     )
 
 
 def target_text(record: CapacityRecord) -> str:
     """target_pct=: the target, and the queues that did not reach it."""
-    target = record.params.get("target_pct")
-    if target is None:
+    p = record.params
+    if p.target_pct is None:
         return ""
     short = [f"{q} ({why or 'stopped'})" for q, why in record.stopped.items() if why != WITHIN]
     return (
-        f"then more while an interval was wider than +-{target:g} % (at most {record.params.get('max_reps')}; "
+        f"then more while an interval was wider than +-{p.target_pct:g} % (at most {p.max_reps}; "
         f"not within: {', '.join(short) or 'none'}) "
     )
 
@@ -133,7 +133,7 @@ def svg_plot(record: CapacityRecord) -> str:
     rows = -(-len(names) // cols)
     fig, axes = charts.figure(380 * cols, 300 * rows, rows, cols, squeeze=False)
     data: dict[str, dict[str, object]] = {}
-    max_wait = float(record.params.get("max_wait_s") or 0)
+    max_wait = float(record.params.max_wait_s)
     for ax, name in zip(axes.flat, names):
         steps = sorted((s for s in record.steps if s.queue == name and s.wait_p95_s is not None), key=lambda s: s.rate)
         if steps:

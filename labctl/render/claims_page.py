@@ -92,7 +92,7 @@ def esc(x: object) -> str:
 
 
 def _label(row: ConfigRow) -> str:
-    column, workers = row.column, row.params.get("workers")
+    column, workers = row.column, row.params.workers
     if not (column.startswith("w") and column[1:].isdigit()):
         return f"{row.queue} {column}".strip()
     if workers != int(column[1:]):
@@ -246,9 +246,9 @@ def markdown(record: ClaimsRecord) -> str:
         "",
         "## The setting",
         "",
-        markdown_table(["what", "value"], [[k, v] for k, v in (s.get("machine") or {}).items()], {"what", "value"}),
+        markdown_table(["what", "value"], [[k, v] for k, v in s.machine.items()], {"what", "value"}),
         "",
-        "Versions: " + ", ".join(f"{k} {v}" for k, v in (s.get("versions") or {}).items()),
+        "Versions: " + ", ".join(f"{k} {v}" for k, v in s.versions.items()),
         "",
     ]
     if record.notes:
@@ -405,11 +405,11 @@ def lab_section(record: ClaimsRecord) -> str:
 def sources_section(record: ClaimsRecord) -> str:
     out = []
     for path, src in record.sources.items():
-        change = f"<pre>{esc(src['diff'])}</pre>" if src.get("diff") else "<p class='muted'>unchanged</p>"
-        blob = f", blob {esc(src['blob'])}" if src.get("blob") else ""
+        change = f"<pre>{esc(src.diff)}</pre>" if src.diff else "<p class='muted'>unchanged</p>"
+        blob = f", blob {esc(src.blob)}" if src.blob else ""
         out.append(
-            f"<h4>{esc(path)}</h4><p class='muted'>{esc(src['repo'])} @{esc(src['commit'])}: "
-            f"{esc(src['origin'])}{blob}; {esc(src['licence'])}</p>{change}"
+            f"<h4>{esc(path)}</h4><p class='muted'>{esc(src.repo)} @{esc(src.commit)}: "
+            f"{esc(src.origin)}{blob}; {esc(src.licence)}</p>{change}"
         )
     return "".join(out)
 
@@ -423,14 +423,14 @@ def runs_section(record: ClaimsRecord) -> str:
         _row(
             [
                 _td(r.bench),
-                _td(r.queue + (f" {r.params['column']}" if r.params.get("column") else "")),
+                _td(r.queue + (f" {r.params.column}" if r.params.column else "")),
                 _td(r.setup),
                 _td(r.rep, True),
                 _td(r.n, True),
                 _td(r.status, attrs=" class=warn" if r.status != "ok" else ""),
                 _td(", ".join(f"{k} {num(v)}" for k, v in r.figures.items() if v is not None)),
-                _td(r.accounting.get("lost"), True),
-                _td(r.accounting.get("duplicates"), True),
+                _td(r.accounting.lost, True),
+                _td(r.accounting.duplicates, True),
                 _td(f"{r.busy_before:.0%}" if r.busy_before is not None else "-", True),
                 _td(" ".join(f"{x:.2f}" for x in r.loadavg)),
             ]
@@ -442,19 +442,17 @@ def runs_section(record: ClaimsRecord) -> str:
 
 def setting_section(record: ClaimsRecord) -> str:
     s = record.setting
-    table: Callable[[str, Mapping[str, Any] | None], str] = lambda tid, data: (  # noqa: E731
-        f"<table id='{tid}'><tbody>"
-        + "".join(_row([_td(k), _td(v)]) for k, v in (data or {}).items())
-        + "</tbody></table>"
+    table: Callable[[str, Mapping[str, object]], str] = lambda tid, data: (  # noqa: E731
+        f"<table id='{tid}'><tbody>" + "".join(_row([_td(k), _td(v)]) for k, v in data.items()) + "</tbody></table>"
     )
     return (
-        f"<p>Image {esc(s.get('image'))}; limited runs: {esc(s.get('limits'))} per worker container.</p>"
+        f"<p>Image {esc(s.image)}; limited runs: {esc(s.limits)} per worker container.</p>"
         "<h3>Machine</h3>"
-        + table("machine", s.get("machine"))
+        + table("machine", s.machine)
         + "<h3>Versions</h3>"
-        + table("versions", s.get("versions"))
+        + table("versions", s.versions)
         + "<h3>Redis</h3>"
-        + table("redis", s.get("redis"))
+        + table("redis", s.redis)
     )
 
 

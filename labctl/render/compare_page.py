@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import html
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from labctl import stats
-from labctl.platform.containers import limit_text, workers_limit_text
 from labctl.queues import QUEUES
 from labctl.records.compare import (
     ARTICLE_FIELDS,
@@ -22,11 +20,13 @@ from labctl.records.compare import (
     RANKED,
     Agreement,
     ArticleRecord,
+    CompareParams,
     CompareRecord,
     ratios_to,
     run_ratios_to,
 )
-from labctl.records.published import SOURCE as PUBLISHED_SOURCE
+from labctl.records.published import ARTICLE, Row
+from labctl.records.run import ServiceLimits
 from labctl.render import charts
 from labctl.render.capacity_page import bracket_text
 from labctl.render.table import markdown_table
@@ -59,8 +59,7 @@ def figure(record: CompareRecord, queue: str, key: str, show_n: bool = False) ->
     """`412 [398–430]`, `~` before a projected time; `-` for none."""
     est = record.figure(queue, key)
     text = stats.text(est, show_n)
-    projected = (record.summary.get(queue, {}).get(key) or {}).get("projected")
-    return f"~{text} projected" if projected and est.median is not None else text
+    return f"~{text} projected" if record.projected(queue, key) and est.median is not None else text
 
 
 def wide(record: CompareRecord) -> dict[str, str]:
@@ -74,20 +73,20 @@ def runs_of(record: CompareRecord, queue: str) -> int:
 
 # -- The setting, as one line --------------------------------------------------------------
 def limits_line(record: CompareRecord) -> str:
-    limits = record.setting["limits"]
-    return f"API {limit_text(limits.get('api'))}, workers {workers_limit_text(limits.get('workers') or {})}"
+    limits = record.setting.limits
+    return f"API {limits.api_text}, workers {limits.workers_text}"
 
 
-def run_length(p: Mapping[str, Any]) -> str:
-    if p.get("duration_s"):
-        return f"{p['duration_s']:g} s of load per run (RPS over all but its first {p.get('warmup_s', 0):g} s)"
-    return f"{p['requests']} requests per run"
+def run_length(p: CompareParams) -> str:
+    if p.duration_s:
+        return f"{p.duration_s:g} s of load per run (RPS over all but its first {p.warmup_s or 0:g} s)"
+    return f"{p.requests} requests per run"
 
 
 def rounds_line(record: CompareRecord) -> str:
     r = record.rounds
     if not r.recorded:
-        return f"{record.params.get('reps', '?')} rep(s) per queue, in a fixed order"
+        return f"{record.params.reps or '?'} rep(s) per queue, in a fixed order"
     counts = sorted({runs_of(record, q) for q in record.queues})
     n = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
     return (
@@ -99,8 +98,8 @@ def rounds_line(record: CompareRecord) -> str:
 
 def heading(record: CompareRecord) -> str:
     p = record.params
-    quick = "; quick: a first look, its intervals as wide as its few runs make them" if p.get("quick") else ""
-    return f"{p['endpoint']}, {p['users']} users, {run_length(p)}; {rounds_line(record)}; {limits_line(record)}{quick}"
+    quick = "; quick: a first look, its intervals as wide as its few runs make them" if p.quick else ""
+    return f"{p.endpoint}, {p.users} users, {run_length(p)}; {rounds_line(record)}; {limits_line(record)}{quick}"
 
 
 # -- Markdown ---------------------------------------------------------------------------------
@@ -164,11 +163,13 @@ def markdown(record: CompareRecord) -> str:
             "Runs on a machine more than 5 % off the comparison's median speed: " + ", ".join(record.off_speed),
         ]
     if published := record.published:
-        src = published["source"]
-        rows = [[queue, *(num(row.get(key)) for _, key in ARTICLE_FIELDS)] for queue, row in published["rows"].items()]
+        src = published.source
+        rows = [
+            [queue, *(num(getattr(row, key)) for _, key in ARTICLE_FIELDS)] for queue, row in published.rows.items()
+        ]
         lines += [
             "",
-            f"The published experiment at {published['setting']} ({src['publisher']}, {src['url']}; "
+            f"The published experiment at {published.setting} ({src.publisher}, {src.url}; "
             "another machine, its own versions):",
             "",
             markdown_table(["queue", *(name for name, _ in ARTICLE_FIELDS)], rows, {"queue"}),
@@ -271,7 +272,7 @@ def _stat_cell(record: CompareRecord, queue: str, key: str) -> str:
     text = esc(num(est.median))
     if est.low is not None and est.high is not None:
         text += f"<span class=ci>[{esc(num(est.low))}–{esc(num(est.high))}]</span>"
-    if (record.summary.get(queue, {}).get(key) or {}).get("projected") and est.median is not None:
+    if record.projected(queue, key) and est.median is not None:
         attrs += ' data-projected="1"'
         text = f"~{text}<span class=ci>projected</span>"
     return f"<td class=n{attrs}>{text}</td>"
@@ -337,14 +338,15 @@ def published_section(record: CompareRecord) -> str:
             "and 0.5 CPU / 500M with 100 users on <code>io/simple</code>; its figures appear here beside the lab's "
             f"when a comparison runs that setting. Not here: {esc(record.published_note or '')}.</p>"
         )
-    src = published["source"]
+    src = published.source
     head = _row([_th("queue"), *(_th(name, "article") for name, _ in ARTICLE_FIELDS)])
     body = [
-        _row([_td(q), *(_td(num(row.get(k)), True) for _, k in ARTICLE_FIELDS)]) for q, row in published["rows"].items()
+        _row([_td(q), *(_td(num(getattr(row, k)), True) for _, k in ARTICLE_FIELDS)])
+        for q, row in published.rows.items()
     ]
     return (
-        f'<p>The published experiment at {esc(published["setting"])}: <a href="{esc(src["url"])}">'
-        f"{esc(src['title'])}</a> ({esc(src['publisher'])}). <b>Another machine</b>, its own library versions "
+        f'<p>The published experiment at {esc(published.setting)}: <a href="{esc(src.url)}">'
+        f"{esc(src.title)}</a> ({esc(src.publisher)}). <b>Another machine</b>, its own library versions "
         f'and code: read it beside the lab\'s, not as the same measurement.</p><table id="published">'
         f"<thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
     )
@@ -374,7 +376,7 @@ def chart(record: CompareRecord, key: str, title: str, ylabel: str) -> str:
     """Small multiples: a panel per queue on shared axes, each run of the queue a thin line
     (its group carries its queue, rep, run and samples as data-* attributes), the median over
     its runs a thick one."""
-    queues = [q for q in record.queues if any(s["queue"] == q for s in record.series)]
+    queues = [q for q in record.queues if any(s.queue == q for s in record.series)]
     cols = min(PANELS_PER_ROW, max(1, len(queues)))
     rows = -(-len(queues) // cols)
     fig, axes = charts.figure(PANEL_W * cols, PANEL_H * rows + 40, rows, cols, sharex=True, sharey=True, squeeze=False)
@@ -386,16 +388,16 @@ def chart(record: CompareRecord, key: str, title: str, ylabel: str) -> str:
             ax.set_visible(False)
             continue
         queue = queues[i]
-        runs = [s for s in record.series if s["queue"] == queue]
+        runs = [s for s in record.series if s.queue == queue]
         for s in runs:
-            samples = s.get(key) or []
-            gid = line_id(key, queue, s["rep"])
+            samples: list[list[float]] = getattr(s, key)
+            gid = line_id(key, queue, s.rep)
             drawn = [[t, max(v, 0)] for t, v in samples]  # the y axis starts at 0, as every series does
             top = max([top, *(v for _, v in drawn)])
             line = charts.plot_xy(ax, drawn, color=colour(queue), lw=0.7, alpha=0.35)
             line.set_gid(gid)
-            data[gid] = {"queue": queue, "rep": s["rep"], "run": s["run"], "samples": len(samples), "values": samples}
-        middle = median_line([s.get(key) or [] for s in runs], step)
+            data[gid] = {"queue": queue, "rep": s.rep, "run": s.run, "samples": len(samples), "values": samples}
+        middle = median_line([getattr(s, key) for s in runs], step)
         if middle:
             gid = f"median-{key}-{queue}"
             charts.plot_xy(ax, [[t, max(v, 0)] for t, v in middle], color=colour(queue), lw=2.0).set_gid(gid)
@@ -604,15 +606,15 @@ def chaos_section(record: CompareRecord) -> str:
 def setting_section(record: CompareRecord) -> str:
     """The limits the engine applied, the knobs, the versions and the machine."""
     setting = record.setting
-    limits = setting["limits"]
-    rows = [[_td("api"), *(_td(x) for x in _limit_cells(limits.get("api")))]]
-    rows += [[_td(q), *(_td(x) for x in _limit_cells(lim))] for q, lim in (limits.get("workers") or {}).items()]
+    limits = setting.limits
+    rows = [[_td("api"), *(_td(x) for x in _limit_cells(limits.api))]]
+    rows += [[_td(q), *(_td(x) for x in _limit_cells(lim))] for q, lim in limits.workers.items()]
     knobs = [
         [_td(service), _td(", ".join(f"{k}={v}" for k, v in values.items()))]
-        for service, values in setting["knobs"].items()
+        for service, values in setting.knobs.items()
     ]
-    versions = [[_td(name), _td(version)] for name, version in setting["versions"].items()]
-    machine = [[_td(k), _td(v)] for k, v in setting["machine"].items()]
+    versions = [[_td(name), _td(version)] for name, version in setting.versions.items()]
+    machine = [[_td(k), _td(v)] for k, v in setting.machine.items()]
     return (
         "<h3>Limits, as the engine applied them</h3>"
         + _table("limits", ("service", "CPUs", "memory", "replicas", "concurrency"), rows)
@@ -625,9 +627,9 @@ def setting_section(record: CompareRecord) -> str:
     )
 
 
-def _limit_cells(lim: Mapping[str, Any] | None) -> tuple[Any, ...]:
-    lim = lim or {}
-    return (lim.get("cpus"), lim.get("memory"), lim.get("replicas"), lim.get("concurrency", "-"))
+def _limit_cells(lim: ServiceLimits | None) -> tuple[object, ...]:
+    lim = lim or ServiceLimits()
+    return (lim.cpus, lim.memory, lim.replicas, lim.concurrency)
 
 
 def page(record: CompareRecord) -> str:
@@ -640,14 +642,14 @@ def page(record: CompareRecord) -> str:
 <h1>The queues side by side: {esc(record.run)}</h1>
 <p>{esc(heading(record))}. Ran {esc(record.time)} for {esc(num(record.wall_s))} s
 (<code>{esc(record.command)}</code>); every run began on empty queues and watched its tasks for at most
-{esc(num(p.get("drain_watch_s")))} s, a queue that drained slower having the rest run by a one-off worker of its own.</p>
+{esc(num(p.drain_watch_s))} s, a queue that drained slower having the rest run by a one-off worker of its own.</p>
 <h2>Which queue is faster</h2>
 {ranking_section(record)}
 <h2>The published experiment's figures</h2>
 {figures_table(record, ARTICLE_FIELDS, "summary", "article")}
 <p class="muted">Median [95 % CI] over each queue's runs. RPS: requests per second over the steady part of each
 run's load (the API's enqueue counter as Prometheus scraped it, one task a request); median and p95 from Locust over
-the whole load ({esc(p["users"])} users); all tasks done: first enqueue to last completion (the ledger), or
+the whole load ({esc(p.users)} users); all tasks done: first enqueue to last completion (the ledger), or
 ~projected where the queue drained slower than its API enqueued, from the rate its tasks settled at while watched.</p>
 {published_section(record)}
 <h2>What the lab adds</h2>
@@ -715,7 +717,7 @@ REFERENCE = "faststream"  # the article's queue without a concurrency setting: t
 
 
 def _setting_of(part: CompareRecord) -> str:
-    return (part.published or {}).get("setting") or limits_line(part)
+    return part.published.setting if part.published else limits_line(part)
 
 
 @dataclass(frozen=True)
@@ -725,16 +727,20 @@ class ArticleRow:
     article's ratio lies inside the lab's interval (None: no ratio to set against)."""
 
     queue: str
-    published: Mapping[str, Any]
+    published: Row | None
     ratio: stats.Ratio | None
     pub_ratio: float | None
     inside: bool | None
+
+    def article(self, key: str) -> float | None:
+        """The article's figure for an ARTICLE_FIELDS key; None where it has no row."""
+        return getattr(self.published, key) if self.published else None
 
 
 def article_rows(part: CompareRecord) -> list[ArticleRow]:
     """Per queue: the lab's figures, the article's, and each RPS over FastStream's (the
     lab's with its interval), and whether the article's ratio lies inside the lab's interval."""
-    published_rows = (part.published or {}).get("rows") or {}
+    published_rows = part.published.rows if part.published else {}
     lab_ratio = run_ratios_to(part.runs, REFERENCE)
     pub_ratio = ratios_to(published_rows, REFERENCE)
     out = []
@@ -743,7 +749,7 @@ def article_rows(part: CompareRecord) -> list[ArticleRow]:
         inside = None
         if r is not None and pub is not None and r.low is not None and r.high is not None and q != REFERENCE:
             inside = r.low <= pub <= r.high
-        out.append(ArticleRow(q, published_rows.get(q) or {}, r, pub, inside))
+        out.append(ArticleRow(q, published_rows.get(q), r, pub, inside))
     return out
 
 
@@ -764,11 +770,11 @@ def article_markdown(record: ArticleRecord) -> str:
             [
                 a.queue,
                 figure(part, a.queue, "rps", show_n=True),
-                num(a.published.get("rps")),
+                num(a.article("rps")),
                 figure(part, a.queue, "median_ms"),
-                num(a.published.get("median_ms")),
+                num(a.article("median_ms")),
                 figure(part, a.queue, "p95_ms"),
-                num(a.published.get("p95_ms")),
+                num(a.article("p95_ms")),
                 stats.ratio_text(a.ratio) if a.ratio else "-",
                 num(a.pub_ratio),
                 _inside_text(a.inside),
@@ -805,7 +811,7 @@ def article_page(record: ArticleRecord) -> str:
             cells = [_td(q, attrs=f' data-queue="{esc(q)}"')]
             for key in ("rps", "median_ms", "p95_ms"):
                 cells.append(_stat_cell(part, q, key))
-                cells.append(_td(num(a.published.get(key)), True, f' data-queue="{esc(q)}" data-article="{key}"'))
+                cells.append(_td(num(a.article(key)), True, f' data-queue="{esc(q)}" data-article="{key}"'))
             ratio = a.ratio
             ratio_attrs = f' data-queue="{esc(q)}" data-ratio="lab"'
             if ratio is not None:
@@ -820,13 +826,13 @@ def article_page(record: ArticleRecord) -> str:
             f"every run: <a href='{link}'>{link}</a>.</p><div class=scroll><table class='article-setting' "
             f"data-setting='{esc(_setting_of(part))}'><thead>{head}</thead><tbody>{''.join(body)}</tbody></table></div>"
         )
-    src = PUBLISHED_SOURCE
+    src = ARTICLE.source
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>make compare setting=article {esc(record.run)}</title>
 <style>{CSS}</style></head><body>
 <h1>The published experiment's settings, the lab beside the article: {esc(record.run)}</h1>
 <p>Ran {esc(record.time)} for {esc(num(record.wall_s))} s (<code>{esc(record.command)}</code>). The
-article: <a href="{esc(src["url"])}">{esc(src["title"])}</a> ({esc(src["publisher"])}), ARQ, SAQ and Celery at
+article: <a href="{esc(src.url)}">{esc(src.title)}</a> ({esc(src.publisher)}), ARQ, SAQ and Celery at
 concurrency 1, 100 users on the enqueue route, 50,000 iterations a run, <b>another machine</b> with its own
 versions: its absolute figures are not the lab's to match; the ratios between queues are what should carry, so each
 queue's RPS over FastStream's is given with its 95 % interval, and whether the article's ratio lies inside it.

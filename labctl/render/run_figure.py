@@ -6,8 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from labctl.platform.containers import limit_text, workers_limit_text
-from labctl.records.run import RunRecord
+from labctl.records.run import RunRecord, limit_text, workers_limit_text
 from labctl.render import charts
 
 
@@ -28,11 +27,11 @@ class Panel:
 
 def title(record: RunRecord) -> str:
     """The figure's title: what ran, how hard, how fast, under which limits."""
-    limits = record.limits or {}
+    limits = record.limits
     return (
         f"{record.run}: {record.worker or record.scenario} {record.endpoint}, "
         f"{record.users} users, {record.requests} requests, {record.rps} req/s; "
-        f"api {limit_text(limits.get('api'))}, workers {workers_limit_text(limits.get('workers') or {})}"
+        f"api {limit_text(limits.api)}, workers {workers_limit_text(limits.workers)}"
     )
 
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import time
 
-from labctl.platform.containers import limit_text
-from labctl.records.run import RunRecord
+from labctl.records.run import Quantiles, Resources, RunRecord, limit_text
 from labctl.render.run_table import notes_of
 from labctl.stats import num
 
@@ -16,9 +15,8 @@ MiB = 1 << 20
 
 
 def _limit(record: RunRecord, service: str) -> str:
-    if service == "api":
-        return limit_text(record.limits.get("api"))
-    return limit_text((record.limits.get("workers") or {}).get(service))
+    limits = record.limits
+    return limit_text(limits.api if service == "api" else limits.workers.get(service))
 
 
 def _what(record: RunRecord) -> str:
@@ -72,11 +70,10 @@ def _waits(record: RunRecord) -> str | None:
     """Each queue's task wait (enqueue to start) and latency (to done), p50 and p95, over the run's window."""
     parts = []
     for queue, times in sorted((record.task_times or {}).items()):
-        wait, latency = times.get("wait", {}), times.get("latency", {})
+        wait, latency = times.wait, times.latency or Quantiles()
         if wait:
             parts.append(
-                f"{queue} to start p50 {_secs(wait.get('p50'))}, p95 {_secs(wait.get('p95'))}; "
-                f"to done p95 {_secs(latency.get('p95'))}"
+                f"{queue} to start p50 {_secs(wait.p50)}, p95 {_secs(wait.p95)}; to done p95 {_secs(latency.p95)}"
             )
     return "; ".join(parts[:3]) + (f"; and {len(parts) - 3} more queues" if len(parts) > 3 else "") or None
 
@@ -104,11 +101,11 @@ def _resources(record: RunRecord) -> tuple[str | None, str | None]:
     resources = record.resources or {}
     peaks, throttled = [], []
     for service in dict.fromkeys([*record.subjects, "api"]):
-        r = resources.get(service) or {}
-        if r.get("peak_memory_bytes"):
-            peaks.append(f"{service} {r['peak_memory_bytes'] / MiB:.0f} MB of {_limit(record, service)}")
-        if r.get("cpu_throttled_periods_pct") is not None:
-            throttled.append(f"{service} {num(r['cpu_throttled_periods_pct'])} %")
+        r = resources.get(service) or Resources()
+        if r.peak_memory_bytes:
+            peaks.append(f"{service} {r.peak_memory_bytes / MiB:.0f} MB of {_limit(record, service)}")
+        if r.cpu_throttled_periods_pct is not None:
+            throttled.append(f"{service} {num(r.cpu_throttled_periods_pct)} %")
     return (", ".join(peaks) or None, ", ".join(throttled) or None)
 
 
@@ -131,7 +128,7 @@ def lines(record: RunRecord, record_path: str, grafana_link: str | None = None) 
         f"API {_limit(record, 'api')}"
         + (
             f", worker {_limit(record, record.worker)}"
-            if record.worker and record.worker in record.limits.get("workers", {})
+            if record.worker and record.worker in record.limits.workers
             else ""
         ),
         f"  rate     {num(record.rps)} req/s{_target(record)}: {record.requests} requests, {record.failures} failed",
@@ -150,8 +147,8 @@ def lines(record: RunRecord, record_path: str, grafana_link: str | None = None) 
         out.append(f"  CPU      throttled periods: {throttled}")
     if probe := record.probe:
         out.append(
-            f"  probe    {probe.get('ok')}/{probe.get('sent')} answered ok "
-            f"({100 * (probe.get('success_rate') or 0):.1f} %), worst gap {probe.get('worst_gap_s')} s"
+            f"  probe    {probe.ok}/{probe.sent} answered ok "
+            f"({100 * (probe.success_rate or 0):.1f} %), worst gap {probe.worst_gap_s} s"
         )
     if notes := _notes(record):
         out.append(f"  notes    {notes}")

@@ -7,29 +7,25 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from lab.queues import BROKER_NAMES
-from labctl.platform.containers import limit_text, workers_limit_text
-from labctl.records.run import RunRecord
+from labctl.records.run import RunRecord, limit_text, workers_limit_text
 from labctl.render.table import markdown_table
 
 Column = tuple[str, Callable[[RunRecord], Any]]
 
 
-def _workers(r: RunRecord) -> Mapping[str, Mapping[str, Any]]:
-    return r.limits.get("workers") or {}
-
-
-def _joined(r: RunRecord, knob: str) -> str | None:
+def _joined(values: Iterable[int | None]) -> str | None:
     """The workers' concurrency or replicas: one value, or each they differ by."""
-    values = sorted({w[knob] for w in _workers(r).values() if w.get(knob) is not None})
-    return "/".join(str(v) for v in values) if values else None
+    found = sorted({v for v in values if v is not None})
+    return "/".join(str(v) for v in found) if found else None
 
 
 def _api_limits(r: RunRecord) -> str:
-    return limit_text(r.limits.get("api"))
+    return limit_text(r.limits.api)
 
 
 def _worker_limits(r: RunRecord) -> str:
-    return workers_limit_text(_workers(r)) if _workers(r) else "-"
+    workers = r.limits.workers
+    return workers_limit_text(workers) if workers else "-"
 
 
 def _peak_mb(r: RunRecord) -> float | None:
@@ -37,7 +33,7 @@ def _peak_mb(r: RunRecord) -> float | None:
 
 
 def _probe_ok(r: RunRecord) -> float | None:
-    rate = (r.probe or {}).get("success_rate")
+    rate = r.probe.success_rate if r.probe else None
     return round(100 * rate, 1) if rate is not None else None
 
 
@@ -65,12 +61,12 @@ COLUMNS: tuple[Column, ...] = (
     ("lost", lambda r: r.tasks and r.tasks.lost),
     ("API limits", _api_limits),
     ("worker limits", _worker_limits),
-    ("conc.", lambda r: _joined(r, "concurrency")),
-    ("repl.", lambda r: _joined(r, "replicas")),
+    ("conc.", lambda r: _joined(w.concurrency for w in r.limits.workers.values())),
+    ("repl.", lambda r: _joined(w.replicas for w in r.limits.workers.values())),
     ("peak MB", _peak_mb),
     ("throttled periods %", lambda r: r.cpu_throttled_periods_pct),
     ("probe ok %", _probe_ok),
-    ("probe worst gap s", lambda r: (r.probe or {}).get("worst_gap_s")),
+    ("probe worst gap s", lambda r: r.probe and r.probe.worst_gap_s),
     ("notes", lambda r: notes_of(r)),
     ("run", lambda r: r.run),
 )
@@ -84,7 +80,7 @@ SHORT_COLUMNS: tuple[Column, ...] = (
 TEXT_COLUMNS = {"worker", "scenario", "endpoint", "API limits", "worker limits", "API / worker limits", "notes", "run"}
 
 
-def arq_knobs(knobs: Mapping[str, Any]) -> str:
+def arq_knobs(knobs: Mapping[str, Mapping[str, str]]) -> str:
     """arq's settings that set its drain, named where arq is measured; the drain itself is
     measured, never assumed: docs/queues.md, "arq's drain"."""
     arq = knobs.get("arq") or {}
@@ -109,10 +105,10 @@ def arq_note(record: RunRecord) -> str:
 def where_it_ran(record: RunRecord) -> str:
     """`: api node-2, celery node-4+node-5` on a Swarm of several nodes: the nodes
     of the API and the run's workers (the record's platform.placement)."""
-    platform = record.platform or {}
-    placement = platform.get("placement") or {}
-    if (platform.get("nodes") or 0) < 2 or not placement:
+    platform = record.platform
+    if platform is None or (platform.nodes or 0) < 2 or not platform.placement:
         return ""
+    placement = platform.placement
     worker = record.worker or ""
     services = ["api", *(BROKER_NAMES if worker == "all" else [w for w in worker.split(",") if w])]
     parts = [f"{s} {'+'.join(dict.fromkeys(placement[s]))}" for s in services if placement.get(s)]
@@ -122,15 +118,15 @@ def where_it_ran(record: RunRecord) -> str:
 def notes_of(record: RunRecord) -> str:
     """Short notes for the table: the knobs that change a queue's numbers, and problems."""
     notes = []
-    platform = record.platform or {}
-    if platform.get("orchestrator") == "swarm":
-        notes.append(f"swarm, {platform.get('nodes')} node(s)" + where_it_ran(record))
+    platform = record.platform
+    if platform and platform.orchestrator == "swarm":
+        notes.append(f"swarm, {platform.nodes} node(s)" + where_it_ran(record))
     if "ARQ_POLL_DELAY" in record.knobs.get("arq", {}) and record.worker in ("arq", "all"):
         notes.append(arq_note(record))
-    if record.generator.get("cpu_bound"):
+    if record.generator.cpu_bound:
         notes.append("generator CPU-bound")
     for service, r in record.restarts.items():
-        notes.append(f"{service} restarted" + (" (OOM)" if r.get("oom_killed") else ""))
+        notes.append(f"{service} restarted" + (" (OOM)" if r.oom_killed else ""))
     tasks = record.tasks
     if tasks and tasks.draining and not tasks.settled:
         watch = tasks.draining

@@ -17,6 +17,7 @@ from typing import Any
 from labctl.clients.prometheus import Prometheus
 from labctl.errors import LabError, LabNotRunning
 from labctl.platform.orchestrator import orchestrator
+from labctl.records.run import RunRecord
 from labctl.records.store import Store
 from labctl.render.console import Console
 from labctl.render.run_figure import Panel, Series, figure_png
@@ -28,9 +29,9 @@ Query = tuple[str, str, dict[str, Any]]
 PanelSpec = tuple[str, str, list[Query]]
 
 
-def _shared_queries(record: dict[str, Any]) -> tuple[Query, list[Query], list[Query]]:
+def _shared_queries(record: RunRecord) -> tuple[Query, list[Query], list[Query]]:
     """The requests sent, Locust's latency quantiles and the CPU against the limits: in both kinds of panels."""
-    subjects = record.get("subjects") or ["api"]
+    subjects = record.subjects or ["api"]
     services = "|".join(dict.fromkeys([*subjects, "api"]))
     gen = "locust-master|locust-worker"
     locust_q: list[Query] = [
@@ -46,9 +47,9 @@ def _shared_queries(record: dict[str, Any]) -> tuple[Query, list[Query], list[Qu
     return sent, locust_q, cpu
 
 
-def _queue_panels(record: dict[str, Any], sent: Query, locust_q: list[Query], cpu: list[Query]) -> list[PanelSpec]:
+def _queue_panels(record: RunRecord, sent: Query, locust_q: list[Query], cpu: list[Query]) -> list[PanelSpec]:
     """A queue run's panels: enqueued against completed, the backlog, the tasks' end-to-end latency."""
-    queues = "|".join((record.get("tasks") or {}).get("per_queue", {}) or [record.get("worker") or ".*"])
+    queues = "|".join((record.tasks.per_queue if record.tasks else {}) or [record.worker or ".*"])
     return [
         (
             "Throughput",
@@ -122,10 +123,10 @@ def _api_panels(sent: Query, locust_q: list[Query], cpu: list[Query]) -> list[Pa
     ]
 
 
-def panels_for(record: dict[str, Any]) -> list[PanelSpec]:
+def panels_for(record: RunRecord) -> list[PanelSpec]:
     """(title, y label, [(legend template, PromQL, line style)]) for the run's four panels."""
     sent, locust_q, cpu = _shared_queries(record)
-    if record.get("scenario") == "queue":
+    if record.scenario == "queue":
         return _queue_panels(record, sent, locust_q, cpu)
     return _api_panels(sent, locust_q, cpu)
 
@@ -160,7 +161,7 @@ def report(directory: Path, run: str, ui: Console) -> int:
     t0, t1 = start - 20, end + 20
     step = max(1.0, round((t1 - t0) / 300))
     prom = Prometheus(addr)
-    panels = [fetch(prom, panel, start, t0, t1, step) for panel in panels_for(record.as_json())]
+    panels = [fetch(prom, panel, start, t0, t1, step) for panel in panels_for(record)]
     out = store.write_bytes(run, ".png", figure_png(record, panels, (start, record.load_ended_at, end)))
     ui.say(
         f"wrote {out} ({time.strftime('%H:%M:%S', time.localtime(start))} - "

@@ -36,7 +36,7 @@ from labctl.load_run import follow, locust
 from labctl.load_run.options import LoadOptions
 from labctl.platform import containers as C
 from labctl.records.bench import BenchRecord
-from labctl.records.run import RunInputs, RunRecord, build_run_record, generator_check
+from labctl.records.run import RunInputs, RunRecord, build_run_record, generator_check, limit_text, workers_limit_text
 from labctl.render import run_table
 from labctl.render.bench_table import rows_cells as bench_cells
 
@@ -348,9 +348,9 @@ def test_limits_as_the_engine_applied_them():
         "3G",
         "1000",
     ]
-    assert C.limit_text(arq) == "0.2cpu/200M" and C.limit_text(None) == "-"
-    assert C.workers_limit_text({"arq": arq, "saq": arq}) == "0.2cpu/200M"
-    assert C.workers_limit_text({"arq": arq, "api": api}) == "arq:0.2cpu/200M,api:0.5cpu/1G"
+    assert limit_text(arq) == "0.2cpu/200M" and limit_text(None) == "-"
+    assert workers_limit_text({"arq": arq, "saq": arq}) == "0.2cpu/200M"
+    assert workers_limit_text({"arq": arq, "api": api}) == "arq:0.2cpu/200M,api:0.5cpu/1G"
 
 
 def record(**overrides):
@@ -461,9 +461,9 @@ def test_restarts_during_a_run_are_reported():
 
 def test_the_generator_is_cpu_bound_against_its_own_limit_too():
     limited = generator_check([{"role": "worker", "cpu_seconds": 4.5, "interval_s": 10, "cpu_limit_cores": 0.5}])
-    assert limited["cpu_bound"] and "0.45/0.5 core" in limited["warning"]
+    assert limited.cpu_bound and "0.45/0.5 core" in (limited.warning or "")
     idle = generator_check([{"role": "worker", "cpu_seconds": 0, "interval_s": 0, "cpu_limit_cores": 2}])
-    assert idle == {
+    assert idle.as_json() == {
         "processes": [{"role": "worker", "cpu_cores": None, "ceiling_cores": 1.0}],
         "cpu_bound": False,
         "warning": None,

@@ -12,7 +12,7 @@ import pytest
 from labctl.errors import ParamError
 from labctl.experiments import capacity as C
 from labctl.load_run.options import LoadOptions
-from labctl.records.capacity import CapacityRecord, Step, judge, saturated_rate
+from labctl.records.capacity import CapacityParams, CapacityRecord, Step, judge, saturated_rate
 from labctl.records.run import RunRecord
 from labctl.records.store import parse
 from labctl.render import capacity_page
@@ -209,7 +209,7 @@ def test_target_pct_searches_again_only_the_queues_whose_interval_is_wide():
     searched("loose", 30.0)
     assert C.searches(record, "loose") == 4 and C.why_stopped(record, "loose", 10.0, 4) == C.AT_CAP
     assert C.still_wide(record, 10.0, 4) == []
-    record.params = {"target_pct": 10.0, "max_reps": 4}
+    record.params = CapacityParams(target_pct=10.0, max_reps=4)
     record.stopped = {q: C.why_stopped(record, q, 10.0, 4) for q in record.queues_asked}
     assert "+-10 % (at most 4; not within: loose (max_reps))" in capacity_page.target_text(record)
     with pytest.raises(ParamError, match="target_pct=0"):

@@ -268,7 +268,7 @@ def test_a_quick_run_is_one_repetition_at_a_tenth_and_decides_nothing():
     options.check()
     assert options.reps == 1 and options.scale == 0.1
     record = ClaimsRecord.model_validate(quick_sample())
-    assert record.params["quick"]
+    assert record.params.quick
     found = verdicts(record)
     assert found and all(v.verdict == rules.SMOKE for v in found)
     printed = claims_page.verdicts_markdown(record)
@@ -306,7 +306,7 @@ def test_the_reports_figures_and_verdicts_are_the_runs(sample):
 
 def test_an_older_record_is_decided_by_these_rules_as_far_as_its_runs_allow():
     record = ClaimsRecord.model_validate(older_sample())
-    assert record.params["reps"] == 2 and not record.params["quick"]
+    assert record.params.reps == 2 and not record.params.quick
     found = verdicts(record)
     assert {v.id for v in found} == {"C1-noop", "C1-sleep", "C2-noop", "C2-sleep", "C9", "C6"}
     assert all(v.ratio and v.ratio.n_a == v.ratio.n_b == 2 and v.ratio.low is not None for v in found)

@@ -209,14 +209,14 @@ def test_the_page_needs_nothing_but_itself_and_carries_every_sample():
     for key, _, _ in compare_report.CHARTS:
         lines = dom.lines_of(key)
         assert [(line["queue"], line["rep"], line["run"]) for line in lines] == [
-            (s["queue"], s["rep"], s["run"])
-            for s in sorted(record.series, key=lambda s: record.queues.index(s["queue"]))
+            (s.queue, s.rep, s.run) for s in sorted(record.series, key=lambda s: record.queues.index(s.queue))
         ]
         for line in lines:
-            series = next(s for s in record.series if s["run"] == line["run"])
-            assert line["values"] == series[key] and line["samples"] == len(series[key])
-            assert line["vertices"] == len(series[key])  # the path draws every sample
-            assert line["colour"] == compare_report.colour(series["queue"])
+            series = next(s for s in record.series if s.run == line["run"])
+            samples = getattr(series, key)
+            assert line["values"] == samples and line["samples"] == len(samples)
+            assert line["vertices"] == len(samples)  # the path draws every sample
+            assert line["colour"] == compare_report.colour(series.queue)
     cell = dom.cells[("saq", "p95_ms")]
     assert cell["text"].startswith("450[") and float(cell["data-median"]) == 450 and cell["data-n"] == "2"
     assert float(cell["data-low"]) < 400 and float(cell["data-high"]) > 500
@@ -239,40 +239,45 @@ def test_a_copy_of_the_page_keeps_one_queues_lines_only():
 
 
 def test_the_published_rows_only_beside_their_own_setting():
-    rows = {"0.2cpu/200M": {"arq": {"rps": 1.0}}}
-    beside = published.beside("0.2cpu/200M", "io/simple", 100, rows)["rows"]
+    arq = published.Row(rps=1.0, median_ms=2, p95_ms=3)
+    rows = {"0.2cpu/200M": {"arq": arq}}
+    beside = published.beside("0.2cpu/200M", "io/simple", 100, rows)
     # The enqueue table's rows, and BackgroundTasks' own table at 0.2 CPU for the same endpoint and users.
-    assert beside["arq"] == {"rps": 1.0} and beside["background"]["rps"] == 319
+    assert beside is not None and beside.rows["arq"] == arq and beside.rows["background"].rps == 319
     assert published.beside("0.5cpu/500M", "io/simple", 100, rows) is None
     assert published.beside("0.2cpu/200M", "io/simple", 50, rows) is None
-    assert published.beside("0.2cpu/200M", "io/thread", 100, rows)["rows"] == {
+    thread = published.beside("0.2cpu/200M", "io/thread", 100, rows)
+    assert thread is not None and thread.as_json()["rows"] == {
         "background": {"rps": 209, "median_ms": 400, "p95_ms": 600, "all_done_s": 245, "errors_pct": 0.0}
     }
     assert published.beside("0.2cpu/200M", "cpu/simple", 100, rows) is None  # the article ran it with 3 users
-    assert set(published.RESULTS) == set(published.SETTINGS) and published.SOURCE["url"].startswith("https://habr")
-    # The article's tables as it prints them (another machine's figures).
+    assert set(published.RESULTS) == set(published.SETTINGS) and published.ARTICLE.source.url.startswith("https://habr")
+    # The article's tables as it prints them (another machine's figures); a note only where it marks one.
     assert (
-        published.RESULTS["0.2cpu/200M"]["arq"]["rps"] == 227
-        and published.RESULTS["0.5cpu/500M"]["celery"]["p95_ms"] == 59
+        published.RESULTS["0.2cpu/200M"]["arq"].rps == 227 and published.RESULTS["0.5cpu/500M"]["celery"].p95_ms == 59
     )
+    assert "note" not in published.RESULTS["0.2cpu/200M"]["arq"].model_dump()
+    assert published.RESULTS["0.2cpu/200M"]["saq"].model_dump()["note"].startswith("passed only")
     assert set(published.RESULTS["0.5cpu/500M"]) == set(published.QUEUES)
 
 
 def test_a_comparison_shows_the_published_rows_of_its_setting_or_says_why_not(monkeypatch):
     """Both ways, whatever labctl/records/published.py holds today: a table transcribed
     for the comparison's setting is shown, one that is not is named."""
-    record = comparison()  # 0.2cpu/200M for the API and the workers, io/simple, 100 users
+    # 0.2cpu/200M for the API and the workers, io/simple, 100 users
+    record = compare_record.CompareRecord.model_validate(comparison())
     monkeypatch.setitem(published.RESULTS, "0.2cpu/200M", {})
     monkeypatch.setattr(published, "BACKGROUND", {})
-    assert compare.published_beside(record["setting"], record["params"]) == (
+    assert compare.published_beside(record.setting, record.params) == (
         None,
         "its table for 0.2cpu/200M is not transcribed in labctl/records/data/published_article.toml",
     )
-    monkeypatch.setitem(published.RESULTS, "0.2cpu/200M", {"arq": {"rps": 1.0}})
-    rows, why = compare.published_beside(record["setting"], record["params"])
-    assert rows is not None and rows["rows"] == {"arq": {"rps": 1.0}} and why == ""
-    other = {**record["params"], "users": 50}
-    assert compare.published_beside(record["setting"], other) == (
+    arq = published.Row(rps=1.0, median_ms=2, p95_ms=3)
+    monkeypatch.setitem(published.RESULTS, "0.2cpu/200M", {"arq": arq})
+    rows, why = compare.published_beside(record.setting, record.params)
+    assert rows is not None and rows.rows == {"arq": arq} and why == ""
+    other = record.params.model_copy(update={"users": 50})
+    assert compare.published_beside(record.setting, other) == (
         None,
         "this comparison ran 0.2cpu/200M, io/simple, 50 users",
     )

@@ -18,6 +18,7 @@ from labctl.records.run import RunRecord
 from labctl.records.scale import ScaleRecord
 from labctl.records.store import Store
 from labctl.render import bench_table, compare_page, run_table, scale_page
+from labctl.views import report
 
 SAMPLES = Path(__file__).parent / "records"
 KINDS = {
@@ -118,6 +119,25 @@ def test_the_store_sorts_each_kind_and_the_tables_show_them(store):
     [scale] = store.of(ScaleRecord)
     counts = scale_page.markdown(scale).split("## Every run")[0]  # the counts' table
     assert [line.split(" | ")[0] for line in counts.splitlines() if line.startswith("| ")][1:] == ["| 1", "| 2"]
+
+
+def test_make_reports_panels_ask_for_the_runs_queues_and_services(store):
+    """views/report.py's queries: a queue run's queues are its ledger's (its worker where an older
+    record has none), its CPU the subjects' and the API's; any other run's panels are the API's."""
+
+    def queries(record: RunRecord) -> str:
+        return "\n".join(expr for _, _, lines in report.panels_for(record) for _, expr, _ in lines)
+
+    run = store.run("faststream-io-simple-100u-20261128T092859")
+    assert 'lab_queue_depth{queue=~"faststream"}' in queries(run)
+    assert 'lab_cpu_limit_cores{service=~"faststream|api"}' in queries(run)
+    assert run.tasks is not None
+    both = run.model_copy(update={"tasks": run.tasks.model_copy(update={"per_queue": {"arq": {}, "saq": {}}})})
+    assert 'lab_task_completed_total{queue=~"arq|saq"}' in queries(both)
+    assert 'lab_queue_depth{queue=~"arq"}' in queries(store.run("arq-io-simple-100u-20261120T101500"))
+    loop = run.model_copy(update={"scenario": "upstream", "tasks": None, "subjects": []})
+    assert [title for title, _, _ in report.panels_for(loop)] == ["Throughput", "Event loop", "Latency", "CPU vs limit"]
+    assert 'lab_cpu_limit_cores{service=~"api"}' in queries(loop) and "lab_queue_depth" not in queries(loop)
 
 
 def test_a_file_of_another_schema_or_no_record_is_skipped_with_a_word(tmp_path):

@@ -12,7 +12,8 @@ from labctl import stats
 from labctl.experiments import scale as S
 from labctl.platform import containers
 from labctl.platform.swarm import task_containers
-from labctl.records.scale import FIGURES, ScaleParams, ScalePlatform, ScaleRecord, ScaleRun, count_figures
+from labctl.records.run import Platform
+from labctl.records.scale import FIGURES, ScaleParams, ScaleRecord, ScaleRun, count_figures
 from labctl.render import scale_page
 
 
@@ -76,7 +77,7 @@ def summary() -> ScaleRecord:
         base="scale-x",
         worker="celery",
         params=ScaleParams(requests=3000, endpoint="io/simple", users=100),
-        platform=ScalePlatform(orchestrator="swarm", stack="lab", nodes=1),
+        platform=Platform(orchestrator="swarm", stack="lab", nodes=1),
         rows=rows,
         api_limits="0.2cpu/200M",
         worker_limits="0.2cpu/200M each",
@@ -205,7 +206,7 @@ def test_the_html_page_plots_inline_and_loads_nothing(tmp_path):
 def test_over_nodes_the_table_and_plots_count_nodes_and_name_them(tmp_path):
     by_nodes = summary()
     by_nodes.axis, by_nodes.per_node = "nodes", 2
-    by_nodes.platform = ScalePlatform(orchestrator="swarm", stack="lab", nodes=6)
+    by_nodes.platform = Platform(orchestrator="swarm", stack="lab", nodes=6)
     names = ["node-4", "node-5", "node-6"]
     nodes = {1: 1, 2: 2, 4: 3}  # the summary's replica counts, as node counts
     by_nodes.counts = [1, 2, 3]

@@ -54,6 +54,7 @@ from labctl.platform.lab import answers
 from labctl.polling import Progress, wait_until
 from labctl.queues import EMPTIER_SETTINGS, running_brokers
 from labctl.records.bench import BenchRecord, BenchRow, row_ratios
+from labctl.records.run import limit_text
 from labctl.records.store import Store
 from labctl.render import bench_table
 from labctl.render.bench_table import FAST_ARQ_POLL
@@ -210,7 +211,7 @@ class Bench:
             c.stop(queue)
         self.redis("DEL", done_key(queue))
         self.empty_bare(queue)
-        say(f"[{queue}] starting bench-api ({C.limit_text(self.api_limits)}, ENQUEUE_MODE={self.mode})")
+        say(f"[{queue}] starting bench-api ({limit_text(self.api_limits)}, ENQUEUE_MODE={self.mode})")
         c.start_service("bench-api", self.env)
         run = f"bench-{self.stamp}-{queue}"
         rounds: dict[str, list[dict[str, Any]]] = {"bare": [], "lab": []}
@@ -507,7 +508,7 @@ def bench(args: BenchOptions, ui: Console) -> int:
         args.worker,
         "io/simple",
         args.users,
-        C.limit_text(record.api_limits),
+        limit_text(record.api_limits),
         "-",
         ended,
         duration_s=ended - started,

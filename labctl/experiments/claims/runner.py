@@ -131,7 +131,7 @@ class Claims:
             line = f"{r.bench} {r.queue} {r.setup} rep {rep}: {r.status}; " + ", ".join(
                 f"{k}={v}" for k, v in r.figures.items() if v is not None
             )
-            self.ui.say(line + f"; lost {r.accounting.get('lost')}, dup {r.accounting.get('duplicates')}")
+            self.ui.say(line + f"; lost {r.accounting.lost}, dup {r.accounting.duplicates}")
 
     def run(self) -> ClaimsRecord:
         started = time.time()

@@ -33,7 +33,7 @@ from labctl.platform.compose import Compose
 from labctl.platform.lab import Lab
 from labctl.polling import Progress, wait_until
 from labctl.queues import EMPTIER_SETTINGS, service_of
-from labctl.records.compare import AT_CAP, OUT_OF_TIME, CompareRecord, CompareRun, run_row
+from labctl.records.compare import AT_CAP, OUT_OF_TIME, CompareParams, CompareRecord, CompareRun, Series, run_row
 from labctl.records.run import DrainWatch, RunRecord, backlog_of
 from labctl.records.store import Store
 from labctl.render import compare_page
@@ -64,7 +64,7 @@ class Comparison:
         self.prom = Prometheus(addr)
         self.rows: list[CompareRun] = []
         self.records: list[RunRecord] = []
-        self.series: list[dict[str, Any]] = []
+        self.series: list[Series] = []
         self.notes: list[str] = []
         seed = options.seed if options.seed is not None else secrets.randbelow(1_000_000)
         self.rounds = Rounds(
@@ -143,15 +143,15 @@ class Comparison:
             time.sleep(max(0.0, min(until - time.time(), SERIES_AFTER_S + SERIES_STEP_S)))
         for row, record in zip(self.rows, self.records):
             try:
-                series = run_series(self.prom, record, row.queue)
+                series = run_series(self.prom, record, row.queue, row.rep)
             except (httpx.HTTPError, LabError) as exc:
                 self.notes.append(f"{row.run}: no series from Prometheus ({exc})")
                 continue
-            self.series.append({"queue": row.queue, "rep": row.rep, "run": row.run, **series})
+            self.series.append(series)
             # The charts over the middle of the load, against the table's figures.
             warmup = self.warmup_s or 0.0
-            row.chart_rps_middle = middle_rate(series["requests"], record, warmup)
-            row.chart_throughput_middle = middle_rate(series["throughput"], record, warmup)
+            row.chart_rps_middle = middle_rate(series.requests, record, warmup)
+            row.chart_throughput_middle = middle_rate(series.throughput, record, warmup)
 
     def warm_up(self) -> None:
         """A short run of every queue at once (`worker=all`), not counted: the API's first
@@ -206,13 +206,25 @@ class Comparison:
 
     def record(self, wall_s: float) -> CompareRecord:
         o = self.options
-        params: dict[str, Any] = {"workers": self.queues, "requests": o.requests, "users": o.users, "quick": o.quick}
-        params.update({"rounds": o.rounds, "max_rounds": o.max_rounds, "target_pct": o.target_pct})
-        params.update({"budget_min": o.budget_min, "seed": self.rounds.seed, "warmup_run": o.warmup_run})
-        if not o.requests:
-            params.update({"duration_s": o.duration_s, "warmup_s": o.warmup_s})
-        params.update({"drain_watch_s": o.drain_watch_s, "setting": o.setting or None})
-        params.update({"spawn": o.spawn or None, "endpoint": o.endpoint, "locust_workers": o.locust_workers})
+        length = {} if o.requests else {"duration_s": o.duration_s, "warmup_s": o.warmup_s}
+        params = CompareParams(
+            workers=self.queues,
+            requests=o.requests,
+            users=o.users,
+            quick=o.quick,
+            rounds=o.rounds,
+            max_rounds=o.max_rounds,
+            target_pct=o.target_pct,
+            budget_min=o.budget_min,
+            seed=self.rounds.seed,
+            warmup_run=o.warmup_run,
+            **length,
+            drain_watch_s=o.drain_watch_s,
+            setting=o.setting or None,
+            spawn=o.spawn or None,
+            endpoint=o.endpoint,
+            locust_workers=o.locust_workers,
+        )
         setting, notes = setting_of(self.records, self.lab)
         beside, why_not = published_beside(setting, params) if self.records else (None, "no run")
         return CompareRecord(

@@ -4,9 +4,9 @@ over the middle of a run's load, and the CPU seconds a run's containers used."""
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from labctl.clients.prometheus import Prometheus
+from labctl.records.compare import Series
 from labctl.records.run import RunRecord
 
 SERIES_STEP_S = 2  # the scrape interval
@@ -16,7 +16,7 @@ SERIES_STEP_S = 2  # the scrape interval
 SERIES_AFTER_S = 14
 
 
-def run_series(prom: Prometheus, record: RunRecord, queue: str) -> dict[str, Any]:
+def run_series(prom: Prometheus, record: RunRecord, queue: str, rep: int) -> Series:
     """The run's request rate, throughput, backlog and completed share over time, t from its first
     request. The request rate is Locust's (its counters exist only while the run's Locust does).
     A run whose backlog another worker ran after its watch ends where its watch did: what
@@ -32,7 +32,7 @@ def run_series(prom: Prometheus, record: RunRecord, queue: str) -> dict[str, Any
         "backlog": f"max(lab_queue_depth{{{sel}}})",
         "done_pct": f"sum(lab_task_completed_total{{{sel}}})",
     }
-    out: dict[str, Any] = {}
+    out: dict[str, list[list[float]]] = {}
     for key, expr in exprs.items():
         result = prom.query_range(expr, begin, end, SERIES_STEP_S)
         values = result[0]["values"] if result else []
@@ -45,7 +45,7 @@ def run_series(prom: Prometheus, record: RunRecord, queue: str) -> dict[str, Any
     out["done_pct"] = [[t, round(100 * (v - base) / enqueued, 2)] for t, v in done] if enqueued else []
     for key in ("requests", "throughput", "backlog"):
         out[key] = [[t, round(v, 3)] for t, v in out[key]]
-    return out
+    return Series(queue=queue, rep=rep, run=record.run, **out)
 
 
 def middle_rate(

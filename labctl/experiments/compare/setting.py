@@ -10,14 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from labctl.config import ROOT
-from labctl.platform.containers import limit_text, workers_limit_text
 from labctl.platform.docker import engine_info
 from labctl.platform.lab import Lab
 from labctl.records import published
 from labctl.records.bench import BenchRatios, ratios
 from labctl.records.capacity import CapacityRecord
-from labctl.records.compare import CapacityBeside, ChaosBeside
-from labctl.records.run import RunRecord
+from labctl.records.compare import CapacityBeside, ChaosBeside, CompareParams, Setting
+from labctl.records.run import Limits, RunRecord, ServiceLimits, limit_text
 from labctl.records.store import Store
 
 LIBRARIES = (
@@ -83,24 +82,27 @@ def machine() -> dict[str, str]:
     return out
 
 
-def setting_of(records: list[RunRecord], lab: Lab) -> tuple[dict[str, Any], list[str]]:
+def setting_of(records: list[RunRecord], lab: Lab) -> tuple[Setting, list[str]]:
     """The limits and knobs the runs recorded (the first run of each queue's), and notes where runs disagree."""
-    limits: dict[str, Any] = {"api": None, "workers": {}}
+    api: ServiceLimits | None = None
+    workers: dict[str, ServiceLimits] = {}
     knobs: dict[str, Any] = {}
     notes = []
     for record in records:
         queue = record.worker or ""
-        if limits["api"] is None:
-            limits["api"] = record.limits["api"]
-        elif limit_text(record.limits["api"]) != limit_text(limits["api"]):
-            notes.append(f"{record.run}: the API ran under {limit_text(record.limits['api'])}")
-        worker = record.limits["workers"].get(queue)
-        first = limits["workers"].setdefault(queue, worker)
+        if api is None:
+            api = record.limits.api
+        elif record.limits.api_text != limit_text(api):
+            notes.append(f"{record.run}: the API ran under {record.limits.api_text}")
+        worker = record.limits.workers.get(queue)
+        first = workers.setdefault(queue, worker) if worker is not None else workers.get(queue)
         if limit_text(worker) != limit_text(first):
             notes.append(f"{record.run}: {queue} ran under {limit_text(worker)}, not {limit_text(first)}")
         for service, values in record.knobs.items():
             knobs.setdefault(service, values)
-    return {"limits": limits, "knobs": knobs, "versions": versions(lab), "machine": machine()}, notes
+    return Setting(
+        limits=Limits(api=api, workers=workers), knobs=knobs, versions=versions(lab), machine=machine()
+    ), notes
 
 
 def latest_bench(store: Store, queues: list[str]) -> dict[str, BenchRatios]:
@@ -123,7 +125,9 @@ def latest_capacity(store: Store, queues: list[str]) -> dict[str, CapacityBeside
                     {
                         **result.as_json(),
                         "limits": f"{record.api_limits} / {record.worker_limits}",
-                        "max_wait_s": record.params.get("max_wait_s"),
+                        "max_wait_s": record.params.max_wait_s
+                        if "max_wait_s" in record.params.model_fields_set
+                        else None,
                         "record": record.base,
                     }
                 )
@@ -142,22 +146,21 @@ def latest_chaos(store: Store, queues: list[str]) -> list[ChaosBeside]:
                 lost=chaos.lost,
                 duplicates=chaos.duplicates,
                 recovered_s=chaos.recovered_s,
-                limits=f"{limit_text(record.limits.get('api'))} / "
-                f"{workers_limit_text(record.limits.get('workers') or {})}",
+                limits=f"{record.limits.api_text} / {record.limits.workers_text}",
                 run=record.run,
             )
     return sorted(latest.values(), key=lambda c: (queues.index(c.queue), c.fault or ""))
 
 
-def published_beside(setting: dict[str, Any], params: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+def published_beside(setting: Setting, params: CompareParams) -> tuple[published.Published | None, str]:
     """The article's rows when the comparison ran its setting, and why not otherwise."""
-    texts = {limit_text(setting["limits"]["api"])} | {limit_text(lim) for lim in setting["limits"]["workers"].values()}
+    texts = {setting.limits.api_text} | {lim.text for lim in setting.limits.workers.values()}
     if len(texts) != 1:
         return None, f"the API and the workers ran under different limits ({', '.join(sorted(texts))})"
     (text,) = texts
-    rows = published.beside(text, params["endpoint"], params["users"])
+    rows = published.beside(text, params.endpoint, params.users)
     if rows is not None:
         return rows, ""
-    if text in published.SETTINGS and params["endpoint"] == published.ENDPOINT and params["users"] == published.USERS:
+    if text in published.SETTINGS and params.endpoint == published.ENDPOINT and params.users == published.USERS:
         return None, f"its table for {text} is not transcribed in labctl/records/data/published_article.toml"
-    return None, f"this comparison ran {text}, {params['endpoint']}, {params['users']} users"
+    return None, f"this comparison ran {text}, {params.endpoint}, {params.users} users"
