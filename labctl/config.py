@@ -18,6 +18,7 @@ from labctl.errors import ParamError
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = ROOT / "results"
+RESULTS_HELP = "where the records go (and are read)"
 
 
 def dotenv() -> dict[str, str]:
@@ -94,6 +95,16 @@ def knobs() -> Knobs:
     except ValidationError as exc:
         bad = "; ".join(f"{'.'.join(map(str, e['loc'])).upper()}={e['input']!r}: {e['msg']}" for e in exc.errors())
         raise ParamError(f"{bad} (from the environment or the env files compose reads)") from None
+
+
+class Opt:
+    """Marks a field of a command's options model as a command-line option: its help,
+    its flags (default: --the-field-name), its env var. labctl/commands/common.py
+    makes the command's options from the model's marked fields, so each option is
+    declared once, in its model, and parsed once, at the command line."""
+
+    def __init__(self, help: str, *flags: str, envvar: str | None = None, min: float | None = None) -> None:
+        self.help, self.flags, self.envvar, self.min = help, flags, envvar, min
 
 
 def default(name: str) -> Any:

@@ -1,26 +1,25 @@
 """What every command shares: the one error handler (exit codes 0, 1, 2, 130),
-the console, the results directory option, and the options of a load run,
-which make load, sweep, scale and chaos all take."""
+the console, the results directory option, and a command's options made from
+the one model that declares them (with_options)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args, get_type_hints
 
 import typer
 
 from lab import load_params
-from labctl.config import RESULTS_DIR
-from labctl.errors import EXIT_INTERRUPTED, EXIT_PARAMS, LabError
-from labctl.load_run import options as load_defaults
-from labctl.load_run.options import LoadOptions
+from labctl.config import RESULTS_HELP, Opt
+from labctl.errors import EXIT_INTERRUPTED, EXIT_PARAMS, LabError, ParamError
 from labctl.render.console import Console
 
-ResultsDir = Annotated[Path, typer.Option("--results-dir", help="where the records go (and are read)")]
+ResultsDir = Annotated[Path, typer.Option("--results-dir", help=RESULTS_HELP)]
 
 
 def help_of(doc: str | None) -> str:
@@ -60,87 +59,60 @@ def handled(name: str, on_interrupt: str = "interrupted") -> Callable[[Callable[
     return decorate
 
 
-def _option(default: Any, annotation: Any, *decls: str, **info: Any) -> tuple[Any, Any]:
-    return Annotated[annotation, typer.Option(*decls, **info)], default
+def model_options(model: type[Any]) -> dict[str, tuple[Any, Any]]:
+    """A model's command-line options: name -> (annotation, default) of each dataclass field
+    marked with an Opt; one without a default is required. A field whose default is made
+    when the model is (a knob: its env var, else the env files, else the lab's) defaults to
+    None here, and is left out when not given."""
+    hints = get_type_hints(model, include_extras=True)
+    table: dict[str, tuple[Any, Any]] = {}
+    for f in dataclasses.fields(model):
+        opt = next((m for m in getattr(hints[f.name], "__metadata__", ()) if isinstance(m, Opt)), None)
+        if opt is None:
+            continue
+        kind = get_args(hints[f.name])[0]
+        factory = f.default_factory
+        lazy = factory is not dataclasses.MISSING
+        shown = _shown(factory) if factory is not dataclasses.MISSING else True
+        info = typer.Option(*opt.flags, help=opt.help, envvar=opt.envvar, min=opt.min, show_default=shown)
+        if lazy:
+            table[f.name] = (Annotated[kind | None, info], None)
+        else:  # a field without a default is a required option
+            default = inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default
+            table[f.name] = (Annotated[kind, info], default)
+    return table
 
 
-LOAD_OPTIONS: dict[str, tuple[Any, Any]] = {
-    "scenario": _option("", str, "--scenario", help="queue (default), upstream, clients, payload"),
-    "worker": _option("", str, "--worker", help="queue runs: a queue of lab/queues.py, background, all, or a,b"),
-    "endpoint": _option(
-        "", str, "--endpoint", help="queue runs: io/simple (default)|io/sync|io/thread|cpu/simple|cpu/process|all|a,b"
-    ),
-    "users": _option("", str, "--users", help="Locust users (default 100)"),
-    "spawn": _option("", str, "--spawn", help="users started per second (default 100)"),
-    "iterations": _option("", str, "--iterations", help="exactly this many requests (default: lab/load_params.py's)"),
-    "duration": _option("", str, "--duration", help="or send for this long: 60s, 2m"),
-    "run": _option("", str, "--run", help="the ledger's run name (default: generated)"),
-    "variant": _option("", str, "--variant", help="upstream: async-blocking|async-threadpool|sync-def|async-native"),
-    "mode": _option("", str, "--mode", help="clients: model (default)|prejson"),
-    "count": _option("", str, "--count", help="clients: how many (default 1000)"),
-    "size": _option("", str, "--size", help="payload: bytes (default 1024)"),
-    "rate": _option(
-        "",
-        str,
-        "--rate",
-        help="the open model: requests/s on a fixed schedule for the duration, latency from each scheduled time",
-    ),
-    "locust_workers": _option(
-        load_defaults.LOCUST_WORKERS,
-        int,
-        "--locust-workers",
-        envvar="LOCUST_WORKERS",
-        min=1,
-        help="Locust worker processes (containers)",
-    ),
-    "drain_watch": _option(
-        load_defaults.DRAIN_WATCH_S,
-        float,
-        "--drain-watch",
-        envvar="LOAD_DRAIN_WATCH_S",
-        help="seconds to watch the tasks after the load before ending with the backlog",
-    ),
-    "wait": _option(
-        False, bool, "--wait", envvar="LOAD_WAIT", help="wait until every task settled (at most --drain-timeout)"
-    ),
-    "drain_timeout": _option(
-        load_defaults.DRAIN_TIMEOUT_S,
-        float,
-        "--drain-timeout",
-        envvar="LOAD_DRAIN_TIMEOUT_S",
-        help="with --wait: seconds to wait for pending tasks after the load",
-    ),
-    "drain_stall": _option(
-        load_defaults.DRAIN_STALL_S,
-        float,
-        "--drain-stall",
-        envvar="LOAD_DRAIN_STALL_S",
-        help="...or until no task settled for this long (seconds)",
-    ),
-    "results_dir": (ResultsDir, RESULTS_DIR),
-}
+def _shown(make: Callable[[], Any]) -> str | bool:
+    """A knob's value as --help shows it; none when the env files hold a bad one (the command says so)."""
+    try:
+        return str(make())
+    except ParamError:
+        return False
 
 
-def with_load_options(**replaced: tuple[Any, Any]) -> Callable[[Callable[..., int]], Callable[..., int]]:
-    """A command that takes a load run's options: its own parameters, then every one of
-    LOAD_OPTIONS (some `replaced`: name -> (annotation, default)), gathered into the
-    `options: LoadOptions` it is called with; a replaced option's value is also passed as is."""
-    table = {**LOAD_OPTIONS, **replaced}
+def with_options(
+    model: type[Any], name: str = "options", **replaced: tuple[Any, Any]
+) -> Callable[[Callable[..., int]], Callable[..., int]]:
+    """A command that takes a model's options (model_options; some `replaced`: name ->
+    (annotation, default)) after its own parameters, called with the model made of them as
+    `name`; an option not given (None) takes the model's default, and a replaced option's
+    value is also passed as is."""
+    table = {**model_options(model), **replaced}
 
     def decorate(fn: Callable[..., int]) -> Callable[..., int]:
         params = inspect.signature(fn, eval_str=True).parameters.values()
-        own = [p for p in params if p.name != "options" and p.name not in table]
+        own = [p for p in params if p.name != name and p.name not in table]
         added = [
-            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default)
-            for name, (annotation, default) in table.items()
+            inspect.Parameter(option, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default)
+            for option, (annotation, default) in table.items()
         ]
 
         @functools.wraps(fn)
         def command(**kwargs: Any) -> int:
-            given = {name: kwargs.pop(name) for name in table}
-            values = {k: v for k, v in given.items() if not (k in replaced and v is None)}
+            given = {option: kwargs.pop(option) for option in table}
             kwargs.update({k: given[k] for k in replaced})
-            return fn(options=LoadOptions(**values), **kwargs)
+            return fn(**{name: model(**{k: v for k, v in given.items() if v is not None})}, **kwargs)
 
         signature = inspect.Signature([*own, *added])
         command.__signature__ = signature  # type: ignore[attr-defined]

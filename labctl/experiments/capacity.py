@@ -43,9 +43,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
+from typing import Annotated
 
 from lab import load_params
 from labctl import stats
+from labctl.config import Opt
 from labctl.errors import EXIT_FAILED, EXIT_OK, LabError, ParamError
 from labctl.load_run.options import LoadOptions
 from labctl.load_run.steps import run_load
@@ -85,18 +87,21 @@ MAX_REPS = 6
 class CapacityOptions:
     """make capacity's own options, as given (checked by `parse`)."""
 
-    workers: str = ""
-    max_wait: str = MAX_WAIT
-    step: str = STEP
-    start: float = START_RATE
-    precision: float = PRECISION_PCT
-    max_rate: float | None = None
-    reps: int = 1
-    check: bool = False
-    check_s: str = CHECK
-    seed: int | None = None
-    target_pct: float | None = None  # more searches until the interval is within +-this % (None: reps only)
-    max_reps: int = MAX_REPS
+    workers: str = ""  # make capacity's worker= (the load's option)
+    max_wait: Annotated[str, Opt("the p95 wait (enqueue to start) a sustained rate keeps under")] = MAX_WAIT
+    step: Annotated[str, Opt("each step's load: 30s, 1m")] = STEP
+    start: Annotated[float, Opt("the first rate tried, tasks/s")] = START_RATE
+    precision: Annotated[float, Opt("bisect until the bracket is this many % of its lower rate")] = PRECISION_PCT
+    max_rate: Annotated[float | None, Opt("the highest rate tried (default: what Locust sends)")] = None
+    reps: Annotated[int, Opt("searches of each queue, the queues in a random order in each")] = 1
+    check: Annotated[bool, Opt("then run 0.8x and 1.3x of each rate found")] = False
+    check_s: Annotated[str, Opt("how long each check runs")] = CHECK
+    seed: Annotated[int | None, Opt("the seed of the queues' order (default: drawn, recorded)")] = None
+    # None: reps only.
+    target_pct: Annotated[float | None, Opt("then search again each queue whose interval is wider than +-this %")] = (
+        None
+    )
+    max_reps: Annotated[int, Opt("target_pct=: at most this many searches of a queue")] = MAX_REPS
     queues: list[str] = field(default_factory=list)
     max_wait_s: float = 0.0
     step_s: float = 0.0

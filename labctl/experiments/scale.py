@@ -43,11 +43,13 @@ from __future__ import annotations
 import math
 import random
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from lab.queues import BROKER_NAMES
 from labctl.clients.prometheus import Prometheus
+from labctl.config import Opt
 from labctl.errors import EXIT_FAILED, EXIT_OK, LabError, ParamError
 from labctl.load_run.options import LoadOptions
 from labctl.load_run.steps import run_load
@@ -208,25 +210,28 @@ def write_outputs(summary: ScaleRecord, directory: Path) -> list[Path]:
     ]
 
 
-def scale(
-    options: LoadOptions,
-    replicas: str,
-    lab: Lab,
-    ui: Console,
-    nodes: str = "",
-    per_node: int = 1,
-    reps: int = DEFAULT_REPS,
-    seed: int | None = None,
-) -> int:
+@dataclass
+class ScaleOptions:
+    """make scale's own options."""
+
+    replicas: Annotated[str, Opt('replica counts, e.g. "1 2 4 8"')] = "1 2 4 8"
+    nodes: Annotated[str, Opt('or node counts to spread the workers over, e.g. "1 2 3" (a Swarm)')] = ""
+    per_node: Annotated[int, Opt("with nodes: the workers' replicas on each node", min=1)] = 1
+    reps: Annotated[int, Opt("runs of each count, the counts in a random order in each", min=1)] = DEFAULT_REPS
+    seed: Annotated[int | None, Opt("the seed of that order (default: drawn, and recorded)")] = None
+
+
+def scale(options: LoadOptions, plan: ScaleOptions, lab: Lab, ui: Console) -> int:
+    nodes, per_node, reps = plan.nodes, plan.per_node, plan.reps
     if options.worker not in BROKER_NAMES:
         raise ParamError(f"worker={options.worker or '?'}: one broker queue ({', '.join(BROKER_NAMES)})")
     if reps < 1:
         raise ParamError(f"reps={reps}: a whole number above 0")
-    counts = parse_counts(nodes, "nodes") if nodes else parse_counts(replicas)
+    counts = parse_counts(nodes, "nodes") if nodes else parse_counts(plan.replicas)
     spread = worker_nodes(lab, counts) if nodes else []
     params = options.parse()  # fail before scaling anything
     base = options.run or f"scale-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{options.worker}"
-    seed = random.SystemRandom().randrange(2**31) if seed is None else seed
+    seed = random.SystemRandom().randrange(2**31) if plan.seed is None else plan.seed
     summary = ScaleRecord(
         base=base,
         worker=options.worker,

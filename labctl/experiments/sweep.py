@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
+from typing import Annotated
 
+from labctl.config import Opt
 from labctl.errors import EXIT_FAILED, EXIT_OK, LabError, ParamError
 from labctl.load_run.options import LoadOptions
 from labctl.load_run.steps import run_load
@@ -40,7 +43,17 @@ def start_lab(services: list[str], ui: Console, **limits: str) -> None:
     Compose(env, profile=None).up(services, extra_env=limits)
 
 
-def sweep(options: LoadOptions, cpus: list[str], mems: list[str], services: list[str], ui: Console) -> int:
+@dataclass
+class SweepOptions:
+    """make sweep's own options: the limits it sweeps and what it starts."""
+
+    cpus: Annotated[str, Opt('worker CPU limits, e.g. "0.2 0.5 1"')] = ""
+    mems: Annotated[str, Opt('worker memory limits, e.g. "200M 500M"')] = ""
+    services: Annotated[str, Opt("the services started (default: every one outside a profile)")] = ""
+
+
+def sweep(options: LoadOptions, plan: SweepOptions, ui: Console) -> int:
+    cpus, mems, services = plan.cpus.split(), plan.mems.split(), plan.services.split()
     if not cpus or not mems:
         raise ParamError('give cpus="0.2 0.5 ..." and mems="200M ..."')
     params = options.parse()  # fail before recreating anything

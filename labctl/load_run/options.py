@@ -2,49 +2,61 @@
 compare, sweep, scale and chaos set directly. The parameters the locustfile
 reads too (worker, endpoint, users, ...) stay text, as given, and are checked
 by lab/load_params.py, shared with the locustfile; the driver's own knobs
-default to their env var, else the project's .env, else the lab's default."""
+default to their env var, else the project's .env, else the lab's default.
+Each option is declared once, here, with the help and env var its command
+shows (labctl/commands/common.py with_options)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from lab import load_params
-from labctl.config import RESULTS_DIR, default, knobs
+from labctl.config import RESULTS_DIR, RESULTS_HELP, Opt, knobs
 from labctl.errors import ParamError
-
-# The driver's defaults (labctl.config.Knobs), as the commands' options show them;
-# an env var or the project's .env overrides them.
-LOCUST_WORKERS: int = default("locust_workers")
-DRAIN_WATCH_S: float = default("load_drain_watch_s")
-DRAIN_TIMEOUT_S: float = default("load_drain_timeout_s")
-DRAIN_STALL_S: float = default("load_drain_stall_s")
 
 
 @dataclass
 class LoadOptions:
-    scenario: str = ""
-    worker: str = ""
-    endpoint: str = ""
-    users: str = ""
-    spawn: str = ""
-    iterations: str = ""
-    duration: str = ""
-    run: str = ""
-    variant: str = ""
-    mode: str = ""
-    count: str = ""
-    size: str = ""
-    rate: str = ""
-    locust_workers: int = field(default_factory=lambda: knobs().locust_workers)
-    drain_watch: float = field(default_factory=lambda: knobs().load_drain_watch_s)
-    wait: bool = field(default_factory=lambda: knobs().load_wait not in ("", "0"))
-    drain_timeout: float = field(default_factory=lambda: knobs().load_drain_timeout_s)
+    """make load's options, and a run's that compare, sweep, scale, chaos and capacity set."""
+
+    scenario: Annotated[str, Opt("queue (default), upstream, clients, payload")] = ""
+    worker: Annotated[str, Opt("queue runs: a queue of lab/queues.py, background, all, or a,b")] = ""
+    endpoint: Annotated[
+        str, Opt("queue runs: io/simple (default)|io/sync|io/thread|cpu/simple|cpu/process|all|a,b")
+    ] = ""
+    users: Annotated[str, Opt("Locust users (default 100)")] = ""
+    spawn: Annotated[str, Opt("users started per second (default 100)")] = ""
+    iterations: Annotated[str, Opt("exactly this many requests (default: lab/load_params.py's)")] = ""
+    duration: Annotated[str, Opt("or send for this long: 60s, 2m")] = ""
+    run: Annotated[str, Opt("the ledger's run name (default: generated)")] = ""
+    variant: Annotated[str, Opt("upstream: async-blocking|async-threadpool|sync-def|async-native")] = ""
+    mode: Annotated[str, Opt("clients: model (default)|prejson")] = ""
+    count: Annotated[str, Opt("clients: how many (default 1000)")] = ""
+    size: Annotated[str, Opt("payload: bytes (default 1024)")] = ""
+    rate: Annotated[
+        str, Opt("the open model: requests/s on a fixed schedule for the duration, latency from each scheduled time")
+    ] = ""
+    locust_workers: Annotated[int, Opt("Locust worker processes (containers)", envvar="LOCUST_WORKERS", min=1)] = field(
+        default_factory=lambda: knobs().locust_workers
+    )
+    drain_watch: Annotated[
+        float,
+        Opt("seconds to watch the tasks after the load before ending with the backlog", envvar="LOAD_DRAIN_WATCH_S"),
+    ] = field(default_factory=lambda: knobs().load_drain_watch_s)
+    wait: Annotated[
+        bool, Opt("wait until every task settled (at most --drain-timeout)", "--wait", envvar="LOAD_WAIT")
+    ] = field(default_factory=lambda: knobs().load_wait not in ("", "0"))
+    drain_timeout: Annotated[
+        float, Opt("with --wait: seconds to wait for pending tasks after the load", envvar="LOAD_DRAIN_TIMEOUT_S")
+    ] = field(default_factory=lambda: knobs().load_drain_timeout_s)
     # Waiting for the tasks ends early when none settled for this long: a task
     # takes seconds at most, so those are not coming.
-    drain_stall: float = field(default_factory=lambda: knobs().load_drain_stall_s)
-    results_dir: Path = RESULTS_DIR
+    drain_stall: Annotated[
+        float, Opt("...or until no task settled for this long (seconds)", envvar="LOAD_DRAIN_STALL_S")
+    ] = field(default_factory=lambda: knobs().load_drain_stall_s)
+    results_dir: Annotated[Path, Opt(RESULTS_HELP, "--results-dir")] = RESULTS_DIR
 
     def raw_params(self) -> dict[str, str]:
         """The parameters as lab/load_params.py takes them."""

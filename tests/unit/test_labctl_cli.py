@@ -67,6 +67,31 @@ def test_each_make_target_passes_options_its_command_takes(line):
     assert len(argv) > 1 or not given
 
 
+def test_an_option_declared_in_its_model_reaches_the_experiment_typed(monkeypatch, tmp_path):
+    """make compare's and make load's options are their models' fields (labctl/config.py Opt):
+    a value on the command line arrives as the field's type, under the field's name; an option
+    left out takes the model's default, a knob's from its env var, else the env files."""
+    seen: list = []
+    monkeypatch.setattr(
+        "labctl.experiments.compare.compare", lambda options, lab, ui, measure: seen.append(options) or 0
+    )
+    monkeypatch.setattr("labctl.commands.compare.orchestrator", lambda: None)
+    monkeypatch.setattr("labctl.experiments.load.load", lambda options: seen.append(options) or 0)
+    env_file = tmp_path / "lab.env"
+    env_file.write_text("LOCUST_WORKERS=4\nLOAD_DRAIN_WATCH_S=7\n")
+    monkeypatch.setenv("COMPOSE_ENV_FILES", str(env_file))
+    monkeypatch.delenv("LOCUST_WORKERS", raising=False)
+    monkeypatch.delenv("LOAD_DRAIN_WATCH_S", raising=False)
+    assert main(["compare", "--duration", "30", "--reps", "4", "--no-warmup-run", "--results-dir", str(tmp_path)]) == 0
+    monkeypatch.setenv("LOCUST_WORKERS", "3")
+    assert main(["load", "--worker", "arq", "--drain-watch", "9"]) == 0
+    compare, load = seen
+    assert (compare.duration_s, compare.rounds, compare.warmup_run, compare.results_dir) == (30.0, 4, False, tmp_path)
+    assert (compare.users, compare.max_rounds, compare.locust_workers) == (100, 8, 4)  # defaults; the env file's
+    assert (load.worker, load.drain_watch, load.locust_workers, load.drain_stall) == ("arq", 9.0, 3, 120.0)
+    assert main(["chaos", "--worker", "arq"]) == 2  # --fault has no default: required
+
+
 @pytest.mark.parametrize(
     ("brokers", "profiles"), [("rabbitmq", "rabbitmq"), ("rabbitmq postgres", "rabbitmq,postgres"), ("", "")]
 )
@@ -179,7 +204,7 @@ def test_chaos_waits_three_task_timeouts_for_its_tasks_unless_told(monkeypatch, 
     (first, plan, given), (second, plan2, given2) = seen
     assert not given and first.worker == "arq" and first.results_dir == tmp_path and plan.at == 3
     assert given2 and second.drain_stall == 7 and plan2.at == 4 and plan2.fault == "oom"
-    assert plan.hold == plan2.hold == 5
+    assert plan.hold_s == plan2.hold_s == 5
 
 
 def test_a_node_fault_lasts_a_minute_unless_told_and_each_fault_acts_where_it_can(monkeypatch):
@@ -192,7 +217,7 @@ def test_a_node_fault_lasts_a_minute_unless_told_and_each_fault_acts_where_it_ca
     monkeypatch.setattr("labctl.experiments.chaos.chaos", lambda options, plan, given, ui: seen.append(plan) or 0)
     assert main(["chaos", "--worker", "celery", "--fault", "kill-node", "--node", "node-5"]) == 0
     assert main(["chaos", "--worker", "celery", "--fault", "kill-node", "--hold", "90"]) == 0
-    assert [(p.hold, p.node) for p in seen] == [(60, "node-5"), (90, "")]
+    assert [(p.hold_s, p.node) for p in seen] == [(60, "node-5"), (90, "")]
     node = chaos_run.ChaosOptions(fault="kill-node", hold=60)
     with pytest.raises(ParamError, match="kills a node of a Swarm"):
         chaos_run.make_fault(Compose({}), node, "celery", print)

@@ -38,11 +38,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Annotated, Any, cast
 
 from lab.queues import BROKERS, BY_NAME
 from labctl.clients.grafana import Grafana, annotation
-from labctl.config import RESULTS_DIR
+from labctl.config import RESULTS_DIR, RESULTS_HELP, Opt
 from labctl.errors import EXIT_OK, DockerError, LabError, LabNotRunning, ParamError
 from labctl.experiments.bench.paired_windows import Counter, PairedDrain, Side, cpu_limit_lifted, paused, sides
 from labctl.load_run.backlog import wait_for_empty
@@ -67,16 +67,25 @@ LIMIT_KNOBS = {b.name: b.limits_prefix for b in BROKERS if b.name in BARE}
 
 @dataclass
 class BenchOptions:
-    worker: str = "all"
-    requests: int = 3000
-    users: int = 50
-    warmup: int = 200
+    worker: Annotated[str, Opt("a queue, or all")] = "all"
+    requests: Annotated[int, Opt("requests per API and queue")] = 3000
+    users: Annotated[int, Opt("concurrent connections")] = 50
+    warmup: Annotated[int, Opt("requests sent first, not measured")] = 200
     # Rounds enough that the RPS ratio's interval can tell most queues from the budget (docs/bench.md).
-    rounds: int = 8
-    drain_s: float = 30
-    drain_window_s: float = 1.0
-    backlog_wait_s: float = 120
-    results_dir: Path = RESULTS_DIR
+    rounds: Annotated[
+        int, Opt("rounds of the bare and the lab API driven at the same time: the RPS ratio's pairs", min=1)
+    ] = 8
+    drain_s: Annotated[
+        float,
+        Opt(
+            "how long each worker's drain is measured, in windows taken in turns; the lab's queue is emptied regardless"
+        ),
+    ] = 30
+    drain_window_s: Annotated[float, Opt("the shortest drain window (longer if it would hold under 40 tasks)")] = 1.0
+    backlog_wait_s: Annotated[
+        float, Opt("how long a lab queue's earlier backlog may take to empty before the bench gives up")
+    ] = 120
+    results_dir: Annotated[Path, Opt(RESULTS_HELP, "--results-dir")] = RESULTS_DIR
 
 
 # -- The bench ---------------------------------------------------------------------------

@@ -34,6 +34,6 @@ completed count rises) once the fault is undone or the worker back; for kill-nod
 from the fault itself (the queue's other workers go on).
 """
 
-from .run import FAULTS, ChaosOptions, chaos, default_hold, late_fault, set_load_length
+from .run import FAULTS, ChaosOptions, chaos, late_fault, set_load_length
 
-__all__ = ["FAULTS", "ChaosOptions", "chaos", "default_hold", "late_fault", "set_load_length"]
+__all__ = ["FAULTS", "ChaosOptions", "chaos", "late_fault", "set_load_length"]

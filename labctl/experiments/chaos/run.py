@@ -9,9 +9,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Annotated
 
 from labctl.clients.api import ledger
-from labctl.config import knobs
+from labctl.config import Opt, knobs
 from labctl.errors import EXIT_FAILED, EXIT_OK, LabNotRunning, ParamError
 from labctl.load_run.options import LoadOptions
 from labctl.load_run.steps import run_load
@@ -96,16 +97,18 @@ def late_fault(injected: float | None, load_ended: float | None, recovered_s: fl
 
 @dataclass
 class ChaosOptions:
-    fault: str
-    at: float = 3
-    hold: float = 5
-    node: str = ""  # kill-node: which node (default: one that runs the queue's workers)
+    fault: Annotated[str, Opt(f"one of {', '.join(FAULTS)}")]
+    at: Annotated[float, Opt("seconds into the load when the fault starts")] = 3
+    hold: Annotated[float | None, Opt("seconds the fault lasts before it is undone (5; kill-node 60)")] = None
+    node: Annotated[str, Opt("kill-node: the node (default: one that runs the queue's workers)")] = ""
 
-
-def default_hold(fault: str) -> float:
-    """How long a fault lasts unless told: a dead node stays down long enough for the
-    Swarm to see it and run its tasks elsewhere."""
-    return KILL_NODE_HOLD_S if fault == "kill-node" else 5
+    @property
+    def hold_s(self) -> float:
+        """How long the fault lasts: as told, else 5 s; a dead node stays down long enough
+        for the Swarm to see it and run its tasks elsewhere."""
+        if self.hold is not None:
+            return self.hold
+        return KILL_NODE_HOLD_S if self.fault == "kill-node" else 5
 
 
 def make_fault(lab: Lab, chaos: ChaosOptions, worker: str, say: Callable[[str], None]) -> AnyFault:
@@ -118,7 +121,7 @@ def make_fault(lab: Lab, chaos: ChaosOptions, worker: str, say: Callable[[str], 
         return NodeFault(lab, worker, chaos.node or None, say)
     if not isinstance(lab, Compose):
         raise ParamError(f"fault={chaos.fault} acts on a container of the compose project; on a Swarm: fault=kill-node")
-    return Fault(lab, chaos.fault, worker, chaos.hold, say)
+    return Fault(lab, chaos.fault, worker, chaos.hold_s, say)
 
 
 def chaos_load(options: LoadOptions, chaos: ChaosOptions, drain_stall_given: bool) -> LoadOptions:
@@ -129,7 +132,7 @@ def chaos_load(options: LoadOptions, chaos: ChaosOptions, drain_stall_given: boo
         endpoint=options.endpoint or "io/simple",
         users=options.users or "10",
     )
-    options = set_load_length(options, chaos.at, chaos.hold)
+    options = set_load_length(options, chaos.at, chaos.hold_s)
     if not drain_stall_given:
         # A dead worker's tasks come back once their lease runs out: TASK_TIMEOUT_S
         # (+10 s for arq, +60 s sweep for SAQ; Celery's visibility timeout is twice
@@ -154,7 +157,7 @@ def _load_with_fault(
             fault.inject()
             if isinstance(fault, Fault):
                 fault.read_held(options.run)
-            time.sleep(max(0.0, fault.events.get("injected_at", 0) + chaos.hold - time.time()))
+            time.sleep(max(0.0, fault.events.get("injected_at", 0) + chaos.hold_s - time.time()))
         finally:
             fault.restore()
 
@@ -170,7 +173,7 @@ def _load_with_fault(
         return run_load(options, lab, ui, on_start=lambda _: load_started.set(), written_off=written_off)
     finally:
         watch.stop.set()
-        injector.join(timeout=chaos.hold + 120)
+        injector.join(timeout=chaos.hold_s + 120)
 
 
 def _record_chaos(
@@ -187,7 +190,7 @@ def _record_chaos(
             "fault": chaos.fault,
             "service": fault.service,
             "at_s": chaos.at,
-            "hold_s": chaos.hold,
+            "hold_s": chaos.hold_s,
             **fault.events,
             "recovered_s": recovered,
             **chaos_totals(report, injected),

@@ -26,12 +26,12 @@ repetition, the smaller process counts: a smoke test, which decides no claim.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from labctl.config import RESULTS_DIR
+from labctl.config import RESULTS_DIR, RESULTS_HELP, Opt
 from labctl.errors import EXIT_OK, LabError, ParamError
 from labctl.experiments.claims import plan as P
 from labctl.experiments.claims import sources
@@ -52,25 +52,46 @@ REPS = 2
 
 @dataclass
 class ClaimsOptions:
-    scale: float = 1.0
-    reps: int = REPS
-    quick: bool = False
-    only: list[str] = field(default_factory=list)
-    setups: list[str] = field(default_factory=lambda: list(SETUPS))
-    quiet_wait_s: float = 5.0
-    results_dir: Path = RESULTS_DIR
+    quick: Annotated[
+        bool,
+        Opt("N scaled by 0.1, one repetition: a smoke test, it decides no claim", "--quick", envvar="CLAIMS_QUICK"),
+    ] = False
+    scale: Annotated[float, Opt("every benchmark's N multiplied by this", envvar="CLAIMS_SCALE")] = 1.0
+    reps: Annotated[int, Opt("repetitions of every configuration (an interval needs 2)", envvar="CLAIMS_REPS")] = REPS
+    only: Annotated[str, Opt(f"benchmarks to run, comma-separated (default all): {', '.join(P.BENCH_ORDER)}")] = ""
+    setups: Annotated[str, Opt("unlimited, limited, or both")] = ",".join(SETUPS)
+    quiet_wait_s: Annotated[
+        float,
+        Opt(
+            "before each run, wait up to this long for the machine's other work to quiet down",
+            envvar="CLAIMS_QUIET_WAIT_S",
+        ),
+    ] = 5.0
+    results_dir: Annotated[Path, Opt(RESULTS_HELP, "--results-dir")] = RESULTS_DIR
+
+    @property
+    def benches(self) -> list[str]:
+        return _names(self.only)
+
+    @property
+    def setup_names(self) -> list[str]:
+        return _names(self.setups)
 
     def check(self) -> None:
-        unknown = [b for b in self.only if b not in P.BENCH_ORDER]
+        unknown = [b for b in self.benches if b not in P.BENCH_ORDER]
         if unknown:
             raise ParamError(f"--only {','.join(unknown)}: not a benchmark ({', '.join(P.BENCH_ORDER)})")
-        bad = [s for s in self.setups if s not in SETUPS]
-        if bad or not self.setups:
-            raise ParamError(f"--setups {','.join(self.setups)}: unlimited, limited or both")
+        bad = [s for s in self.setup_names if s not in SETUPS]
+        if bad or not self.setup_names:
+            raise ParamError(f"--setups {self.setups}: unlimited, limited or both")
         if not 0 < self.scale <= 5 or self.reps < 1:
             raise ParamError("--scale must lie in (0, 5] and --reps be at least 1")
         if self.quick:
             self.scale, self.reps = min(self.scale, 0.1), 1
+
+
+def _names(text: str) -> list[str]:
+    return [x for x in text.replace(",", " ").split() if x]
 
 
 def rotated(items: list[Any], rep: int) -> list[Any]:
@@ -91,9 +112,9 @@ class Claims:
         self.notes: list[str] = []
 
     def plan(self) -> list[tuple[str, str, int, list[Config]]]:
-        benches = [b for b in P.BENCH_ORDER if not self.o.only or b in self.o.only]
+        benches = [b for b in P.BENCH_ORDER if not self.o.benches or b in self.o.benches]
         out = []
-        for setup in self.o.setups:
+        for setup in self.o.setup_names:
             for bench in benches:
                 configs = P.configs(bench, setup, self.o.scale, self.o.quick)
                 if bench == "lab_path" and len(benches) > 1:  # the shapes whose author's benchmark runs too
@@ -166,17 +187,23 @@ class Claims:
             command += f" scale={o.scale}"
         if o.reps != REPS and not o.quick:
             command += f" reps={o.reps}"
-        if o.only:
-            command += f" only={','.join(o.only)}"
-        if o.setups != list(SETUPS):
-            command += f" setups={','.join(o.setups)}"
+        if o.benches:
+            command += f" only={','.join(o.benches)}"
+        if o.setup_names != list(SETUPS):
+            command += f" setups={','.join(o.setup_names)}"
         return ClaimsRecord.model_validate(
             {
                 "run": self.name,
                 "time": datetime.now().isoformat(timespec="seconds"),
                 "command": command,
                 "wall_s": round(time.time() - started, 1),
-                "params": {"scale": o.scale, "reps": o.reps, "quick": o.quick, "only": o.only, "setups": o.setups},
+                "params": {
+                    "scale": o.scale,
+                    "reps": o.reps,
+                    "quick": o.quick,
+                    "only": o.benches,
+                    "setups": o.setup_names,
+                },
                 "setting": {
                     "image": self.machine.image,
                     "limits": self.machine.limits,

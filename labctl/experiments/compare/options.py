@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from labctl.config import RESULTS_DIR, knobs
+from labctl.config import RESULTS_DIR, RESULTS_HELP, Opt, knobs
 from labctl.errors import ParamError
 from labctl.load_run.options import LoadOptions
 from labctl.queues import QUEUES
@@ -46,26 +46,45 @@ ARTICLE_SETTING = "article"
 
 @dataclass
 class CompareOptions:
-    workers: str = ""
-    duration_s: float = DEFAULT_DURATION_S  # each run's load, unless `requests` is given
-    requests: int | None = None  # or exactly this many requests a run
-    warmup_s: float = DEFAULT_WARMUP_S  # the start of a run's load its RPS leaves out
-    drain_watch_s: float = DEFAULT_DRAIN_WATCH_S  # how long a run watches its tasks before its queue is emptied
-    rounds: int = DEFAULT_ROUNDS  # every queue runs this many times
-    max_rounds: int = DEFAULT_MAX_ROUNDS  # at most, for a queue whose interval is still wide
-    target_pct: float = DEFAULT_TARGET_PCT  # a queue's RPS interval within +-this % of its median: done
-    budget_min: float = DEFAULT_BUDGET_MIN  # no round beyond `rounds` starts that would end past this
-    seed: int | None = None  # the rounds' order; None: drawn, and recorded
-    warmup_run: bool = True  # a short run of every queue before the first counted one
-    quick: bool = False
-    users: int = 100
-    spawn: str = ""
-    endpoint: str = "io/simple"
-    locust_workers: int = field(default_factory=lambda: knobs().locust_workers)
-    drain_timeout: float = field(default_factory=lambda: knobs().load_drain_timeout_s)
-    backlog_wait_s: float = 600
-    setting: str = ""  # "" (the running stack's limits) or "article"
-    results_dir: Path = RESULTS_DIR
+    workers: Annotated[str, Opt(f"queues, space- or comma-separated (default: all: {' '.join(QUEUES)})")] = ""
+    duration_s: Annotated[float, Opt("seconds of load per run", "--duration")] = DEFAULT_DURATION_S
+    requests: Annotated[int | None, Opt("or exactly this many requests per run")] = None
+    warmup_s: Annotated[float, Opt("the start of each run's load its RPS leaves out, seconds")] = DEFAULT_WARMUP_S
+    drain_watch_s: Annotated[
+        float,
+        Opt("seconds a run watches its tasks before a one-off worker runs the rest of a slow backlog", "--drain-watch"),
+    ] = DEFAULT_DRAIN_WATCH_S
+    rounds: Annotated[
+        int, Opt("rounds every queue runs in (each round in a new random order)", "--rounds", "--reps")
+    ] = DEFAULT_ROUNDS
+    max_rounds: Annotated[int, Opt("at most this many rounds for a queue whose RPS interval is still wide")] = (
+        DEFAULT_MAX_ROUNDS
+    )
+    target_pct: Annotated[float, Opt("a queue's RPS interval within +- this % of its median needs no more rounds")] = (
+        DEFAULT_TARGET_PCT
+    )
+    budget_min: Annotated[float, Opt("minutes: no round beyond --rounds starts that would end past this")] = (
+        DEFAULT_BUDGET_MIN
+    )
+    seed: Annotated[int | None, Opt("the rounds' order (default: drawn, and recorded)")] = None
+    warmup_run: Annotated[bool, Opt("a short, uncounted run of every queue first", "--warmup-run/--no-warmup-run")] = (
+        True
+    )
+    quick: Annotated[bool, Opt("a first look: shorter runs, two rounds, intervals as wide as they are")] = False
+    users: Annotated[int, Opt("Locust users (the article's 100)")] = 100
+    spawn: Annotated[str, Opt("users started per second (default: make load's)")] = ""
+    endpoint: Annotated[str, Opt("the task shape, one for every queue")] = "io/simple"
+    locust_workers: Annotated[int, Opt("Locust worker containers", envvar="LOCUST_WORKERS", min=1)] = field(
+        default_factory=lambda: knobs().locust_workers
+    )
+    drain_timeout: Annotated[float, Opt("seconds a run's backlog may take to empty", envvar="LOAD_DRAIN_TIMEOUT_S")] = (
+        field(default_factory=lambda: knobs().load_drain_timeout_s)
+    )
+    backlog_wait_s: Annotated[float, Opt("how long to wait for every queue to be empty before a run")] = 600
+    setting: Annotated[
+        str, Opt("article: the published experiment's two settings in one go (the compose lab restarted)")
+    ] = ""
+    results_dir: Annotated[Path, Opt(RESULTS_HELP, "--results-dir")] = RESULTS_DIR
 
     def quickened(self) -> CompareOptions:
         """quick=1: QUICK's run lengths and rounds, where the command line left the defaults."""
