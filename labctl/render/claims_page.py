@@ -10,7 +10,6 @@ against the runs (tests/claims_report.py)."""
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -18,6 +17,7 @@ from labctl.records import claims_rules as rules
 from labctl.records.claims import ClaimsRecord, ConfigRow, Verdict, is_quick, lab_rows, rows, verdicts
 from labctl.records.claims_published import BENCHES
 from labctl.render.compare_page import CSS
+from labctl.render.plain_page import esc, row, td, th
 from labctl.render.table import markdown_table
 from labctl.stats import Ratio, num, text
 
@@ -85,10 +85,6 @@ QUIRKS: dict[str, list[str]] = {
         "the 0.2 CPU booting.",
     ],
 }
-
-
-def esc(x: object) -> str:
-    return html.escape("-" if x is None else str(x))
 
 
 def _label(row: ConfigRow) -> str:
@@ -257,18 +253,6 @@ def markdown(record: ClaimsRecord) -> str:
 
 
 # -- HTML ------------------------------------------------------------------------------------------
-def _row(cells: Iterable[str]) -> str:
-    return "<tr>" + "".join(cells) + "</tr>"
-
-
-def _th(text: str) -> str:
-    return f"<th>{esc(text)}</th>"
-
-
-def _td(text: object, numeric: bool = False, attrs: str = "") -> str:
-    return f"<td{' class=n' if numeric else ''}{attrs}>{esc(text)}</td>"
-
-
 def _figure_cell(row: ConfigRow, figure: str) -> str:
     fig = row.figures[figure]
     attrs = (
@@ -297,23 +281,23 @@ def figures_section(record: ClaimsRecord) -> str:
             continue
         src = meta.source
         figures = meta.figures
-        head = _row(
-            [_th(h) for h in ("queue", "setup", "path", "N", "reps")]
-            + [_th(f"{f}: published / here") for f in figures]
-            + [_th(h) for h in ("lost", "dup", "failed runs")]
+        head = row(
+            [th(h) for h in ("queue", "setup", "path", "N", "reps")]
+            + [th(f"{f}: published / here") for f in figures]
+            + [th(h) for h in ("lost", "dup", "failed runs")]
         )
         body = [
-            _row(
+            row(
                 [
-                    _td(_label(r)),
-                    _td(r.setup),
-                    _td(r.path),
-                    _td(r.n, True),
-                    _td(r.reps, True),
+                    td(_label(r)),
+                    td(r.setup),
+                    td(r.path),
+                    td(r.n, True),
+                    td(r.reps, True),
                     *(_figure_cell(r, f) for f in figures),
-                    _td(r.lost, True),
-                    _td(r.duplicates, True),
-                    _td("; ".join(r.failed) or "-", attrs=" class=warn" if r.failed else ""),
+                    td(r.lost, True),
+                    td(r.duplicates, True),
+                    td("; ".join(r.failed) or "-", attrs=" class=warn" if r.failed else ""),
                 ]
             )
             for r in bench_rows
@@ -331,7 +315,7 @@ def figures_section(record: ClaimsRecord) -> str:
 
 def verdicts_section(record: ClaimsRecord) -> str:
     columns = ("claim", "what", "setup", "figure", "published", "here: median [95 % interval] (n)", "rule", "runs")
-    head = _row(_th(h) for h in (*columns, "verdict", "what it rests on"))
+    head = row(th(h) for h in (*columns, "verdict", "what it rests on"))
     body = []
     for v in verdicts(record):
         c = v.claim
@@ -346,14 +330,14 @@ def verdicts_section(record: ClaimsRecord) -> str:
             f"<tr{attrs}>"
             + "".join(
                 [
-                    _td(v.id),
-                    _td(c.text),
-                    _td(v.setup),
-                    _td(f"{c.figure} {c.num}/{c.den}" + (f" ({c.column})" if c.column else "")),
-                    _td(num(c.published), True),
-                    _td(ratio_text(v), True),
-                    _td(c.rule),
-                    _td(scale_text(v), attrs=" class=warn" if v.scale else ""),
+                    td(v.id),
+                    td(c.text),
+                    td(v.setup),
+                    td(f"{c.figure} {c.num}/{c.den}" + (f" ({c.column})" if c.column else "")),
+                    td(num(c.published), True),
+                    td(ratio_text(v), True),
+                    td(c.rule),
+                    td(scale_text(v), attrs=" class=warn" if v.scale else ""),
                     f"<td class={cls}>{esc(verdict_text(v))}</td>",
                     f"<td class=muted>{esc(c.note)}</td>",
                 ]
@@ -367,8 +351,8 @@ def lab_section(record: ClaimsRecord) -> str:
     found = lab_rows(record)
     if not found:
         return "<p class='muted'>Not run here (<code>--only</code> left it out).</p>"
-    head = _row(
-        _th(h) for h in ("job shape", "queue", "N", "lab: first → last task s", "bare s", "bare from", "lab / bare")
+    head = row(
+        th(h) for h in ("job shape", "queue", "N", "lab: first → last task s", "bare s", "bare from", "lab / bare")
     )
     body = []
     for r in found:
@@ -382,13 +366,13 @@ def lab_section(record: ClaimsRecord) -> str:
             f"<tr{attrs}>"
             + "".join(
                 [
-                    _td(r.shape),
-                    _td(r.queue),
-                    _td(r.n, True),
-                    _td(text(r.lab), True),
-                    _td(text(r.bare), True),
-                    _td(r.bare_from),
-                    _td(lab_ratio_text(r.ratio), True),
+                    td(r.shape),
+                    td(r.queue),
+                    td(r.n, True),
+                    td(text(r.lab), True),
+                    td(text(r.bare), True),
+                    td(r.bare_from),
+                    td(lab_ratio_text(r.ratio), True),
                 ]
             )
             + "</tr>"
@@ -415,24 +399,24 @@ def sources_section(record: ClaimsRecord) -> str:
 
 
 def runs_section(record: ClaimsRecord) -> str:
-    head = _row(
-        _th(h)
+    head = row(
+        th(h)
         for h in ("bench", "queue", "setup", "rep", "N", "status", "figures", "lost", "dup", "others busy", "load")
     )
     body = [
-        _row(
+        row(
             [
-                _td(r.bench),
-                _td(r.queue + (f" {r.params.column}" if r.params.column else "")),
-                _td(r.setup),
-                _td(r.rep, True),
-                _td(r.n, True),
-                _td(r.status, attrs=" class=warn" if r.status != "ok" else ""),
-                _td(", ".join(f"{k} {num(v)}" for k, v in r.figures.items() if v is not None)),
-                _td(r.accounting.lost, True),
-                _td(r.accounting.duplicates, True),
-                _td(f"{r.busy_before:.0%}" if r.busy_before is not None else "-", True),
-                _td(" ".join(f"{x:.2f}" for x in r.loadavg)),
+                td(r.bench),
+                td(r.queue + (f" {r.params.column}" if r.params.column else "")),
+                td(r.setup),
+                td(r.rep, True),
+                td(r.n, True),
+                td(r.status, attrs=" class=warn" if r.status != "ok" else ""),
+                td(", ".join(f"{k} {num(v)}" for k, v in r.figures.items() if v is not None)),
+                td(r.accounting.lost, True),
+                td(r.accounting.duplicates, True),
+                td(f"{r.busy_before:.0%}" if r.busy_before is not None else "-", True),
+                td(" ".join(f"{x:.2f}" for x in r.loadavg)),
             ]
         )
         for r in record.runs
@@ -443,7 +427,7 @@ def runs_section(record: ClaimsRecord) -> str:
 def setting_section(record: ClaimsRecord) -> str:
     s = record.setting
     table: Callable[[str, Mapping[str, object]], str] = lambda tid, data: (  # noqa: E731
-        f"<table id='{tid}'><tbody>" + "".join(_row([_td(k), _td(v)]) for k, v in data.items()) + "</tbody></table>"
+        f"<table id='{tid}'><tbody>" + "".join(row([td(k), td(v)]) for k, v in data.items()) + "</tbody></table>"
     )
     return (
         f"<p>Image {esc(s.image)}; limited runs: {esc(s.limits)} per worker container.</p>"

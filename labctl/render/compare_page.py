@@ -7,7 +7,6 @@ I/O; the figures themselves are records/compare.py's.
 
 from __future__ import annotations
 
-import html
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from labctl.records.published import ARTICLE, Row
 from labctl.records.run import ServiceLimits
 from labctl.render import charts
 from labctl.render.capacity_page import bracket_text
+from labctl.render.plain_page import esc, row, td, th
 from labctl.render.table import markdown_table
 
 # One colour per queue, the same in every report (labctl.queues.QUEUES' order).
@@ -217,7 +217,7 @@ def capacity_section(record: CompareRecord) -> str:
             "<p class='muted'>No <code>make capacity</code> record for these queues in the results directory "
             "(<code>make compare capacity=1</code> runs one first).</p>"
         )
-    rows = [[_td(c, i in (1, 2, 4, 5)) for i, c in enumerate(row)] for row in capacity_rows(record)]
+    rows = [[td(c, i in (1, 2, 4, 5)) for i, c in enumerate(cells)] for cells in capacity_rows(record)]
     note = (
         "<p class='muted'>The highest arrival rate each queue's whole path kept in open-model steps: nothing failed, "
         "the schedule kept, the backlog not growing, the p95 wait under max wait (docs/capacity.md). A capacity "
@@ -243,25 +243,9 @@ code { background: #f5f5f5; padding: 0 3px; }
 """
 
 
-def esc(x: object) -> str:
-    return html.escape("-" if x is None else str(x))
-
-
 def colour(queue: str) -> str:
     order = list(QUEUES)
     return PALETTE[order.index(queue) % len(PALETTE)] if queue in order else "#000"
-
-
-def _row(cells: Iterable[str], cls: str = "") -> str:
-    return (f"<tr class='{cls}'>" if cls else "<tr>") + "".join(cells) + "</tr>"
-
-
-def _th(text: str, cls: str = "") -> str:
-    return f"<th class='{cls}'>{esc(text)}</th>" if cls else f"<th>{esc(text)}</th>"
-
-
-def _td(text: object, numeric: bool = False, attrs: str = "") -> str:
-    return f"<td{' class=n' if numeric else ''}{attrs}>{esc(text)}</td>"
 
 
 def _stat_cell(record: CompareRecord, queue: str, key: str) -> str:
@@ -286,14 +270,14 @@ def ranking_table(record: CompareRecord, key: str, title: str) -> str:
         mark = MARK_WIDE if key == "rps" and e.queue in marks else ""
         cells = [
             f"<td class=rank data-rank-of='{esc(e.queue)}' data-ranking='{key}'>{e.rank}</td>",
-            _td(e.queue + mark, attrs=f' data-queue="{esc(e.queue)}"'),
+            td(e.queue + mark, attrs=f' data-queue="{esc(e.queue)}"'),
             _stat_cell(record, e.queue, key),
-            _td(e.n, True),
-            _td(", ".join(e.above) or "-"),
+            td(e.n, True),
+            td(", ".join(e.above) or "-"),
         ]
-        body.append(_row(cells, "tie" if e.rank == previous else ""))
+        body.append(row(cells, "tie" if e.rank == previous else ""))
         previous = e.rank
-    head = _row([_th("rank"), _th("queue"), _th(f"{title} [95 % CI]"), _th("n"), _th("shown faster")])
+    head = row([th("rank"), th("queue"), th(f"{title} [95 % CI]"), th("n"), th("shown faster")])
     return f"<table id='ranking-{key}'><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
 
 
@@ -316,12 +300,12 @@ def ranking_section(record: CompareRecord) -> str:
 
 
 def figures_table(record: CompareRecord, fields: Sequence[tuple[str, str]], table_id: str, cls: str = "") -> str:
-    head = _row([_th("queue"), _th("n"), *(_th(name, cls) for name, _ in fields)])
+    head = row([th("queue"), th("n"), *(th(name, cls) for name, _ in fields)])
     body = [
-        _row(
+        row(
             [
-                _td(q, attrs=f' data-queue="{esc(q)}"'),
-                _td(runs_of(record, q), True),
+                td(q, attrs=f' data-queue="{esc(q)}"'),
+                td(runs_of(record, q), True),
                 *(_stat_cell(record, q, k) for _, k in fields),
             ]
         )
@@ -339,10 +323,9 @@ def published_section(record: CompareRecord) -> str:
             f"when a comparison runs that setting. Not here: {esc(record.published_note or '')}.</p>"
         )
     src = published.source
-    head = _row([_th("queue"), *(_th(name, "article") for name, _ in ARTICLE_FIELDS)])
+    head = row([th("queue"), *(th(name, "article") for name, _ in ARTICLE_FIELDS)])
     body = [
-        _row([_td(q), *(_td(num(getattr(row, k)), True) for _, k in ARTICLE_FIELDS)])
-        for q, row in published.rows.items()
+        row([td(q), *(td(num(getattr(pub, k)), True) for _, k in ARTICLE_FIELDS)]) for q, pub in published.rows.items()
     ]
     return (
         f'<p>The published experiment at {esc(published.setting)}: <a href="{esc(src.url)}">'
@@ -465,10 +448,10 @@ def charts_section(record: CompareRecord) -> str:
 
 # -- The other sections -------------------------------------------------------------------------
 def _table(table_id: str, header: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
-    head = _row(_th(h) for h in header)
+    head = row(th(h) for h in header)
     return (
         f"<div class=scroll><table id='{table_id}'><thead>{head}</thead>"
-        f"<tbody>{''.join(_row(r) for r in rows)}</tbody></table></div>"
+        f"<tbody>{''.join(row(r) for r in rows)}</tbody></table></div>"
     )
 
 
@@ -484,21 +467,21 @@ def runs_section(record: CompareRecord) -> str:
     off = set(record.off_speed)
     rows = [
         [
-            _td(r.round if r.round is not None else r.rep, True),
-            _td(r.queue),
-            _td(r.rep, True),
-            _td(num(r.rps), True),
-            _td(num(r.tasks_per_s), True),
-            _td(num(r.machine_speed) + (" off" if r.run in off else ""), True),
-            _td(_middle(r.chart_rps_middle, r.rps), True),
-            _td(num(r.median_ms), True),
-            _td(num(r.p95_ms), True),
-            _td(("~" if r.all_done_projected else "") + num(r.all_done_s), True),
-            _td(num(r.completed), True),
-            _td(num(r.lost), True),
-            _td(num(r.duplicates), True),
-            _td("; ".join(r.warnings)),
-            _td(r.run),
+            td(r.round if r.round is not None else r.rep, True),
+            td(r.queue),
+            td(r.rep, True),
+            td(num(r.rps), True),
+            td(num(r.tasks_per_s), True),
+            td(num(r.machine_speed) + (" off" if r.run in off else ""), True),
+            td(_middle(r.chart_rps_middle, r.rps), True),
+            td(num(r.median_ms), True),
+            td(num(r.p95_ms), True),
+            td(("~" if r.all_done_projected else "") + num(r.all_done_s), True),
+            td(num(r.completed), True),
+            td(num(r.lost), True),
+            td(num(r.duplicates), True),
+            td("; ".join(r.warnings)),
+            td(r.run),
         ]
         for r in record.runs
     ]
@@ -534,7 +517,7 @@ def rounds_section(record: CompareRecord) -> str:
     r = record.rounds
     if not r.recorded:
         return "<p class='muted'>This comparison ran before its rounds were recorded: a fixed order.</p>"
-    rows = [[_td(i, True), _td(" ".join(order))] for i, order in enumerate(r.orders, 1)]
+    rows = [[td(i, True), td(" ".join(order))] for i, order in enumerate(r.orders, 1)]
     stopped = ", ".join(f"{q}: {why}" for q, why in sorted(r.stopped.items()))
     return (
         f"<p>Seed <code>{esc(r.seed)}</code> (<code>seed={esc(r.seed)}</code> repeats the order). "
@@ -556,14 +539,14 @@ def cost_section(record: CompareRecord) -> str:
         return "<p class='muted'>No <code>make bench</code> record in the results directory: run one to see what the lab costs.</p>"
     rows = [
         [
-            _td(q),
-            _td(num(b.rps_ratio), True),
-            _td(num(b.drain_ratio), True),
-            _td(_pair(b.api_cpu_us_per_request), True),
-            _td(_pair(b.worker_cpu_us_per_task), True),
-            _td(f"{b.api_limits} / {b.worker_limits}"),
-            _td(b.mode),
-            _td(b.run),
+            td(q),
+            td(num(b.rps_ratio), True),
+            td(num(b.drain_ratio), True),
+            td(_pair(b.api_cpu_us_per_request), True),
+            td(_pair(b.worker_cpu_us_per_task), True),
+            td(f"{b.api_limits} / {b.worker_limits}"),
+            td(b.mode),
+            td(b.run),
         ]
         for q, b in bench.items()
     ]
@@ -590,13 +573,13 @@ def chaos_section(record: CompareRecord) -> str:
         return "<p class='muted'>No <code>make chaos</code> record for these queues in the results directory.</p>"
     rows = [
         [
-            _td(c.queue),
-            _td(c.fault),
-            _td(num(c.lost), True),
-            _td(num(c.duplicates), True),
-            _td(num(c.recovered_s), True),
-            _td(c.limits),
-            _td(c.run),
+            td(c.queue),
+            td(c.fault),
+            td(num(c.lost), True),
+            td(num(c.duplicates), True),
+            td(num(c.recovered_s), True),
+            td(c.limits),
+            td(c.run),
         ]
         for c in record.chaos
     ]
@@ -607,14 +590,13 @@ def setting_section(record: CompareRecord) -> str:
     """The limits the engine applied, the knobs, the versions and the machine."""
     setting = record.setting
     limits = setting.limits
-    rows = [[_td("api"), *(_td(x) for x in _limit_cells(limits.api))]]
-    rows += [[_td(q), *(_td(x) for x in _limit_cells(lim))] for q, lim in limits.workers.items()]
+    rows = [[td("api"), *(td(x) for x in _limit_cells(limits.api))]]
+    rows += [[td(q), *(td(x) for x in _limit_cells(lim))] for q, lim in limits.workers.items()]
     knobs = [
-        [_td(service), _td(", ".join(f"{k}={v}" for k, v in values.items()))]
-        for service, values in setting.knobs.items()
+        [td(service), td(", ".join(f"{k}={v}" for k, v in values.items()))] for service, values in setting.knobs.items()
     ]
-    versions = [[_td(name), _td(version)] for name, version in setting.versions.items()]
-    machine = [[_td(k), _td(v)] for k, v in setting.machine.items()]
+    versions = [[td(name), td(version)] for name, version in setting.versions.items()]
+    machine = [[td(k), td(v)] for k, v in setting.machine.items()]
     return (
         "<h3>Limits, as the engine applied them</h3>"
         + _table("limits", ("service", "CPUs", "memory", "replicas", "concurrency"), rows)
@@ -792,34 +774,34 @@ def article_page(record: ArticleRecord) -> str:
     link to each setting's own report (its charts and every run)."""
     sections = []
     for part in record.parts:
-        head = _row(
+        head = row(
             [
-                _th("queue"),
+                th("queue"),
                 *(
-                    _th(f"{name} {who}", "article" if who == "article" else "")
+                    th(f"{name} {who}", "article" if who == "article" else "")
                     for name in ("RPS", "median ms", "p95 ms")
                     for who in ("lab", "article")
                 ),
-                _th(f"RPS ÷ {REFERENCE} lab [95 % CI]"),
-                _th(f"RPS ÷ {REFERENCE} article", "article"),
-                _th("article's inside the lab's interval"),
+                th(f"RPS ÷ {REFERENCE} lab [95 % CI]"),
+                th(f"RPS ÷ {REFERENCE} article", "article"),
+                th("article's inside the lab's interval"),
             ]
         )
         body = []
         for a in article_rows(part):
             q = a.queue
-            cells = [_td(q, attrs=f' data-queue="{esc(q)}"')]
+            cells = [td(q, attrs=f' data-queue="{esc(q)}"')]
             for key in ("rps", "median_ms", "p95_ms"):
                 cells.append(_stat_cell(part, q, key))
-                cells.append(_td(num(a.article(key)), True, f' data-queue="{esc(q)}" data-article="{key}"'))
+                cells.append(td(num(a.article(key)), True, f' data-queue="{esc(q)}" data-article="{key}"'))
             ratio = a.ratio
             ratio_attrs = f' data-queue="{esc(q)}" data-ratio="lab"'
             if ratio is not None:
                 ratio_attrs += "".join(f' data-{k}="{v}"' for k, v in ratio.as_json().items() if v is not None)
-            cells.append(_td(stats.ratio_text(ratio) if ratio else "-", True, ratio_attrs))
-            cells.append(_td(num(a.pub_ratio), True, f' data-queue="{esc(q)}" data-ratio="article"'))
-            cells.append(_td(_inside_text(a.inside), attrs=f' data-queue="{esc(q)}" data-inside="1"'))
-            body.append(_row(cells))
+            cells.append(td(stats.ratio_text(ratio) if ratio else "-", True, ratio_attrs))
+            cells.append(td(num(a.pub_ratio), True, f' data-queue="{esc(q)}" data-ratio="article"'))
+            cells.append(td(_inside_text(a.inside), attrs=f' data-queue="{esc(q)}" data-inside="1"'))
+            body.append(row(cells))
         link = esc(f"{part.run}.html")
         sections.append(
             f"<h2>{esc(_setting_of(part))}</h2><p>{esc(heading(part))}. Its own report, with its ranking, charts and "

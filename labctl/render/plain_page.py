@@ -1,6 +1,7 @@
 """The plain HTML page of make scale and make capacity: a title, tables of text
-cells and inline charts, one style, nothing fetched (make compare's page has its
-own, richer one)."""
+cells and inline charts, one style, nothing fetched (make compare's and make
+claims' pages have their own, richer ones); and the escaped cells every page's
+tables are built of."""
 
 from __future__ import annotations
 
@@ -11,6 +12,22 @@ STYLE = (
     "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
     "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
 )
+
+
+def esc(x: object) -> str:
+    return html.escape("-" if x is None else str(x))
+
+
+def row(cells: Iterable[str], cls: str = "") -> str:
+    return (f"<tr class='{cls}'>" if cls else "<tr>") + "".join(cells) + "</tr>"
+
+
+def th(text: str, cls: str = "") -> str:
+    return f"<th class='{cls}'>{esc(text)}</th>" if cls else f"<th>{esc(text)}</th>"
+
+
+def td(text: object, numeric: bool = False, attrs: str = "") -> str:
+    return f"<td{' class=n' if numeric else ''}{attrs}>{esc(text)}</td>"
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
