@@ -46,7 +46,13 @@ def lab_path(m: Machine, c: Config, rep: int, run: str) -> ClaimsRun:
     api = m.service(LAB_API, ["python", "-m", "services.api"], env)
     try:
         ready = m.step(
-            run, "/app", [["python", "-c", READY, queue]], {"kind": "exit"}, env=env, timeout_s=90, keep=r"^ready"
+            run,
+            "/app",
+            [["python", "-m", "services.bare.wait_ready", queue]],
+            {"kind": "exit"},
+            env=env,
+            timeout_s=90,
+            keep=r"^ready",
         )
         url = f"http://localhost:8000/api/v1/incr/io/simple/{queue}"
         load = ["python", "-m", "services.bare.loadgen", url, "--requests", str(c.n), "--users", "20"]
@@ -83,19 +89,6 @@ def lab_path(m: Machine, c: Config, rep: int, run: str) -> ClaimsRun:
         status=status_of(ready, enqueue, work, accounting=accounting, need={"first_last_s": figures["first_last_s"]}),
         wall_s=elapsed(work),
     )
-
-
-# Waits for the lab's API to answer /readyz for the queue (its library imported), then says so.
-READY = """
-import sys, time, urllib.request
-for _ in range(600):
-    try:
-        with urllib.request.urlopen(f"http://localhost:8000/readyz?queues={sys.argv[1]}", timeout=2) as r:
-            if r.status == 200:
-                print("ready"); break
-    except Exception:
-        time.sleep(0.1)
-"""
 
 
 def _json_line(lines: list[str] | None) -> dict[str, Any]:
