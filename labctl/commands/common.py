@@ -71,15 +71,12 @@ def model_options(model: type[Any]) -> dict[str, tuple[Any, Any]]:
         if opt is None:
             continue
         kind = get_args(hints[f.name])[0]
-        factory = f.default_factory
-        lazy = factory is not dataclasses.MISSING
-        shown = _shown(factory) if factory is not dataclasses.MISSING else True
-        info = typer.Option(*opt.flags, help=opt.help, envvar=opt.envvar, min=opt.min, show_default=shown)
-        if lazy:
-            table[f.name] = (Annotated[kind | None, info], None)
+        option = functools.partial(typer.Option, *opt.flags, help=opt.help, envvar=opt.envvar, min=opt.min)
+        if f.default_factory is not dataclasses.MISSING:
+            table[f.name] = (Annotated[kind | None, option(show_default=_shown(f.default_factory))], None)
         else:  # a field without a default is a required option
             default = inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default
-            table[f.name] = (Annotated[kind, info], default)
+            table[f.name] = (Annotated[kind, option()], default)
     return table
 
 

@@ -95,7 +95,7 @@ class CapacityParams(AsRead):
 
     endpoint: str = ""
     step_s: Figure = 0
-    max_wait_s: Figure = 0
+    max_wait_s: Figure | None = None
     start: Figure | None = None
     precision_pct: Figure | None = None
     max_rate: Figure | None = None

@@ -133,7 +133,7 @@ def svg_plot(record: CapacityRecord) -> str:
     rows = -(-len(names) // cols)
     fig, axes = charts.figure(380 * cols, 300 * rows, rows, cols, squeeze=False)
     data: dict[str, dict[str, object]] = {}
-    max_wait = float(record.params.max_wait_s)
+    max_wait = float(record.params.max_wait_s or 0)
     for ax, name in zip(axes.flat, names):
         steps = sorted((s for s in record.steps if s.queue == name and s.wait_p95_s is not None), key=lambda s: s.rate)
         if steps:

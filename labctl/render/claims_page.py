@@ -87,13 +87,13 @@ QUIRKS: dict[str, list[str]] = {
 }
 
 
-def _label(row: ConfigRow) -> str:
-    column, workers = row.column, row.params.workers
+def _label(config: ConfigRow) -> str:
+    column, workers = config.column, config.params.workers
     if not (column.startswith("w") and column[1:].isdigit()):
-        return f"{row.queue} {column}".strip()
+        return f"{config.queue} {column}".strip()
     if workers != int(column[1:]):
-        return f"{row.queue} ({column[1:]} published, {workers} here)"
-    return f"{row.queue} ({workers})"
+        return f"{config.queue} ({column[1:]} published, {workers} here)"
+    return f"{config.queue} ({workers})"
 
 
 def ratio_text(v: Verdict) -> str:
@@ -253,11 +253,11 @@ def markdown(record: ClaimsRecord) -> str:
 
 
 # -- HTML ------------------------------------------------------------------------------------------
-def _figure_cell(row: ConfigRow, figure: str) -> str:
-    fig = row.figures[figure]
+def _figure_cell(config: ConfigRow, figure: str) -> str:
+    fig = config.figures[figure]
     attrs = (
-        f' data-bench="{esc(row.bench)}" data-setup="{esc(row.setup)}" data-column="{esc(row.column)}"'
-        f' data-queue="{esc(row.queue)}" data-figure="{esc(figure)}"'
+        f' data-bench="{esc(config.bench)}" data-setup="{esc(config.setup)}" data-column="{esc(config.column)}"'
+        f' data-queue="{esc(config.queue)}" data-figure="{esc(figure)}"'
     )
     if fig.published is not None:
         attrs += f' data-published="{fig.published}"'

@@ -165,7 +165,7 @@ def markdown(record: CompareRecord) -> str:
     if published := record.published:
         src = published.source
         rows = [
-            [queue, *(num(getattr(row, key)) for _, key in ARTICLE_FIELDS)] for queue, row in published.rows.items()
+            [queue, *(num(getattr(pub, key)) for _, key in ARTICLE_FIELDS)] for queue, pub in published.rows.items()
         ]
         lines += [
             "",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from labctl.records.run import RunRecord, limit_text, workers_limit_text
+from labctl.records.run import RunRecord
 from labctl.render import charts
 
 
@@ -31,7 +31,7 @@ def title(record: RunRecord) -> str:
     return (
         f"{record.run}: {record.worker or record.scenario} {record.endpoint}, "
         f"{record.users} users, {record.requests} requests, {record.rps} req/s; "
-        f"api {limit_text(limits.api)}, workers {workers_limit_text(limits.workers)}"
+        f"api {limits.api_text}, workers {limits.workers_text}"
     )
 
 

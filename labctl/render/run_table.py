@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from lab.queues import BROKER_NAMES
-from labctl.records.run import RunRecord, limit_text, workers_limit_text
+from labctl.records.run import RunRecord
 from labctl.render.table import markdown_table
 
 Column = tuple[str, Callable[[RunRecord], Any]]
@@ -17,15 +17,6 @@ def _joined(values: Iterable[int | None]) -> str | None:
     """The workers' concurrency or replicas: one value, or each they differ by."""
     found = sorted({v for v in values if v is not None})
     return "/".join(str(v) for v in found) if found else None
-
-
-def _api_limits(r: RunRecord) -> str:
-    return limit_text(r.limits.api)
-
-
-def _worker_limits(r: RunRecord) -> str:
-    workers = r.limits.workers
-    return workers_limit_text(workers) if workers else "-"
 
 
 def _peak_mb(r: RunRecord) -> float | None:
@@ -59,8 +50,8 @@ COLUMNS: tuple[Column, ...] = (
     ("failed", lambda r: r.tasks and r.tasks.failed),
     ("dup", lambda r: r.tasks and r.tasks.duplicates),
     ("lost", lambda r: r.tasks and r.tasks.lost),
-    ("API limits", _api_limits),
-    ("worker limits", _worker_limits),
+    ("API limits", lambda r: r.limits.api_text),
+    ("worker limits", lambda r: r.limits.workers_text),
     ("conc.", lambda r: _joined(w.concurrency for w in r.limits.workers.values())),
     ("repl.", lambda r: _joined(w.replicas for w in r.limits.workers.values())),
     ("peak MB", _peak_mb),
@@ -73,7 +64,7 @@ COLUMNS: tuple[Column, ...] = (
 # `make results` by default: the article's figures, what ran, under which limits, and what went wrong.
 SHORT_COLUMNS: tuple[Column, ...] = (
     *COLUMNS[:8],
-    ("API / worker limits", lambda r: f"{_api_limits(r)} / {_worker_limits(r)}"),
+    ("API / worker limits", lambda r: f"{r.limits.api_text} / {r.limits.workers_text}"),
     ("notes", lambda r: notes_of(r)),
     ("run", lambda r: r.run),
 )

@@ -125,9 +125,7 @@ def latest_capacity(store: Store, queues: list[str]) -> dict[str, CapacityBeside
                     {
                         **result.as_json(),
                         "limits": f"{record.api_limits} / {record.worker_limits}",
-                        "max_wait_s": record.params.max_wait_s
-                        if "max_wait_s" in record.params.model_fields_set
-                        else None,
+                        "max_wait_s": record.params.max_wait_s,
                         "record": record.base,
                     }
                 )
