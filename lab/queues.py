@@ -166,6 +166,11 @@ DRAMATIQ_MAINTENANCE_CHANCE = 100_000
 # (services/bare/queues.py) both use them.
 RQ_MAINTENANCE_INTERVAL_S = 10
 RQ_WORKER_TTL_S = 25
+# A pass holds RQ's maintenance lock, which a live worker deletes as it ends; one
+# killed in its pass leaves it to expire, after 899 s in RQ (sized for its 600 s
+# interval), and no worker's maintenance runs meanwhile: the lab's worker
+# (workers/rq_queue.py) lets it expire after this.
+RQ_MAINTENANCE_LOCK_S = 60
 
 
 @cache

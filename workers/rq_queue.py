@@ -27,7 +27,9 @@ second execution as a duplicate. Every process under the pool dies with its
 parent (_die_with_parent), as in a container that is killed. A job
 left in the intermediate queue (its BLMOVE's reply lost, or a kill between the
 BLMOVE and the registry) is taken out by that maintenance a minute after it
-first saw it, and retried the same way. No result is kept (`result_ttl=0`: the
+first saw it, and retried the same way. A worker killed in its maintenance
+pass leaves RQ's maintenance lock behind: it expires after
+RQ_MAINTENANCE_LOCK_S here (LabQueue), 899 s in RQ. No result is kept (`result_ttl=0`: the
 API never reads one). Redis going away does not end the pool: a worker that
 gives up (RQ quits on a connection error outside its dequeue) is replaced by
 the pool within a second.
@@ -66,7 +68,7 @@ from lab.heap import freeze_startup_heap
 from lab.key_purge import delete_keys
 from lab.metrics import Count, children_flush_at_exit, flush, listen_to_children
 from lab.protocol import Queue, TaskMessage
-from lab.queues import RQ_MAINTENANCE_INTERVAL_S, RQ_WORKER_TTL_S
+from lab.queues import RQ_MAINTENANCE_INTERVAL_S, RQ_MAINTENANCE_LOCK_S, RQ_WORKER_TTL_S
 from lab.redis_clients import sync_client, worker_client
 from lab.runner import TaskRunner
 from lab.settings import Settings, get_settings
@@ -232,6 +234,16 @@ class LabSimpleWorker(_LabWorker, SimpleWorker):
 WORKER_CLASSES: dict[str, type[BaseWorker]] = {"Worker": LabWorker, "SimpleWorker": LabSimpleWorker}
 
 
+class LabQueue(RQQueue):
+    """RQ's queue as the lab's workers see it, with the lab's lifetime of the
+    maintenance lock (lab/queues.py): a worker that dies in its maintenance pass
+    (its node's death) holds off the others' passes, and so the return of its own
+    job, for RQ_MAINTENANCE_LOCK_S, not RQ's 15 minutes."""
+
+    def acquire_maintenance_lock(self) -> bool:
+        return bool(self.connection.set(self.registry_cleaning_key, 1, nx=True, ex=RQ_MAINTENANCE_LOCK_S))
+
+
 class LabWorkerPool(WorkerPool):
     """RQ's pool, whose /metrics server starts once its workers are forked:
     /metrics answering means they run, and no worker holds the server's socket."""
@@ -253,6 +265,7 @@ def main() -> None:
         connection=connection,
         num_workers=settings.concurrency_for(QUEUE),
         worker_class=WORKER_CLASSES[settings.rq_worker_class],
+        queue_class=LabQueue,
     )
     global _runner
     _runner = TaskRunner(settings)

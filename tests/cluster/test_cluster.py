@@ -187,6 +187,25 @@ def test_a_load_of_several_queues_keeps_an_exact_ledger_and_names_its_nodes(clus
 KILLED_ENDPOINT = "cpu/simple"
 
 
+def rq_keys(swarm: Swarm) -> dict[str, str]:
+    """Where RQ keeps its queue's jobs (workers/rq_queue.py), for a wait that ended with one
+    of them pending: the queue, the intermediate list, the started registry (its scores,
+    when each execution's heartbeat expires), the failed registry, and the maintenance lock."""
+    reads = {
+        "now": ("TIME",),
+        "queued": ("LLEN", "rq:queue:lab"),
+        "intermediate": ("LRANGE", "rq:queue:lab:intermediate", "0", "-1"),
+        "started": ("ZRANGE", "rq:wip:lab", "0", "-1", "WITHSCORES"),
+        "failed": ("ZCARD", "rq:failed:lab"),
+        "maintenance_lock_ttl": ("TTL", "rq:clean_registries:lab"),
+    }
+    out = {}
+    for what, args in reads.items():
+        done = swarm.exec("redis", "redis-cli", *args)
+        out[what] = " ".join(done.stdout.split()) if done.returncode == 0 else f"(not read: {done.stderr.strip()})"
+    return out
+
+
 def test_a_dead_workers_node_loses_nothing_the_queues_deliver(cluster_env):
     """Every queue's worker holds tasks when node-3 dies; 20 s later it is started
     again, and each task is done once, or again when its worker died after the work
@@ -231,7 +250,8 @@ def test_a_dead_workers_node_loses_nothing_the_queues_deliver(cluster_env):
     try:
         wait_until(settled, SETTLE_S, "every queue's tasks settled but what its dead worker may lose", interval=2)
     except AssertionError as timed_out:
-        raise AssertionError(f"{timed_out}; still pending: {waiting}") from None
+        where = f"; where RQ keeps its jobs: {rq_keys(swarm)}" if "rq" in waiting else ""
+        raise AssertionError(f"{timed_out}; still pending: {waiting}{where}") from None
     time.sleep(10)  # a task still coming would come
     report = ledger(api, run)
     assert report["totals"]["enqueued"] == total, report["totals"]

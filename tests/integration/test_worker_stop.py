@@ -13,14 +13,16 @@ the test: arq's in-progress key, SAQ's sweep, Celery's visibility timeout, the
 stream groups' XAUTOCLAIM (docket's on a timer at a quarter of its redelivery
 timeout), Dramatiq's heartbeat housekeeping, RQ's abandoned
 job (its started-job registry entry outlives the job's timeout by RQ's fixed
-60 s: the longest test here)."""
+60 s: the longest test here), which a worker killed in its maintenance pass
+would hold off for RQ's 15 minutes but for the lab's shorter lock."""
 
 import signal
 import time
 
 import pytest
+import redis
 
-from lab.queues import BY_NAME
+from lab.queues import BY_NAME, RQ_MAINTENANCE_LOCK_S, RQ_WORKER_TTL_S
 from tests.lab import (
     ON_REDIS,
     SHORTENED,
@@ -196,3 +198,25 @@ def test_sigkill_loses_at_most_the_running_tasks_and_no_other(isolated, queue):
     lost = batch - totals["completed"]
     assert 0 < lost <= concurrency, totals
     assert totals["pending"] == lost and totals["failed"] == 0 and totals["duplicates"] == 0, totals
+
+
+def test_rqs_maintenance_lock_outlives_a_killed_holder_by_a_minute_not_a_quarter_hour(lab):
+    """RQ's worker takes its maintenance lock for each pass and deletes it as the pass
+    ends; one killed in its pass (its node's death) leaves the lock to expire, and no
+    worker's maintenance, which brings back the dead worker's job, runs meanwhile.
+    The lab's rq worker takes it for RQ_MAINTENANCE_LOCK_S, not RQ's 899 s: read here
+    from the command the running worker sends Redis (MONITOR)."""
+    key = b"rq:clean_registries:lab"
+    client = redis.Redis.from_url(lab.redis.url)
+    with client.monitor() as monitor:
+        # An idle worker takes the lock between two dequeues (every RQ_WORKER_TTL_S - 15 s).
+        deadline = time.monotonic() + 4 * RQ_WORKER_TTL_S + 60  # a bound for a hung worker, not a speed
+        seen = None
+        for event in monitor.listen():
+            words = event["command"].encode().split()
+            if words[:2] == [b"SET", key]:
+                seen = words
+                break
+            assert time.monotonic() < deadline, "the rq worker took no maintenance lock"
+    assert seen is not None and b"EX" in seen, seen
+    assert int(seen[seen.index(b"EX") + 1]) == RQ_MAINTENANCE_LOCK_S, seen
