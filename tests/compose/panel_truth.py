@@ -28,7 +28,9 @@ queue as `$queue`, at that instant, as the panel would have shown them then:
     pending count at the sample's scrape, allowing the queue monitor's poll
     (QUEUE_DEPTH_INTERVAL_S) and the tasks running (concurrency x replicas):
     pending counts a task until it settles, the queue only until it is taken.
-A reading is true when it is within TOLERANCE of its truth.
+A reading is true when it is within TOLERANCE of its truth. Where a panel shows a gap at
+that instant (a target's scrape failed on a busy machine, its series stale until the next
+one), every query is read at the first second after it where all of them answer.
 
 Only the standard library: it runs wherever the tests run.
 """
@@ -108,6 +110,18 @@ def total(prometheus_url: str, expr: str, at: float) -> float | None:
     return sum(answer) if answer else None
 
 
+def answered_from(prometheus_url: str, exprs: list[str], at: float, until: float) -> float:
+    """The first instant from `at` (a second at a time, up to `until`) at which every one of
+    `exprs` answers: a scrape that failed on a busy machine leaves its series stale, and the
+    panel shows a gap there until the next scrape, not a wrong value. `at` when none does."""
+    when = at
+    while when <= until:
+        if all(instant(prometheus_url, expr, when) for expr in exprs):
+            return when
+        when += 1.0
+    return at
+
+
 class Timeline:
     """The record's ledger timeline: at, enqueued, completed, failed, pending, once a second."""
 
@@ -129,10 +143,11 @@ class Timeline:
         return float(rows[-1][field])
 
     def bounds(self, field: str, at: float) -> tuple[float, float] | None:
-        """A count's range at `at`: from the row at or before it to the row at or after it."""
-        before = [r[field] for r in self.rows if r["at"] <= at]
+        """A count's range at `at`: from the row at or before it to the row at or after it.
+        Before the first row, from 0: the ledger counts the run's own tasks, none before it."""
+        before = [r[field] for r in self.rows if r["at"] <= at] or [0]
         after = [r[field] for r in self.rows if r["at"] >= at]
-        return (float(before[-1]), float(after[0])) if before and after else None
+        return (float(before[-1]), float(after[0])) if after else None
 
     def rate(self, field: str, end: float, window_s: float = RATE_WINDOW_S) -> float | None:
         first, last = self.value(field, end - window_s), self.value(field, end)
@@ -277,8 +292,9 @@ def readings(prometheus_url: str, record: dict, fractions=FRACTIONS) -> list[Rea
     backlog = panel_targets(*BACKLOG_PANEL, queue=queue)
     timeline = Timeline(record)
     out = []
+    queries = [load["A"], load["B"], *([rates["A"], rates["B"], backlog["A"]] if timeline.rows else [])]
     for fraction in fractions:
-        at = start + fraction * (end - start)
+        at = answered_from(prometheus_url, queries, start + fraction * (end - start), end)
         for ref, what in (("A", "Load: Locust"), ("B", "Load: API")):
             seen = total(prometheus_url, load[ref], at)
             moment, allowance = nearest(seen, rate_truths(prometheus_url, load[ref], at, timeline, "enqueued"))

@@ -14,7 +14,7 @@ import json
 import re
 from html.parser import HTMLParser
 
-# A run's line and the median over a queue's runs (render/compare_page.py's chart).
+# A run's line and the median over a queue's runs (render/compare_charts.py's chart).
 LINE_GROUP = re.compile(r"""<g id="(?:line|median)-[^"]*"[^>]*\bdata-queue=['"]([^'"]*)['"][^>]*>.*?</g>""", re.S)
 
 

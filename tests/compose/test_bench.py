@@ -16,7 +16,6 @@ pytestmark = pytest.mark.compose
 # The rounds' requests; the drain tops the backlogs up to what its windows
 # need, however fast the machine drains them.
 REQUESTS, WARMUP, ROUNDS = 500, 20, 2
-TASKS = ROUNDS * (REQUESTS + WARMUP)
 # What the bench must delete after its drains: the bare worker's backlog. A
 # job scheduled for 2100, placed once the bench has emptied the bare queue
 # before its rounds, stands for the backlog the drains leave on a long bench
@@ -62,7 +61,11 @@ def test_make_bench_records_bare_beside_lab_and_restores_the_lab(stack, tmp_path
     [row] = record["rows"]
     assert row["queue"] == "saq" and "| saq | await | 0.2cpu/200M / 0.2cpu/200M |" in out
     for side in ("bare", "lab"):
-        assert row[side]["ok"] == ROUNDS * REQUESTS and row[side]["errors"] == 0, row[side]
+        # Every request answered: accepted, or refused with the fast 503 a starved API gives
+        # when Redis does not answer in time (how many, the machine's speed decides).
+        result, statuses = row[side], row[side]["statuses"]
+        assert result["ok"] > 0 and result["ok"] + result["errors"] == ROUNDS * REQUESTS, result
+        assert set(statuses) <= {"202", "503"} and statuses["202"] == result["ok"], statuses
         # Each round met a new process of each API (a fresh draw of its speed).
         assert len(set(row[side]["api_started"])) == ROUNDS and None not in row[side]["api_started"], row[side]
         assert row[side]["rps"] > 0 and row[side]["p50_ms"] <= row[side]["p95_ms"]
@@ -70,8 +73,9 @@ def test_make_bench_records_bare_beside_lab_and_restores_the_lab(stack, tmp_path
         assert row[side]["api_cpu_us_per_request"] > 0  # likewise
         # Windows taken in turns, each worker's tasks and CPU counted in each.
         drain = row[f"{side}_drain"]
-        # The rounds' tasks, and what the drain added to make its windows last (the same on each side).
-        assert drain["target"] == TASKS + row["drain_topped_up"].get(side, 0), (drain, row["drain_topped_up"])
+        # The rounds' accepted tasks, and what the drain added to make its windows last.
+        topped_up = row["drain_topped_up"].get(side, 0)
+        assert drain["target"] == result["enqueued"] + topped_up, (drain, result, row["drain_topped_up"])
         assert drain["windows"] and drain["rate"] > 0, drain
         assert all(w["tasks"] > 0 and w["cpu_s"] > 0 for w in drain["windows"]), drain
         # Each window is timed over its side's own pause and unpause (not Prometheus').
