@@ -94,6 +94,10 @@ ENV_NAMES = {
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|m|s)")
 
 
+# A parameter as given: text, or a number labctl's options parsed already.
+Given = str | int | float
+
+
 class ParamError(ValueError):
     """A load parameter that cannot be used; the message names it."""
 
@@ -148,10 +152,12 @@ class LoadParams:
         return f"{self.scenario}/{detail[self.scenario]}"
 
 
-def parse_duration(text: str) -> float:
-    """`90`, `90s`, `2m`, `1h30m`, `1.5m` -> seconds (> 0)."""
-    text = text.strip().lower()
-    if re.fullmatch(r"\d+(\.\d+)?", text):
+def parse_duration(given: str | float) -> float:
+    """`90`, `90s`, `2m`, `1h30m`, `1.5m` (or a number of seconds) -> seconds (> 0)."""
+    text = str(given).strip().lower()
+    if not isinstance(given, str):
+        seconds = float(given)
+    elif re.fullmatch(r"\d+(\.\d+)?", text):
         seconds = float(text)
     else:
         parts = _DURATION.findall(text)
@@ -175,9 +181,9 @@ def _choices(key: str, value: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(n for n in allowed if n in names)
 
 
-def _int(key: str, value: str, low: int, high: int | None = None) -> int:
+def _int(key: str, value: Given, low: int, high: int | None = None) -> int:
     try:
-        number = int(str(value).strip())
+        number = value if isinstance(value, int) else int(str(value).strip())
     except ValueError:
         raise ParamError(f"{key}={value!r}: not a whole number") from None
     if number < low or (high is not None and number > high):
@@ -186,12 +192,29 @@ def _int(key: str, value: str, low: int, high: int | None = None) -> int:
     return number
 
 
-def _given(raw: Mapping[str, object], key: str) -> str | None:
+def _given(raw: Mapping[str, object], key: str) -> Given | None:
+    """A parameter as given: a number as it is, text stripped; None (or empty text) when not given."""
     value = raw.get(key)
-    if value is None:
-        return None
-    value = str(value).strip()
-    return value or None
+    if value is None or isinstance(value, int | float):
+        return value
+    return str(value).strip() or None
+
+
+def _text(raw: Mapping[str, object], key: str) -> str | None:
+    """A name (scenario, worker, ...) as given; None when not given."""
+    value = _given(raw, key)
+    return None if value is None else str(value)
+
+
+def _above_0(key: str, value: Given, unit: str) -> float:
+    """A finite number above 0, in `unit`: text is parsed, a number taken as it is."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise ParamError(f"{key}={value!r}: not a number ({unit})") from None
+    if not (number > 0 and math.isfinite(number)):
+        raise ParamError(f"{key}={value!r}: must be more than 0 {unit}")
+    return number
 
 
 def default_run_name(scenario: str, label: str, users: int, now: float | None = None) -> str:
@@ -229,7 +252,7 @@ def calls_for(params: LoadParams) -> tuple[Call, ...]:
 
 def _scenario_of(raw: Mapping[str, object]) -> str:
     """The scenario, once no key of another scenario was given with it."""
-    scenario = _given(raw, "scenario") or "queue"
+    scenario = _text(raw, "scenario") or "queue"
     if scenario not in SCENARIOS:
         raise ParamError(f"scenario={scenario!r}: choose from {', '.join(SCENARIOS)}")
     stray = sorted(k for k in OPTIONAL_KEYS - SCENARIO_KEYS[scenario] if _given(raw, k) is not None)
@@ -242,27 +265,16 @@ def _scenario_of(raw: Mapping[str, object]) -> str:
 
 
 def _spawn_rate(raw: Mapping[str, object]) -> float:
-    spawn_text = _given(raw, "spawn_rate")
-    try:
-        spawn_rate = float(spawn_text) if spawn_text else DEFAULT_SPAWN_RATE
-    except ValueError:
-        raise ParamError(f"spawn={spawn_text!r}: not a number") from None
-    if not (spawn_rate > 0 and math.isfinite(spawn_rate)):
-        raise ParamError(f"spawn={spawn_text!r}: must be more than 0 users/s")
-    return spawn_rate
+    spawn = _given(raw, "spawn_rate")
+    return DEFAULT_SPAWN_RATE if spawn is None else _above_0("spawn", spawn, "users/s")
 
 
 def _rate(raw: Mapping[str, object], scenario: str) -> float | None:
     """rate=: requests a second (> 0), sent for a duration (never with iterations=)."""
-    text = _given(raw, "rate")
-    if text is None:
+    given = _given(raw, "rate")
+    if given is None:
         return None
-    try:
-        rate = float(text)
-    except ValueError:
-        raise ParamError(f"rate={text!r}: not a number (requests per second)") from None
-    if not (rate > 0 and math.isfinite(rate)):
-        raise ParamError(f"rate={text!r}: must be more than 0 requests per second")
+    rate = _above_0("rate", given, "requests per second")
     if _given(raw, "iterations") is not None:
         raise ParamError("rate= sends on a schedule for a duration=: give duration=, not iterations=")
     if _given(raw, "duration") is None and scenario not in DEFAULT_DURATION_S:
@@ -277,11 +289,11 @@ def users_for_rate(rate: float) -> int:
 
 def _length(raw: Mapping[str, object], scenario: str) -> tuple[int | None, float | None]:
     """(iterations, duration_s): one of them, the scenario's default when neither is given."""
-    iterations_text, duration_text = _given(raw, "iterations"), _given(raw, "duration")
-    if iterations_text and duration_text:
+    given_iterations, given_duration = _given(raw, "iterations"), _given(raw, "duration")
+    if given_iterations is not None and given_duration is not None:
         raise ParamError("give iterations= or duration=, not both")
-    iterations = _int("iterations", iterations_text, 1) if iterations_text else None
-    duration_s = parse_duration(duration_text) if duration_text else None
+    iterations = None if given_iterations is None else _int("iterations", given_iterations, 1)
+    duration_s = None if given_duration is None else parse_duration(given_duration)
     if iterations is None and duration_s is None:
         if scenario in DEFAULT_DURATION_S:
             duration_s = DEFAULT_DURATION_S[scenario]
@@ -305,31 +317,33 @@ def _scenario_fields(raw: Mapping[str, object], scenario: str) -> _ScenarioField
     """The scenario's own fields of LoadParams."""
     fields: _ScenarioFields = {}
     if scenario == "queue":
-        worker = _given(raw, "worker")
+        worker = _text(raw, "worker")
         if worker is None:
             raise ParamError(f"worker= is required: {', '.join(QUEUES)}, all, or a comma list")
         fields["workers"] = _choices("worker", worker, QUEUES)
-        fields["endpoints"] = _choices("endpoint", _given(raw, "endpoint") or "io/simple", ENDPOINT_NAMES)
+        fields["endpoints"] = _choices("endpoint", _text(raw, "endpoint") or "io/simple", ENDPOINT_NAMES)
     elif scenario == "upstream":
-        variant = _given(raw, "variant")
+        variant = _text(raw, "variant")
         if variant not in UPSTREAM_VARIANTS:
             raise ParamError(f"variant={variant or ''!r}: choose one of {', '.join(UPSTREAM_VARIANTS)}")
         fields["variant"] = variant
     elif scenario == "clients":
-        mode = _given(raw, "mode") or "model"
+        mode = _text(raw, "mode") or "model"
         if mode not in CLIENT_MODES:
             raise ParamError(f"mode={mode!r}: choose one of {', '.join(CLIENT_MODES)}")
         fields["mode"] = mode
-        fields["count"] = _int("count", _given(raw, "count") or str(DEFAULT_CLIENTS), 1, MAX_CLIENTS)
+        count = _given(raw, "count")
+        fields["count"] = _int("count", DEFAULT_CLIENTS if count is None else count, 1, MAX_CLIENTS)
     else:
-        fields["size"] = _int("size", _given(raw, "size") or str(DEFAULT_PAYLOAD), 0, MAX_PAYLOAD)
+        size = _given(raw, "size")
+        fields["size"] = _int("size", DEFAULT_PAYLOAD if size is None else size, 0, MAX_PAYLOAD)
     return fields
 
 
 def _run_name(raw: Mapping[str, object], params: LoadParams, now: float | None) -> str:
     """The given run name, checked, or one made of the scenario, what it loads and the users."""
     label = f"{params.worker_label}-{params.endpoint_label}" if params.scenario == "queue" else params.endpoint_label
-    run = _given(raw, "run") or default_run_name(params.scenario, label, params.users, now)
+    run = _text(raw, "run") or default_run_name(params.scenario, label, params.users, now)
     if not re.fullmatch(RUN_PATTERN, run):
         raise ParamError(
             f"run={run!r}: 1-64 characters among letters, digits, '.', '_' and '-', starting with a letter or digit"
@@ -338,8 +352,9 @@ def _run_name(raw: Mapping[str, object], params: LoadParams, now: float | None) 
 
 
 def parse_params(raw: Mapping[str, object], now: float | None = None) -> LoadParams:
-    """Check a run's parameters (strings, as make or the environment gives them;
-    empty = not given) and fill in the defaults.
+    """Check a run's parameters and fill in the defaults. Each is text (as the
+    environment gives it to the locustfile; empty = not given) or already a number
+    (as labctl's options hold it; None = not given).
 
     Keys: scenario, run, users, spawn_rate, iterations, duration, rate, and per scenario
     worker + endpoint (queue), variant (upstream), mode + count (clients), size (payload).
@@ -347,7 +362,8 @@ def parse_params(raw: Mapping[str, object], now: float | None = None) -> LoadPar
     scenario = _scenario_of(raw)
     rate = _rate(raw, scenario)
     default_users = users_for_rate(rate) if rate else DEFAULT_USERS
-    users = _int("users", _given(raw, "users") or str(default_users), 1)
+    given_users = _given(raw, "users")
+    users = _int("users", default_users if given_users is None else given_users, 1)
     spawn_rate = _spawn_rate(raw)
     iterations, duration_s = _length(raw, scenario)
     params = LoadParams(

@@ -5,6 +5,7 @@ reads (the project's .env, or COMPOSE_ENV_FILES), then the default."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -99,14 +100,18 @@ def knobs() -> Knobs:
 
 class Opt:
     """Marks a field of a command's options model as a command-line option: its help,
-    its flags (default: --the-field-name), its env var. labctl/commands/common.py
-    makes the command's options from the model's marked fields, so each option is
-    declared once, in its model, and parsed once, at the command line."""
+    its flags (default: --the-field-name), its env var, the function that parses its
+    text where the field's type alone does not (a duration's `2m`).
+    labctl/commands/common.py makes the command's options from the model's marked
+    fields, so each option is declared once, in its model, and parsed once, at the
+    command line."""
 
-    def __init__(self, help: str, *flags: str, envvar: str | None = None, min: float | None = None) -> None:
-        self.help, self.flags, self.envvar, self.min = help, flags, envvar, min
-
-
-def default(name: str) -> Any:
-    """A knob's default, as the commands' options show it."""
-    return Knobs.model_fields[name].default
+    def __init__(
+        self,
+        help: str,
+        *flags: str,
+        envvar: str | None = None,
+        min: float | None = None,
+        parser: Callable[[str], Any] | None = None,
+    ) -> None:
+        self.help, self.flags, self.envvar, self.min, self.parser = help, flags, envvar, min, parser

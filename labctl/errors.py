@@ -1,7 +1,7 @@
 """One family of errors for every command, and the exit code each maps to.
 
 0 ok, 1 the experiment failed or the lab cannot run it, 2 bad parameters,
-130 interrupted (Ctrl-C). The command line's one handler (labctl/app.py)
+130 interrupted (Ctrl-C). The command line's one handler (labctl/commands/common.py)
 prints the message and exits with the code."""
 
 from __future__ import annotations

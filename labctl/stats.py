@@ -224,16 +224,10 @@ def ranking(runs: Mapping[str, Iterable[float | int | None]], lower_is_better: b
     (its interval excludes 1), those others listed best first. Names no run tells apart
     share a rank; sorted by rank, then by median."""
     values = {name: _clean(v) for name, v in runs.items()}
-    sign = 1 if lower_is_better else -1
+    sign, better = (1, SLOWER) if lower_is_better else (-1, FASTER)
     rows = []
     for name, xs in values.items():
-        above: list[str] = []
-        for other, ys in values.items():
-            if other == name:
-                continue
-            verdict = ratio(ys, xs).verdict
-            if verdict == (SLOWER if lower_is_better else FASTER):
-                above.append(other)
+        above = [other for other, ys in values.items() if other != name and ratio(ys, xs).verdict == better]
         above.sort(key=lambda other: sign * statistics.median(values[other]))  # the best first
         rows.append(Ranked(name, 1 + len(above), estimate(xs), tuple(above)))
     return sorted(rows, key=lambda r: (r.rank, sign * (r.estimate.median or 0.0), r.name))
@@ -242,12 +236,8 @@ def ranking(runs: Mapping[str, Iterable[float | int | None]], lower_is_better: b
 def pairs_called(runs: Mapping[str, Iterable[float | int | None]]) -> dict[tuple[str, str], str]:
     """Every ordered pair (a, b) whose ratio a / b is shown above 1: `faster`, and b, a `slower`."""
     values = {name: _clean(v) for name, v in runs.items()}
-    out: dict[tuple[str, str], str] = {}
-    for a, xs in values.items():
-        for b, ys in values.items():
-            if a != b and (verdict := ratio(xs, ys).verdict) in (FASTER, SLOWER):
-                out[(a, b)] = verdict
-    return out
+    verdicts = {(a, b): ratio(xs, ys).verdict for a, xs in values.items() for b, ys in values.items() if a != b}
+    return {pair: verdict for pair, verdict in verdicts.items() if verdict in (FASTER, SLOWER)}
 
 
 # -- As the pages print them ---------------------------------------------------------------

@@ -264,6 +264,15 @@ MUTANTS: tuple[Mutant, ...] = (
         timeout_s=SIGKILL_TIMEOUT_S,
     ),
     Mutant(
+        "rq-maintenance-lock-899s",
+        "RQ's workers take RQ's own maintenance lock: one killed in its pass holds off every pass for 15 minutes",
+        (("workers/rq_queue.py", r"\n +queue_class=LabQueue,\n", "\n"),),
+        (
+            "tests/integration/test_worker_stop.py::"
+            "test_rqs_maintenance_lock_outlives_a_killed_holder_by_a_minute_not_a_quarter_hour",
+        ),
+    ),
+    Mutant(
         "huey-loses-more-than-its-slots",
         "Huey's consumer runs twice HUEY_WORKERS workers: a killed replica loses more than one task per slot",
         (
@@ -638,7 +647,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "a run's backlog (its lost tasks) is read from the totals, where a cell with extra settles hides another's",
         (
             (
-                "labctl/records/run.py",
+                "labctl/records/run_tasks.py",
                 r'return sum\(max\(0, c\.get\("pending", 0\)\) for c in cells\)',
                 'return max(0, sum(c.get("pending", 0) for c in cells))',
             ),
@@ -674,7 +683,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "the comparison's summary spreads each figure over every queue's runs, not the queue's own",
         (
             (
-                "labctl/records/compare.py",
+                "labctl/records/compare_figures.py",
                 r"own = \[r for r in rows if r\.queue == q\]",
                 "own = list(rows)",
             ),
@@ -686,7 +695,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "make compare reads a run's RPS over the whole load, its warm-up and end included, not its steady part",
         (
             (
-                "labctl/records/compare.py",
+                "labctl/records/compare_run.py",
                 r"(def steady_rps\(record: Mapping\[str, Any\], warmup_s: float\)(?:.|\n)*?)"
                 r"window = steady_window\(record, warmup_s\)",
                 "\\1window = steady_window(record, None)",
@@ -699,7 +708,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "the comparison's worker CPU per task divides by the requests, not the tasks the worker ran",
         (
             (
-                "labctl/records/compare.py",
+                "labctl/records/compare_run.py",
                 r'done_in_window if done_in_window is not None else tasks\.get\("completed"\)',
                 'record.get("requests")',
             ),

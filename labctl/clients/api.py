@@ -38,12 +38,8 @@ def ledger(api: str, run: str) -> dict[str, Any] | None:
 
 def probe_report(lab: Lab, since: float, until: float) -> dict[str, Any] | None:
     """GET /report of the liveness probe (compose service `probe`), from inside its container (no published port)."""
-    code = (
-        "import urllib.request as u;"
-        f"print(u.urlopen('http://127.0.0.1:9000/report?since={since:.3f}&until={until:.3f}',"
-        "timeout=10).read().decode())"
-    )
-    proc = lab.exec("probe", "python", "-c", code)
+    url = f"http://127.0.0.1:9000/report?since={since:.3f}&until={until:.3f}"
+    proc = lab.exec("probe", "python", "-m", "services.fetch", url)
     if proc.returncode != 0:
         return None
     return cast(dict[str, Any], json.loads(proc.stdout))

@@ -22,24 +22,19 @@ class Prometheus:
     def __init__(self, addr: str):
         self.url = f"http://{addr}"
 
-    def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
-        params = {"query": expr, **({"time": f"{at:.3f}"} if at else {})}
-        r = httpx.get(f"{self.url}/api/v1/query", params=params, timeout=15)
-        body = r.json()
+    def _result(self, api: str, expr: str, params: dict[str, str], timeout: float) -> list[dict[str, Any]]:
+        body = httpx.get(f"{self.url}/api/v1/{api}", params={"query": expr, **params}, timeout=timeout).json()
         if body.get("status") != "success":
             raise LabError(f"Prometheus rejected {expr!r}: {body.get('error')}")
         return cast(list[dict[str, Any]], body["data"]["result"])
 
+    def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
+        return self._result("query", expr, {"time": f"{at:.3f}"} if at else {}, 15)
+
     def query_range(self, expr: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
-        r = httpx.get(
-            f"{self.url}/api/v1/query_range",
-            params={"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"},
-            timeout=30,
+        return self._result(
+            "query_range", expr, {"start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}, 30
         )
-        body = r.json()
-        if body.get("status") != "success":
-            raise LabError(f"Prometheus rejected {expr!r}: {body.get('error')}")
-        return cast(list[dict[str, Any]], body["data"]["result"])
 
     def counter_samples(self, selector: str, start: float, end: float) -> list[list[float]]:
         """A counter's raw samples from `start` to `end` as Prometheus scraped them:
@@ -79,10 +74,8 @@ class Prometheus:
     def targets(self) -> list[dict[str, Any]]:
         """The active scrape targets ([] when Prometheus does not answer)."""
         try:
-            targets: list[dict[str, Any]] = httpx.get(
-                f"{self.url}/api/v1/targets", params={"state": "active"}, timeout=10
-            ).json()["data"]["activeTargets"]
-            return targets
+            reply = httpx.get(f"{self.url}/api/v1/targets", params={"state": "active"}, timeout=10).json()
+            return cast(list[dict[str, Any]], reply["data"]["activeTargets"])
         except (httpx.HTTPError, KeyError, ValueError):
             return []
 

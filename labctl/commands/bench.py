@@ -6,6 +6,7 @@ import typer
 
 from labctl.commands.common import console, handled, help_of, with_options
 from labctl.experiments.bench import runner
+from labctl.experiments.bench.options import BenchOptions
 
 
 def register(app: typer.Typer) -> None:
@@ -13,6 +14,6 @@ def register(app: typer.Typer) -> None:
 
 
 @handled("bench", "interrupted: no bench record written")
-@with_options(runner.BenchOptions)
-def bench(options: runner.BenchOptions) -> int:
+@with_options(BenchOptions)
+def bench(options: BenchOptions) -> int:
     return runner.bench(options, console())

@@ -71,7 +71,9 @@ def model_options(model: type[Any]) -> dict[str, tuple[Any, Any]]:
         if opt is None:
             continue
         kind = get_args(hints[f.name])[0]
-        option = functools.partial(typer.Option, *opt.flags, help=opt.help, envvar=opt.envvar, min=opt.min)
+        option = functools.partial(
+            typer.Option, *opt.flags, help=opt.help, envvar=opt.envvar, min=opt.min, parser=opt.parser
+        )
         if f.default_factory is not dataclasses.MISSING:
             table[f.name] = (Annotated[kind | None, option(show_default=_shown(f.default_factory))], None)
         else:  # a field without a default is a required option

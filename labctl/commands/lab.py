@@ -23,19 +23,13 @@ def register(app: typer.Typer) -> None:
     app.command("limits", help=help_of(limits_view.__doc__))(limits)
     app.command("purge", help=help_of(purge_platform.__doc__))(purge)
     app.command("locust-ui", help=help_of(locust_ui_view.__doc__))(locust_ui)
-    app.command("stack-up", help="Deploy the lab as a stack to the Swarm the Docker CLI points at.")(stack_up)
-    app.command("stack-down", help="Remove the stack and its port forwarder (the swarm and the volumes stay).")(
-        stack_down
-    )
-    app.command("swarm-leave", help="Leave this engine's swarm, restart the engine, check that names resolve.")(
-        swarm_leave
-    )
+    app.command("stack-up")(stack_up)
+    app.command("stack-down")(stack_down)
+    app.command("swarm-leave")(swarm_leave)
     app.command("stack-file", help=help_of(stack_file.__doc__))(write_stack_file)
     app.command("cluster-up", help=help_of(cluster_platform.__doc__))(cluster_up)
-    app.command("cluster-down", help="Remove the cluster of make cluster-up: its nodes, the registry, their volumes.")(
-        cluster_down
-    )
-    app.command("cluster-env", help="Print the exports that point the Docker CLI and make at the cluster.")(cluster_env)
+    app.command("cluster-down")(cluster_down)
+    app.command("cluster-env")(cluster_env)
 
 
 @handled("limits")
@@ -64,18 +58,21 @@ def locust_ui(
 def stack_up(
     services: Annotated[str, typer.Option(help="compose services (default: every one outside a profile)")] = "",
 ) -> int:
+    """Deploy the lab as a stack to the Swarm the Docker CLI points at."""
     stack_deploy.deploy(services.split() or None, console().say)
     return 0
 
 
 @handled("stack-down")
 def stack_down() -> int:
+    """Remove the stack and its port forwarder (the swarm and the volumes stay)."""
     stack_deploy.remove(console().say)
     return 0
 
 
 @handled("swarm-leave")
 def swarm_leave() -> int:
+    """Leave this engine's swarm, restart the engine, check that names resolve."""
     console().say(stack_deploy.leave(knobs().lab_image))
     return 0
 
@@ -108,13 +105,15 @@ def cluster_up(
 
 @handled("cluster-down")
 def cluster_down() -> int:
+    """Remove the cluster of make cluster-up: its nodes, the registry, their volumes."""
     cluster_platform.Cluster().down(console().say)
     return 0
 
 
 @handled("cluster-env")
 def cluster_env() -> int:
-    """`export ...` for a shell: eval "$(make -s cluster-env)"."""
+    """Print the exports that point the Docker CLI and make at the cluster."""
+    # `export ...` for a shell: eval "$(make -s cluster-env)"
     env = cluster_platform.Cluster().env_for_the_lab()
     print("export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()))
     return 0

@@ -130,7 +130,7 @@ class CapacityOptions:
             raise ParamError(f"target_pct={self.target_pct:g}: a percentage above 0, at most 100")
         if self.target_pct is not None and self.max_reps < max(self.reps, 2):
             raise ParamError(f"max_reps={self.max_reps}: at least reps ({self.reps}) and 2, for an interval")
-        if load.rate or load.iterations or load.duration:
+        if (load.rate, load.iterations, load.duration) != (None, None, None):
             raise ParamError("rate=, iterations= and duration= are the search's own: give start=, step=, max_rate=")
         return replace(
             self, queues=queues, max_wait_s=waits, step_s=step_s, check_duration_s=check_s, max_rate=max_rate
@@ -234,13 +234,9 @@ def summarize(steps: list[Step]) -> QueueCapacity:
         limited_by=max(reversed(limits), key=limits.count) if limits else None,
         saturated_rate=saturated_rate(searched).as_json(),
     )
-    at = [s for s in runs[-1] if s.sustained and s.rate == lo]
-    if at:
-        result.api_cpu, result.worker_cpu, result.worker_cpu_limit = (
-            at[-1].api_cpu,
-            at[-1].worker_cpu,
-            at[-1].worker_cpu_limit,
-        )
+    at = next((s for s in reversed(runs[-1]) if s.sustained and s.rate == lo), None)  # its last step at `lo`
+    if at is not None:
+        result.api_cpu, result.worker_cpu, result.worker_cpu_limit = at.api_cpu, at.worker_cpu, at.worker_cpu_limit
         if lo and result.worker_cpu_limit:
             result.tasks_per_cpu = round(lo / result.worker_cpu_limit, 1)
     checks: dict[str, bool | None] = {f"{s.factor:g}x": s.sustained for s in steps if s.phase == "check"}
@@ -286,11 +282,10 @@ class Stepper:
         seconds = self.options.step_s if factor is None else self.options.check_duration_s
         run = f"{self.base}-{queue}-{phase[0]}{rate:g}-{rep}".replace(".", "_")
         self.ui.say(f"\n== {queue}: {rate:g} tasks/s ({phase}, repetition {rep})")
-        options = self.load.but(worker=queue, rate=f"{rate:g}", duration=f"{seconds:g}s", run=run, wait=True)
+        options = self.load.but(worker=queue, rate=rate, duration=seconds, run=run, wait=True)
         record = run_load(options, self.lab, self.ui)
-        limits = record.limits
-        self.api_limits = self.api_limits or limits.api
-        self.worker_limits.update(limits.workers)
+        self.api_limits = self.api_limits or record.limits.api
+        self.worker_limits.update(record.limits.workers)
         step = judge(record, queue, rate, self.options.max_wait_s, rep=rep, phase=phase)
         step.factor = factor
         verdict = "sustained" if step.sustained else f"NOT sustained ({step.limited_by}: {'; '.join(step.reasons)})"
@@ -301,7 +296,7 @@ class Stepper:
 def capacity(load: LoadOptions, given: CapacityOptions, lab: Lab, ui: Console) -> int:
     o = given.parse(load)
     top = o.max_rate or o.start
-    load.but(worker=o.queues[0], rate=f"{top:g}", duration=f"{o.step_s:g}s").parse()  # the load's own checks
+    load.but(worker=o.queues[0], rate=top, duration=o.step_s).parse()  # the load's own checks
     started = time.time()
     base = load.run or f"capacity-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
     seed = random.SystemRandom().randrange(2**31) if o.seed is None else o.seed

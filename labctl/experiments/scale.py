@@ -102,13 +102,9 @@ def step_queries(worker: str, window: str) -> dict[str, str]:
     }
 
 
-def _data(record: RunRecord | dict[str, Any]) -> dict[str, Any]:
-    return record.as_json() if isinstance(record, RunRecord) else record
-
-
 def step_row(replicas: int, record: RunRecord | dict[str, Any], prom: Prometheus | None, worker: str) -> dict[str, Any]:
     """One count's row, from its run's record and Prometheus."""
-    record = _data(record)
+    record = record.as_json() if isinstance(record, RunRecord) else record
     tasks = record.get("tasks") or {}
     done_s = tasks.get("time_to_execute_all_s")
     row = {
@@ -134,9 +130,8 @@ def step_row(replicas: int, record: RunRecord | dict[str, Any], prom: Prometheus
     return row
 
 
-def exact(record: RunRecord | dict[str, Any]) -> bool:
-    """Every request answered 202 was enqueued once and completed once."""
-    record = _data(record)
+def exact(record: dict[str, Any]) -> bool:
+    """Every request answered 202 was enqueued once and completed once (the record's JSON)."""
     tasks = record.get("tasks") or {}
     accepted = (record.get("status_codes") or {}).get("202")
     return bool(

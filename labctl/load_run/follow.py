@@ -72,7 +72,7 @@ def load_progress(
 class Follow:
     """One pass at a time over the master's new log lines and the ledger."""
 
-    def __init__(self, run: LoadRun, on_start: Callable[[dict[str, Any]], None] | None, on_waiting: Callable[[], None]):
+    def __init__(self, run: LoadRun, on_start: Callable[[dict[str, Any]], None], on_waiting: Callable[[], None]):
         self.run, self.on_start, self.on_waiting = run, on_start, on_waiting
         self.result: dict[str, Any] | None = None
         self.start_info: dict[str, Any] | None = None
@@ -118,8 +118,7 @@ class Follow:
             self.on_waiting()
         elif kind == "START":
             self.start_info = data
-            if self.on_start is not None:
-                self.on_start(data)
+            self.on_start(data)
         elif kind == "PROGRESS":
             self.progress = data
             self.rate.add(data.get("elapsed", 0), data.get("requests", 0))

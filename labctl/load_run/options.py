@@ -1,10 +1,11 @@
 """A load run's options: what `make load` takes on its command line, and what
-compare, sweep, scale and chaos set directly. The parameters the locustfile
-reads too (worker, endpoint, users, ...) stay text, as given, and are checked
-by lab/load_params.py, shared with the locustfile; the driver's own knobs
-default to their env var, else the project's .env, else the lab's default.
-Each option is declared once, here, with the help and env var its command
-shows (labctl/commands/common.py with_options)."""
+compare, sweep, scale, chaos and capacity set directly. Numbers are parsed
+once, at the command line (a duration's `2m` too), and set as numbers by the
+experiments; lab/load_params.py, shared with the locustfile, checks them all
+and fills in the defaults. The driver's own knobs default to their env var,
+else the project's .env, else the lab's default. Each option is declared once,
+here, with the help and env var its command shows (labctl/commands/common.py
+with_options)."""
 
 from __future__ import annotations
 
@@ -26,18 +27,21 @@ class LoadOptions:
     endpoint: Annotated[
         str, Opt("queue runs: io/simple (default)|io/sync|io/thread|cpu/simple|cpu/process|all|a,b")
     ] = ""
-    users: Annotated[str, Opt("Locust users (default 100)")] = ""
-    spawn: Annotated[str, Opt("users started per second (default 100)")] = ""
-    iterations: Annotated[str, Opt("exactly this many requests (default: lab/load_params.py's)")] = ""
-    duration: Annotated[str, Opt("or send for this long: 60s, 2m")] = ""
+    users: Annotated[int | None, Opt("Locust users (default 100)")] = None
+    spawn: Annotated[float | None, Opt("users started per second (default 100)")] = None
+    iterations: Annotated[int | None, Opt("exactly this many requests (default: lab/load_params.py's)")] = None
+    duration: Annotated[
+        float | None, Opt("or send for this long: 60s, 2m (seconds)", parser=load_params.parse_duration)
+    ] = None
     run: Annotated[str, Opt("the ledger's run name (default: generated)")] = ""
     variant: Annotated[str, Opt("upstream: async-blocking|async-threadpool|sync-def|async-native")] = ""
     mode: Annotated[str, Opt("clients: model (default)|prejson")] = ""
-    count: Annotated[str, Opt("clients: how many (default 1000)")] = ""
-    size: Annotated[str, Opt("payload: bytes (default 1024)")] = ""
+    count: Annotated[int | None, Opt("clients: how many (default 1000)")] = None
+    size: Annotated[int | None, Opt("payload: bytes (default 1024)")] = None
     rate: Annotated[
-        str, Opt("the open model: requests/s on a fixed schedule for the duration, latency from each scheduled time")
-    ] = ""
+        float | None,
+        Opt("the open model: requests/s on a fixed schedule for the duration, latency from each scheduled time"),
+    ] = None
     locust_workers: Annotated[int, Opt("Locust worker processes (containers)", envvar="LOCUST_WORKERS", min=1)] = field(
         default_factory=lambda: knobs().locust_workers
     )
@@ -58,30 +62,14 @@ class LoadOptions:
     ] = field(default_factory=lambda: knobs().load_drain_stall_s)
     results_dir: Annotated[Path, Opt(RESULTS_HELP, "--results-dir")] = RESULTS_DIR
 
-    def raw_params(self) -> dict[str, str]:
-        """The parameters as lab/load_params.py takes them."""
-        return {
-            "scenario": self.scenario,
-            "run": self.run,
-            "worker": self.worker,
-            "endpoint": self.endpoint,
-            "users": self.users,
-            "spawn_rate": self.spawn,
-            "iterations": self.iterations,
-            "duration": self.duration,
-            "variant": self.variant,
-            "mode": self.mode,
-            "count": self.count,
-            "size": self.size,
-            "rate": self.rate,
-        }
-
     def parse(self) -> load_params.LoadParams:
         """The checked parameters; ParamError names the one refused."""
         if self.locust_workers < 1:
             raise ParamError("locust_workers must be at least 1")
+        # lab/load_params.py's keys: those the Locust containers read too (ENV_NAMES), and Locust's own two
+        raw = {**{k: getattr(self, k) for k in load_params.ENV_NAMES}, "users": self.users, "spawn_rate": self.spawn}
         try:
-            params = load_params.parse_params(self.raw_params())
+            params = load_params.parse_params(raw)
         except load_params.ParamError as exc:
             raise ParamError(str(exc)) from None
         most = load_params.MAX_RATE_PER_PROCESS * self.locust_workers

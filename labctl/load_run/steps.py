@@ -52,7 +52,8 @@ from labctl.platform.machine_speed import UNIT, SpeedProbe
 from labctl.platform.orchestrator import orchestrator
 from labctl.polling import wait_until
 from labctl.queues import service_of
-from labctl.records.run import Limits, RunInputs, RunRecord, ServiceLimits, build_run_record
+from labctl.records.run import Limits, RunRecord, ServiceLimits
+from labctl.records.run_build import RunInputs, build_run_record
 from labctl.records.store import Store
 from labctl.render import run_summary, run_table
 from labctl.render.console import Console
@@ -104,14 +105,6 @@ class LoadRun:
         """The services whose restarts the record counts."""
         return list(dict.fromkeys(["api", *(q for q in self.params.workers if q != "background")]))
 
-    @property
-    def api_text(self) -> str:
-        return self.limits.api_text
-
-    @property
-    def worker_text(self) -> str:
-        return self.limits.workers_text if self.queue_run else "-"
-
     def say(self, message: str) -> None:
         self.ui.say(message)
 
@@ -139,7 +132,8 @@ def prepare(options: LoadOptions, lab: Lab, ui: Console) -> LoadRun:
         prom.ensure_load_jobs(lab, run.say)
         warn_about_backlogs(run, prom)
     run.grafana = Grafana(lab)
-    run.say(f"limits applied: api {run.api_text}" + (f", workers {run.worker_text}" if run.queue_run else ""))
+    limits = run.limits
+    run.say(f"limits applied: api {limits.api_text}" + (f", workers {limits.workers_text}" if run.queue_run else ""))
     if run.grafana.problem:
         run.say(run.grafana.problem)
     run.before = C.restart_counts({s: lab.inspect(s) for s in run.watched})
@@ -253,8 +247,8 @@ def annotate(run: LoadRun, phase: str, at: float, duration_s: float | None = Non
         p.worker_label or "none",
         p.endpoint_label,
         p.users,
-        run.api_text,
-        run.worker_text,
+        run.limits.api_text,
+        run.limits.workers_text if run.queue_run else "-",
         at,
         duration_s=duration_s,
         tag=p.worker_label or p.scenario,
@@ -347,13 +341,12 @@ def measure(
 
 def enqueued_scrapes(run: LoadRun, prom: Prometheus, result: dict[str, Any]) -> dict[str, Any]:
     """The API's enqueue counter for the run's queues as Prometheus scraped it through the
-    load: what a run's steady RPS is read from (records/compare.py). The ledger, read
+    load: what a run's steady RPS is read from (records/compare_run.py). The ledger, read
     through the loaded API, can answer seconds late; the counter is scraped from the
     API's metrics thread every 2 s whatever its event loop is doing."""
     source = f'lab_enqueued_total{{job="api",queue=~"{"|".join(run.params.workers)}"}}'
-    start = result["first_request_at"] or result["test_started_at"]
-    end = (result["last_response_at"] or time.time()) + 3
-    return {"source": source, "rows": prom.counter_samples(source, start - 3, end)}
+    start, end = run_window(result, None)
+    return {"source": source, "rows": prom.counter_samples(source, start - 3, end + 3)}
 
 
 def wait_notes(run: LoadRun, wait: TaskWait | None) -> list[str]:

@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from labctl.clients.api import ledger
 from labctl.polling import Progress, wait_until
-from labctl.records.run import backlog_of
+from labctl.records.run_tasks import backlog_of
 from labctl.render.run_summary import empty_in
 
 

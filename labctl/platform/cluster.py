@@ -39,20 +39,13 @@ from labctl.config import ROOT, knobs
 from labctl.errors import DockerError, ParamError, SwarmError
 from labctl.platform import docker
 from labctl.platform import stack as stack_file
+from labctl.platform.swarm import registry_of
 from labctl.polling import wait_until
 
 COMPOSE_FILE = ROOT / "cluster" / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 # The registry's name on the cluster's network: the nodes pull from it as that.
 REGISTRY = "registry:5000"
-KNOBS = (  # labctl.config.Knobs has their defaults
-    "CLUSTER_PROJECT",
-    "CLUSTER_NODE_CPUS",
-    "CLUSTER_NODE_MEM",
-    "CLUSTER_DOCKER_PORT",
-    "CLUSTER_REGISTRY_PORT",
-    "CLUSTER_ROLES",
-)
 # The roles of the first nodes, in order (docs/swarm.md): Redis, the API, Locust's
 # workers; every further node runs the queues' workers. CLUSTER_ROLES says otherwise.
 FIRST_ROLES = ("broker", "lab", "load")
@@ -90,8 +83,8 @@ def host_env(env: dict[str, str] | None = None) -> dict[str, str]:
     out = dict(os.environ if env is None else env)
     if out.get("DOCKER_HOST") == manager_url(out):
         del out["DOCKER_HOST"]
-    given = knobs()
-    return {**out, **{k: getattr(given, k.lower()) for k in KNOBS if not out.get(k)}}
+    given = {k.upper(): v for k, v in knobs() if k.startswith("cluster_")}  # the knobs CLUSTER_*, defaults and all
+    return {**out, **{k: v for k, v in given.items() if not out.get(k)}}
 
 
 def public_images(config: dict[str, Any], dockerfile_text: str) -> tuple[list[str], list[str]]:
@@ -108,10 +101,9 @@ def registry_path(image: str) -> tuple[str, bool]:
     """(its path in the cluster's registry, whether the nodes find it there as a
     Docker Hub mirror): Docker Hub's names as Docker Hub spells them (`redis:7` is
     `library/redis:7`), another registry's whole (pulled and tagged by hand)."""
-    first, sep, _ = image.partition("/")
-    if sep and ("." in first or ":" in first or first == "localhost"):
+    if registry_of(image):
         return image, False
-    return (image if sep else f"library/{image}"), True
+    return (image if "/" in image else f"library/{image}"), True
 
 
 class Cluster:
@@ -119,7 +111,6 @@ class Cluster:
 
     def __init__(self, env: dict[str, str] | None = None):
         self.env = host_env(env)
-        self.registry_port = self.env["CLUSTER_REGISTRY_PORT"]
 
     # -- the docker CLI, three ways --------------------------------------------------------
     def compose(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -240,7 +231,7 @@ class Cluster:
 
     def seed_registry(self, say: Callable[[str], None]) -> None:
         """Every public image the lab needs, from this machine's engine into the registry."""
-        registry = f"127.0.0.1:{self.registry_port}"
+        registry = f"127.0.0.1:{self.env['CLUSTER_REGISTRY_PORT']}"
         if not wait_until(lambda: self._registry_answers(registry), timeout_s=60):
             raise SwarmError(f"the cluster's registry does not answer at http://{registry}/v2/")
         config = stack_file.compose_config(self.env, profiles=("*",))
@@ -291,13 +282,11 @@ class Cluster:
     # -- down ---------------------------------------------------------------------------------
     def down(self, say: Callable[[str], None]) -> None:
         self.compose("down", "--volumes", "--remove-orphans", "--timeout", "20", timeout=600)
-        left = self.host("ps", "--all", "-q", "--filter", f"label=com.docker.compose.project={self.project()}").stdout
+        project = self.env["CLUSTER_PROJECT"]
+        left = self.host("ps", "--all", "-q", "--filter", f"label=com.docker.compose.project={project}").stdout
         if left.strip():
             raise DockerError(f"containers of the cluster left after compose down: {left.split()}")
         say("cluster removed: its nodes, their swarm, the registry and their volumes")
-
-    def project(self) -> str:
-        return self.env["CLUSTER_PROJECT"]
 
 
 def nodes_table(cluster: Cluster) -> str:

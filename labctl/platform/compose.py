@@ -93,11 +93,10 @@ class Compose:
         """A detached `docker compose run --rm --no-deps --name NAME` of `service` under other
         compose `variables`, with `env` inside it; `command`: an entrypoint and its arguments
         in place of the service's own. Removed with docker.remove_container(name)."""
-        flags = [x for key, value in (env or {}).items() for x in ("-e", f"{key}={value}")]
         entry = ["--entrypoint", command[0]] if command else []
         self(
-            "run", "--detach", "--rm", "--no-deps", "--name", name, *flags, *entry, service, *command[1:],
-            extra_env=variables, timeout=300,
+            "run", "--detach", "--rm", "--no-deps", "--name", name, *docker.env_flags(env), *entry, service,
+            *command[1:], extra_env=variables, timeout=300,
         )  # fmt: skip
 
     def start_load(self, services: tuple[str, ...], env: dict[str, str]) -> None:

@@ -78,10 +78,7 @@ def inspect(*ids: str, timeout: float = 60) -> list[dict[str, Any]]:
 def inspect_present(*ids: str, timeout: float = 60) -> list[dict[str, Any]]:
     """`docker inspect` of the objects still there: one that went between the call
     that listed it and this one (a task Swarm pruned) is left out, not an error."""
-    if not ids:
-        return []
-    proc = docker("inspect", *ids, check=False, timeout=timeout)
-    return present(proc)
+    return present(docker("inspect", *ids, check=False, timeout=timeout)) if ids else []
 
 
 def present(proc: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
@@ -175,7 +172,7 @@ def wait_exited(container: str, timeout: float = 60) -> bool:
 def set_memory(container: str, memory: int, swap: int) -> str:
     """Its memory limit and memory+swap (bytes), live; the error, "" when done."""
     proc = docker("update", "--memory", str(memory), "--memory-swap", str(swap), container, check=False)
-    return "" if proc.returncode == 0 else f"docker update --memory {container}: {proc.stderr.strip()[:200]}"
+    return _error_of(proc, f"update --memory {container}")
 
 
 def nano_cpus(container: str) -> int:
@@ -256,7 +253,7 @@ def run_detached(
     name: str, image: str, *command: str, network: str | None = None, env: Mapping[str, str] | None = None
 ) -> None:
     """A long-running named container (`docker run -d`); docker.remove_container(name) ends it."""
-    flags = [*(["--network", network] if network else []), *_env_flags(env)]
+    flags = [*(["--network", network] if network else []), *env_flags(env)]
     docker("run", "-d", "--name", name, *flags, image, *command, timeout=120)
 
 
@@ -278,7 +275,7 @@ def run_once(
         *(["--network", network] if network else []),
         *(x for v in volumes for x in ("-v", v)),
         *(["-w", workdir] if workdir else []),
-        *_env_flags(env),
+        *env_flags(env),
         *(["--cpus", cpus] if cpus else []),
         *(["--memory", memory] if memory else []),
     ]
@@ -293,5 +290,5 @@ def stop_container(container: str, grace_s: int | None = None) -> str:
     return _error_of(proc, f"stop {container}")
 
 
-def _env_flags(env: Mapping[str, str] | None) -> list[str]:
+def env_flags(env: Mapping[str, str] | None) -> list[str]:
     return [x for k, v in (env or {}).items() for x in ("-e", f"{k}={v}")]

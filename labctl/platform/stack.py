@@ -65,9 +65,7 @@ STACK_VERSION = "3.8"
 def compose_config(env: dict[str, str] | None = None, profiles: tuple[str, ...] = ()) -> dict[str, Any]:
     """`docker compose config` as JSON, with the knobs of `env` (default: this
     process's environment; compose adds .env, or COMPOSE_ENV_FILES)."""
-    cmd = docker.compose_command()
-    for profile in profiles:
-        cmd += ["--profile", profile]
+    cmd = [*docker.compose_command(), *(x for profile in profiles for x in ("--profile", profile))]
     proc = docker.run([*cmd, "config", "--format", "json"], env=os.environ if env is None else env, check=False)
     if proc.returncode != 0:
         raise DockerError(f"docker compose config failed:\n{proc.stderr.strip()}")

@@ -27,7 +27,8 @@ from labctl.config import ROOT, knobs
 from labctl.errors import SwarmError
 from labctl.platform import stack as stack_file
 from labctl.platform.compose import Compose
-from labctl.platform.swarm import Swarm, by_node, docker, push, registry_of, swarm_state, wait_converged
+from labctl.platform.docker import docker
+from labctl.platform.swarm import Swarm, by_node, push, registry_of, swarm_state, wait_converged
 from labctl.polling import wait_until
 
 OFFLINE_START_ENGINE = ROOT.parent / "shared" / "offline-docker" / "start-engine"
@@ -122,8 +123,7 @@ def restart_engine() -> str:
 def resolves_on(network: str, image: str) -> bool:
     """A new container on `network` resolves its own name (the engine's embedded DNS answers there)."""
     name = f"lab-dns-check-{secrets.token_hex(4)}"
-    code = f"import socket; socket.gethostbyname({name!r})"
-    proc = docker("run", "--rm", "--name", name, "--network", network, image, "python", "-c", code, check=False)
+    proc = docker("run", "--rm", "--name", name, "--network", network, image, "getent", "hosts", name, check=False)
     return proc.returncode == 0
 
 

@@ -16,6 +16,7 @@ from labctl.errors import SwarmError
 from labctl.platform import docker as cli
 from labctl.platform import stack as stack_file
 from labctl.platform.compose import Compose
+from labctl.platform.docker import docker
 from labctl.polling import wait_until
 
 UP_TIMEOUT_S = 420  # healthchecks' start periods are 60 s; a cold node pulls nothing (the images are local)
@@ -28,10 +29,6 @@ GIVE_UP_AFTER = 3
 # spread() keeps a service off the nodes it must not use with constraints of this form.
 HOSTNAME_CONSTRAINT = "node.hostname != "
 ENDED = ("failed", "rejected")
-
-
-def docker(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return cli.docker(*args, check=check, timeout=timeout)
 
 
 def registry_of(image: str) -> str | None:
@@ -103,7 +100,7 @@ class Swarm:
         return cli.inspect_present(*ids)
 
     def running(self, service: str) -> list[dict[str, Any]]:
-        return [t for t in self.tasks(service) if t["Status"]["State"] == "running" and t["DesiredState"] == "running"]
+        return [t for t in self.tasks(service) if runs(t)]
 
     # -- what a load run asks ---------------------------------------------------------------
     def port(self, service: str, port: int) -> str | None:
@@ -201,42 +198,40 @@ class Swarm:
         """The manager's time now: what tasks' CreatedAt is compared with (its clock, not ours)."""
         return unix_time(docker("info", "--format", "{{.SystemTime}}", timeout=60).stdout.strip()) or time.time()
 
+    def _force_update(self, service: str, want: int, *flags: str) -> None:
+        """`service update --force` with `flags`: every task replaced; waits until `want`
+        new ones run, healthy."""
+        since = self.clock()
+        docker("service", "update", "--detach=true", "--force", *flags, self.name(service), timeout=120)
+        wait_converged(self, {service: want}, timeout=UP_TIMEOUT_S, since=since, replaced=True)
+
     def rebalance(self, service: str) -> None:
         """Every task of the service replaced (`service update --force`): the scheduler
         spreads the new ones over the nodes it may use, as at a deploy."""
-        want = len(self.running(service))
-        since = self.clock()
-        docker("service", "update", "--detach=true", "--force", self.name(service), timeout=120)
-        wait_converged(self, {service: want}, timeout=UP_TIMEOUT_S, since=since, replaced=True)
+        self._force_update(service, len(self.running(service)))
+
+    def _place(self, service: str, replicas: int, per_node: int, nodes: list[str] | None) -> None:
+        """`replicas` new tasks, at most `per_node` a node (0: no cap), on `nodes` alone
+        (None: no constraint on a hostname)."""
+        spec = json.loads(docker("service", "inspect", self.name(service)).stdout)[0]["Spec"]
+        current = ((spec["TaskTemplate"].get("Placement") or {}).get("Constraints")) or []
+        ours = [c for c in current if c.startswith(HOSTNAME_CONSTRAINT)]
+        others = [] if nodes is None else sorted(set(self.node_states()) - set(nodes))
+        excluded = [f"{HOSTNAME_CONSTRAINT}{n}" for n in others]
+        changes = [arg for c in ours if c not in excluded for arg in ("--constraint-rm", c)]
+        changes += [arg for c in excluded if c not in ours for arg in ("--constraint-add", c)]
+        flags = ("--replicas", str(replicas), "--replicas-max-per-node", str(per_node))
+        self._force_update(service, replicas, *flags, *changes)
 
     def spread(self, service: str, nodes: list[str], per_node: int) -> None:
         """The service's tasks on exactly these nodes, `per_node` on each: every other
         node excluded by a constraint on its hostname (the stack's own constraints
         kept), at most `per_node` a node; waits until they all run, healthy."""
-        spec = json.loads(docker("service", "inspect", self.name(service)).stdout)[0]["Spec"]
-        current = ((spec["TaskTemplate"].get("Placement") or {}).get("Constraints")) or []
-        ours = [c for c in current if c.startswith(HOSTNAME_CONSTRAINT)]
-        excluded = [f"{HOSTNAME_CONSTRAINT}{n}" for n in sorted(set(self.node_states()) - set(nodes))]
-        changes = [arg for c in ours if c not in excluded for arg in ("--constraint-rm", c)]
-        changes += [arg for c in excluded if c not in ours for arg in ("--constraint-add", c)]
-        since = self.clock()
-        docker(
-            "service", "update", "--detach=true", "--force", "--replicas", str(per_node * len(nodes)),
-            "--replicas-max-per-node", str(per_node), *changes, self.name(service), timeout=120,
-        )  # fmt: skip
-        wait_converged(self, {service: per_node * len(nodes)}, timeout=UP_TIMEOUT_S, since=since, replaced=True)
+        self._place(service, per_node * len(nodes), per_node, nodes)
 
     def unspread(self, service: str, replicas: int) -> None:
         """spread() undone: no constraint on a hostname, no cap per node, `replicas` tasks."""
-        spec = json.loads(docker("service", "inspect", self.name(service)).stdout)[0]["Spec"]
-        current = ((spec["TaskTemplate"].get("Placement") or {}).get("Constraints")) or []
-        changes = [arg for c in current if c.startswith(HOSTNAME_CONSTRAINT) for arg in ("--constraint-rm", c)]
-        since = self.clock()
-        docker(
-            "service", "update", "--detach=true", "--force", "--replicas", str(replicas),
-            "--replicas-max-per-node", "0", *changes, self.name(service), timeout=120,
-        )  # fmt: skip
-        wait_converged(self, {service: replicas}, timeout=UP_TIMEOUT_S, since=since, replaced=True)
+        self._place(service, replicas, 0, None)
 
     def describe(self) -> dict[str, Any]:
         nodes = [n for n in self.nodes() if n["Status"]["State"] == "ready"]
@@ -249,15 +244,18 @@ class Swarm:
         }
 
 
+def runs(task: dict[str, Any]) -> bool:
+    """A task that runs and is meant to (not one shutting down)."""
+    return bool(task["Status"]["State"] == "running" and task["DesiredState"] == "running")
+
+
 def task_containers(name: str, tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A service's running tasks as `docker inspect` would show their containers, from
     each task's spec (the node that runs it may be another): limits, environment,
     restarts. Swarm replaces a failed task by a new one in the same slot: those are
     the restarts; it keeps no OOM flag, so a task killed by SIGKILL (exit 137) counts as one."""
     out = []
-    for task in tasks:
-        if task["Status"]["State"] != "running" or task["DesiredState"] != "running":
-            continue
+    for task in filter(runs, tasks):
         failed = [t for t in tasks if t.get("Slot") == task.get("Slot") and t["Status"]["State"] == "failed"]
         limits = task["Spec"].get("Resources", {}).get("Limits", {})
         last_exit = failed[0]["Status"].get("ContainerStatus", {}).get("ExitCode") if failed else None
@@ -332,13 +330,7 @@ def service_state(
     shutting down, else None; the distinct errors of its tasks that failed or were
     rejected since `since`, newest first). `replaced`: only tasks made since `since`
     count as running (an update that replaces every task)."""
-    running = [
-        t
-        for t in tasks
-        if t["Status"]["State"] == "running"
-        and t["DesiredState"] == "running"
-        and (not replaced or created(t) >= since)
-    ]
+    running = [t for t in tasks if runs(t) and (not replaced or created(t) >= since)]
     stopping = [t for t in tasks if t["Status"]["State"] == "running" and t["DesiredState"] != "running"]
     ended = sorted((t for t in tasks if t["Status"]["State"] in ENDED and stamp(t) >= since), key=stamp, reverse=True)
     errors = list(dict.fromkeys(f"{t['Status']['State']}: {t['Status'].get('Err') or '?'}" for t in ended))
@@ -368,6 +360,9 @@ def wait_converged(
     shown: dict[str, str] = {}
     behind: dict[str, str] = {}
 
+    def listed(states: dict[str, str], sep: str = "; ") -> str:
+        return sep.join(f"{s} {n}" for s, n in sorted(states.items()))
+
     def converged() -> bool:
         nonlocal shown, behind
         behind = {}
@@ -376,16 +371,12 @@ def wait_converged(
             if state is not None:
                 behind[service] = state
         if behind and say and behind != shown:  # a line when something changed
-            say(f"waiting for {len(behind)} service(s): " + ", ".join(f"{s} {n}" for s, n in sorted(behind.items())))
+            say(f"waiting for {len(behind)} service(s): " + listed(behind, ", "))
             shown = behind
         failing = {s: state for s, state in behind.items() if state.endswith("(keeps failing)")}
         if failing:
-            raise SwarmError(
-                "service(s) that keep failing: " + "; ".join(f"{s} {n}" for s, n in sorted(failing.items()))
-            )
+            raise SwarmError("service(s) that keep failing: " + listed(failing))
         return not behind
 
     if not wait_until(converged, timeout_s=timeout, every_s=3):
-        raise SwarmError(
-            f"not converged after {timeout:.0f} s: " + "; ".join(f"{s} {n}" for s, n in sorted(behind.items()))
-        )
+        raise SwarmError(f"not converged after {timeout:.0f} s: " + listed(behind))

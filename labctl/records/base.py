@@ -29,6 +29,12 @@ class Record(BaseModel):
         return self.model_dump(mode="json", by_alias=True)
 
 
+class Strict(BaseModel):
+    """Published data as it loads (data/*.toml): a key no field names is an error."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
 class AsRead(Record):
     """A part of a record written back with the keys it was read (or made) with, in
     their order, and no others: an older part lacks keys a newer one has, and a record

@@ -26,7 +26,7 @@ BUDGET_PEAK_MB = 120
 
 
 class ApiLoad(AsRead):
-    """One API's load over its rounds (runner.combine): its RPS, each round's, the
+    """One API's load over its rounds (bench/api_rounds.py combine): its RPS, each round's, the
     API's own CPU a request, latency, peak memory, and what went wrong."""
 
     rps: Figure | None = None
@@ -37,7 +37,7 @@ class ApiLoad(AsRead):
     api_peak_mb: Figure | None = None
     errors: int = 0
     enqueued: int = 0
-    published: int | None = None  # after-response mode: what it really published (runner.settled_count)
+    published: int | None = None  # after-response mode: what it really published (bench/drains.py settled_count)
     api_down: list[str] = []  # each round it was seen down in, and why
     generator_bound: bool = False
 

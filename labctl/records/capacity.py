@@ -136,8 +136,7 @@ def second_half(record: RunRecord) -> tuple[stats.Interval, float, float] | None
     if len(rows) < 3:
         return None
     at = [r[0] for r in rows]
-    pending, done = stats.slope_interval(at, [r[4] for r in rows]), stats.slope_interval(at, [r[2] for r in rows])
-    sent = stats.slope_interval(at, [r[1] for r in rows])
+    pending, done, sent = (stats.slope_interval(at, [r[col] for r in rows]) for col in (4, 2, 1))
     return (pending, done.mean, sent.mean) if pending is not None and done is not None and sent is not None else None
 
 

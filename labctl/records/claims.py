@@ -12,7 +12,7 @@ and `lab_rows` (the lab's own path over the author's, per job shape).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,10 +140,7 @@ def values(runs: Iterable[ClaimsRun], figure: str) -> list[float]:
 
 def row_keys(runs: Iterable[ClaimsRun]) -> list[tuple[str, str, str, str]]:
     """(bench, setup, column, queue) of every configuration that ran, in the order it first ran."""
-    seen: dict[tuple[str, str, str, str], None] = {}
-    for r in runs:
-        seen.setdefault((r.bench, r.setup, r.params.column, r.queue), None)
-    return list(seen)
+    return list(dict.fromkeys((r.bench, r.setup, r.params.column, r.queue) for r in runs))
 
 
 def published_figure(bench: str, queue: str, figure: str, column: str = "") -> float | None:
@@ -222,13 +219,9 @@ def claim_ratio(runs: list[ClaimsRun], claim: Claim, setup: str) -> Ratio:
         est = estimate(num)
         if est.median is None or not published:
             return Ratio(None, None, None, est.n, 0)
-        per: Callable[[float | None], float | None] = lambda x: None if x is None else x / published  # noqa: E731
-        return Ratio(per(est.median), per(est.low), per(est.high), est.n, 0)
+        low, high = (None if x is None else x / published for x in (est.low, est.high))
+        return Ratio(est.median / published, low, high, est.n, 0)
     return ratio(num, values(select(runs, claim.bench, claim.den, setup, claim.column), claim.figure))
-
-
-def workers_here(run: ClaimsRun) -> int:
-    return run.params.workers or run.params.processes or 1
 
 
 def workers_published(bench: str, column: str) -> int:
@@ -244,7 +237,8 @@ def scale(runs: list[ClaimsRun], claim: Claim, setup: str) -> str:
     if not found:
         return ""
     n, published_n = min(r.n for r in found), BENCHES[claim.bench].n
-    workers, published_w = workers_here(found[0]), workers_published(claim.bench, claim.column)
+    workers = found[0].params.workers or found[0].params.processes or 1
+    published_w = workers_published(claim.bench, claim.column)
     parts = []
     if n < published_n:
         parts.append(f"N {n:,} here, {published_n:,} published")
@@ -358,9 +352,8 @@ def lab_rows(record: ClaimsRecord) -> list[LabRow]:
             continue
         bare = r.params.bare
         assert bare is not None, "a lab path's configuration names the author's benchmark it is set against"
-        lab_runs = select(record.runs, "lab_path", r.queue, r.setup, r.column)
-        bare_runs = select(record.runs, bare.bench, r.queue, "unlimited", bare.column)
-        lab, base = values(lab_runs, "first_last_s"), values(bare_runs, bare.figure)
+        lab = values(select(record.runs, "lab_path", r.queue, r.setup, r.column), "first_last_s")
+        base = values(select(record.runs, bare.bench, r.queue, "unlimited", bare.column), bare.figure)
         out.append(
             LabRow(
                 shape=r.params.shape,

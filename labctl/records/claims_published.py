@@ -22,7 +22,9 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, model_validator
+from pydantic import BeforeValidator, ConfigDict, model_validator
+
+from labctl.records.base import Strict
 
 DATA = Path(__file__).with_name("data") / "claims_published.toml"
 FAILED = "☠️"  # streaq's tables print it where a run failed: no figure
@@ -36,11 +38,7 @@ Figure = Annotated[float | None, BeforeValidator(_printed)]
 Rule = Literal["magnitude", "parity", "slightly", "much", "event", "absolute"]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class Source(_Strict):
+class Source(Strict):
     repo: str  # or, for a post, its address
     commit: str  # or, for a post, its date
     files: list[str]
@@ -60,7 +58,7 @@ def own_times(row: dict[str, Figure], timer_never_reset: bool) -> dict[str, Figu
     return {"noop_own_s": noop - enqueue, "sleep_own_s": sleep - noop - enqueue}
 
 
-class Bench(_Strict):
+class Bench(Strict):
     title: str
     source: Source
     setup: str
@@ -88,7 +86,7 @@ class Bench(_Strict):
         return self.published.get(queue, {}).get(key)
 
 
-class Claim(_Strict):
+class Claim(Strict):
     model_config = ConfigDict(frozen=True)
 
     id: str
@@ -112,7 +110,7 @@ def table_ratio(bench: Bench, claim: Claim) -> float | None:
     return round(a / b, 3) if a and b else None
 
 
-class Published(_Strict):
+class Published(Strict):
     benches: dict[str, Bench]
     claims: tuple[Claim, ...]
 

@@ -138,15 +138,10 @@ def decide(rule: str, published: float | None, r: Ratio) -> str:
     if rule == "magnitude":
         assert published, "a magnitude claim has a published ratio"
         return magnitude(r, published)
-    if rule == "parity":
-        return parity(r)
-    if rule == "slightly":
-        return slightly(r)
-    if rule == "much":
-        return much(r)
-    if rule == "absolute":
-        return absolute(r)
-    raise ValueError(f"unknown rule {rule}")
+    on_ratio = {"parity": parity, "slightly": slightly, "much": much, "absolute": absolute}
+    if rule not in on_ratio:
+        raise ValueError(f"unknown rule {rule}")
+    return on_ratio[rule](r)
 
 
 RULES = ("magnitude", "parity", "slightly", "much", "absolute", "event")

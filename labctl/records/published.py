@@ -24,26 +24,22 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
+from pydantic import SerializerFunctionWrapHandler, model_serializer
 
-from labctl.records.base import AsRead
+from labctl.records.base import AsRead, Figure, Strict
 
 DATA = Path(__file__).with_name("data") / "published_article.toml"
 FIELDS = ("rps", "median_ms", "p95_ms", "all_done_s", "errors_pct")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class Source(_Strict):
+class Source(Strict):
     title: str
     publisher: str
     url: str
     mirror: str
 
 
-class Load(_Strict):
+class Load(Strict):
     endpoint: str
     users: int
     iterations: int
@@ -51,10 +47,7 @@ class Load(_Strict):
     concurrency: dict[str, int]
 
 
-Figure = int | float  # as printed: 227 stays 227, 0.4 stays 0.4
-
-
-class Row(_Strict):
+class Row(Strict):
     rps: Figure
     median_ms: Figure
     p95_ms: Figure
@@ -76,12 +69,12 @@ class BackgroundRow(Row):
     iterations: int
 
 
-class Background(_Strict):
+class Background(Strict):
     setting: str
     rows: dict[str, BackgroundRow]
 
 
-class Article(_Strict):
+class Article(Strict):
     source: Source
     load: Load
     results: dict[str, dict[str, Row]]

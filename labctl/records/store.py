@@ -52,10 +52,6 @@ def parse(data: object) -> Record | None:
     return model.model_validate(data) if model is not None else None
 
 
-def _by_time(records: list[R]) -> list[R]:
-    return sorted(records, key=lambda r: (getattr(r, "time", "") or "", getattr(r, "run", "") or ""))
-
-
 class Store:
     """The records of one results directory."""
 
@@ -90,7 +86,8 @@ class Store:
 
     def of(self, model: type[R]) -> list[R]:
         """Every record of one kind, oldest first."""
-        return _by_time([r for r in self.all() if isinstance(r, model)])
+        found = [r for r in self.all() if isinstance(r, model)]
+        return sorted(found, key=lambda r: (getattr(r, "time", "") or "", getattr(r, "run", "") or ""))
 
     def runs(self) -> list[RunRecord]:
         return self.of(RunRecord)
@@ -110,28 +107,25 @@ class Store:
         return record
 
     # -- writing ----------------------------------------------------------------------------
+    def beside(self, filename: str) -> Path:
+        """Where a file beside the records goes (ours, or another program's: Locust's report,
+        copied out of its container by `docker cp`): the directory made, the path returned."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        return self.directory / filename
+
     def save(self, record: Record, name: str | None = None) -> Path:
         """Write a record as <name>.json (default: its run or base name)."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        path = self.path(str(name or getattr(record, "run", None) or getattr(record, "base", "")))
+        path = self.beside(f"{name or getattr(record, 'run', None) or getattr(record, 'base', '')}.json")
         path.write_text(json.dumps(record.as_json(), indent=2) + "\n")
         return path
 
     def write_text(self, name: str, suffix: str, text: str) -> Path:
         """A file beside the records: a report page, a markdown table."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        path = self.path(name, suffix)
+        path = self.beside(name + suffix)
         path.write_text(text)
         return path
 
-    def beside(self, filename: str) -> Path:
-        """Where another program writes a file beside the records (Locust's report, copied
-        out of its container by `docker cp`): the directory made, the path returned."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        return self.directory / filename
-
     def write_bytes(self, name: str, suffix: str, data: bytes) -> Path:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        path = self.path(name, suffix)
+        path = self.beside(name + suffix)
         path.write_bytes(data)
         return path

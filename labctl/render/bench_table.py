@@ -45,10 +45,6 @@ def ratio_cell(r: BudgetRatio, judge: bool = True) -> str:
     return text + (" unsure" if r.unsure and judge else "")
 
 
-def pair_ratios(bare_rates: list[float | None], lab_rates: list[float | None]) -> list[float]:
-    return [lab / bare for bare, lab in zip(bare_rates, lab_rates) if bare and lab is not None]
-
-
 def spread(ratios: list[float]) -> str:
     """`median 0.95, 0.88-1.02 over 12 pairs`: how far one pair of windows moves the ratio."""
     if not ratios:
@@ -58,10 +54,9 @@ def spread(ratios: list[float]) -> str:
 
 # -- The table -----------------------------------------------------------------------------
 def _by_round(what: str, bare_rounds: list[float | None], lab_rounds: list[float | None]) -> list[str]:
-    """Each round's lab / bare ratio (round i of one side ran next to round i of
-    the other). Driven together, one round's RPS ratio moves little about its
-    mean (docs/results/2026-11-28-figures-out-of-comments.md), so rounds spread much wider say the machine was not
-    quiet; one drain window's ratio moves far more (_drain_pairs)."""
+    """Each round's lab / bare ratio (round i of one side ran next to round i of the other). Driven together,
+    one round's RPS ratio moves little about its mean (docs/results/2026-11-28-figures-out-of-comments.md), so
+    rounds spread much wider say the machine was not quiet; one drain window's ratio moves far more (_drain_pairs)."""
     if not bare_rounds or not lab_rounds or len(bare_rounds) != len(lab_rounds) or len(bare_rounds) < 2:
         return []
     ratios = [_ratio(lab, bare) for bare, lab in zip(bare_rounds, lab_rounds)]
@@ -72,7 +67,8 @@ def _drain_pairs(bare_rounds: list[float | None], lab_rounds: list[float | None]
     """Drains in windows taken in turns (experiments/bench/paired_windows.py): the median and
     range of the pairs' ratios; records of two rounds list each round's."""
     if bare_rounds and lab_rounds and len(bare_rounds) == len(lab_rounds) > 4:
-        return [f"drain pairs {spread(pair_ratios(bare_rounds, lab_rounds))}"]
+        ratios = [lab / bare for bare, lab in zip(bare_rounds, lab_rounds) if bare and lab is not None]
+        return [f"drain pairs {spread(ratios)}"]
     return _by_round("drain", bare_rounds, lab_rounds)
 
 
@@ -90,11 +86,10 @@ def _idle_windows(drain: Drain, cpus: float | None) -> int:
 
 
 def _not_cpu_bound(bare: Drain, lab: Drain, cpus: float | None) -> list[str]:
-    """A note for a drain whose windows were not all CPU-bound. arq at
-    a fast poll under a small CPU quota runs at one of two rates: flat out, or,
-    sleeping between polls with its few jobs done, at a fraction of it and of
-    its quota; which one, from one window to the next, is the quota's timing. Its ratio then compares two schedules, and the CPU per task is
-    what says what the lab costs."""
+    """A note for a drain whose windows were not all CPU-bound. arq at a fast poll under a small CPU quota runs
+    at one of two rates: flat out, or, sleeping between polls with its few jobs done, at a fraction of it and of
+    its quota; which one, from one window to the next, is the quota's timing. Its ratio then compares two
+    schedules, and the CPU per task is what says what the lab costs."""
     idle = [
         f"{name} {n} of {len(drain.windows)}"
         for name, drain in (("bare", bare), ("lab", lab))
@@ -104,16 +99,12 @@ def _not_cpu_bound(bare: Drain, lab: Drain, cpus: float | None) -> list[str]:
 
 
 def _drain_cell(b: Drain, l: Drain, cpus: float | None) -> str:
-    """The drain ratio, judged. A rate under budget from
-    workers whose windows were not all CPU-bound is judged again on the CPU
-    each side spent per task (bare ÷ lab: the ratio two CPU-bound workers
-    would show), written beside it: such a rate says how the library
-    scheduled its tasks in those windows (arq at a fast poll: its rate ratio
-    moved from bench to bench far more than its CPU per task did: the figures in
-    docs/results/2026-11-28-figures-out-of-comments.md).
-    (A rate at or above
-    budget needs no second figure: arq at its default polling spends most of
-    its CPU idle, and its CPU per task says nothing about a task.)"""
+    """The drain ratio, judged. A rate under budget from workers whose windows were not all CPU-bound is judged
+    again on the CPU each side spent per task (bare ÷ lab: the ratio two CPU-bound workers would show), written
+    beside it: such a rate says how the library scheduled its tasks in those windows (arq at a fast poll: its
+    rate ratio moved from bench to bench far more than its CPU per task did: the figures in
+    docs/results/2026-11-28-figures-out-of-comments.md). (A rate at or above budget needs no second figure:
+    arq at its default polling spends most of its CPU idle, and its CPU per task says nothing about a task.)"""
     rate, cpu = drain_ratio(b, l), drain_cpu_ratio(b, l)
     if rate.meets or cpu.value is None or not (_idle_windows(b, cpus) or _idle_windows(l, cpus)):
         return ratio_cell(rate)
@@ -127,10 +118,6 @@ def _or_dash(value: float | None) -> str:
 def _as_written(value: float | None) -> str:
     """A figure as the record holds it: 310.0 stays 310.0, as the bench rounded it to its tenth."""
     return "-" if value is None else str(value)
-
-
-def _mark(value: float | None, ok: bool) -> str:
-    return _or_dash(value) + ("" if ok or value is None else " ✗")
 
 
 HEADER = (
@@ -199,7 +186,7 @@ def _load_cells(bare: ApiLoad, lab: ApiLoad) -> tuple[str, ...]:
         f"{_as_written(bare.p50_ms)}/{_as_written(bare.p95_ms)}",
         f"{_as_written(lab.p50_ms)}/{_as_written(lab.p95_ms)}",
         _as_written(bare.api_peak_mb),
-        _mark(lab.api_peak_mb, (lab.api_peak_mb or 0) <= BUDGET_PEAK_MB),
+        _or_dash(lab.api_peak_mb) + (" ✗" if (lab.api_peak_mb or 0) > BUDGET_PEAK_MB else ""),
     )
 
 
@@ -263,5 +250,4 @@ def short_table(record: BenchRecord) -> str:
         for row in record.rows
     ]
     header = ("queue", "mode", "API / worker limits", "RPS lab/bare", "drain lab/bare", "run")
-    text = {"queue", "mode", "API / worker limits", "RPS lab/bare", "drain lab/bare", "run"}
-    return markdown_table(header, cells, text) + "\n\n" + LEGEND
+    return markdown_table(header, cells, header) + "\n\n" + LEGEND  # every column text

@@ -61,22 +61,20 @@ def bracket_text(bracket: Sequence[float | None]) -> str:
 
 
 def queue_rows(record: CapacityRecord) -> list[list[str]]:
-    rows = []
-    for name, q in record.queues.items():
-        rows.append(
-            [
-                name,
-                stats.text(stats.from_json(q.sustained_rate)),
-                bracket_text(q.bracket),
-                q.limited_by or ("max_rate reached" if q.bracket and q.bracket[0] is not None else "-"),
-                stats.text(stats.from_json(q.saturated_rate)),
-                stats.num(q.api_cpu),
-                stats.num(q.worker_cpu),
-                stats.num(q.tasks_per_cpu),
-                _check(q),
-            ]
-        )
-    return rows
+    return [
+        [
+            name,
+            stats.text(stats.from_json(q.sustained_rate)),
+            bracket_text(q.bracket),
+            q.limited_by or ("max_rate reached" if q.bracket and q.bracket[0] is not None else "-"),
+            stats.text(stats.from_json(q.saturated_rate)),
+            stats.num(q.api_cpu),
+            stats.num(q.worker_cpu),
+            stats.num(q.tasks_per_cpu),
+            _check(q),
+        ]
+        for name, q in record.queues.items()
+    ]
 
 
 def step_row(s: Step) -> list[str]:
@@ -99,11 +97,16 @@ def step_row(s: Step) -> list[str]:
 def summary_line(record: CapacityRecord) -> str:
     p = record.params
     return (
-        f"{record.base}: {', '.join(record.queues_asked)}; endpoint {p.endpoint}, steps of {p.step_s:g} s, "
-        f"max_wait {p.max_wait_s:g} s, precision {p.precision_pct:g} %, {p.reps} search(es) "
+        f"{record.base}: {', '.join(record.queues_asked)}; endpoint {p.endpoint}, steps of {_g(p.step_s)} s, "
+        f"max_wait {_g(p.max_wait_s)} s, precision {_g(p.precision_pct)} %, {p.reps} search(es) "
         f"{target_text(record)}(seed {p.seed}); API {record.api_limits}, worker {record.worker_limits}; "
         f"{len(record.steps)} steps in {stats.num((record.wall_s or 0) / 60)} min"
     )
+
+
+def _g(x: float | None) -> str:
+    """A parameter as given (`0.5`, `30`); `-` where the record has none."""
+    return "-" if x is None else f"{x:g}"
 
 
 def target_text(record: CapacityRecord) -> str:
@@ -137,9 +140,7 @@ def svg_plot(record: CapacityRecord) -> str:
     for ax, name in zip(axes.flat, names):
         steps = sorted((s for s in record.steps if s.queue == name and s.wait_p95_s is not None), key=lambda s: s.rate)
         if steps:
-            (line,) = ax.plot(
-                [s.rate for s in steps], [s.wait_p95_s for s in steps], color="grey", lw=0.8, gid=f"wait-{name}"
-            )
+            ax.plot([s.rate for s in steps], [s.wait_p95_s for s in steps], color="grey", lw=0.8, gid=f"wait-{name}")
             for s in steps:
                 ax.plot(
                     s.rate,

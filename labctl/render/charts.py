@@ -15,10 +15,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import matplotlib
+import matplotlib.colors
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+
+# Matplotlib's ten default colours, "#1f77b4" (tab:blue) to "#17becf" (tab:cyan).
+TAB10 = tuple(str(c) for c in matplotlib.colors.TABLEAU_COLORS.values())
 
 
 def figure(width_px: int, height_px: int, rows: int = 1, cols: int = 1, **kwargs: Any) -> tuple[Figure, Any]:

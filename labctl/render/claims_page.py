@@ -10,12 +10,12 @@ against the runs (tests/claims_report.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from labctl.records import claims_rules as rules
-from labctl.records.claims import ClaimsRecord, ConfigRow, Verdict, is_quick, lab_rows, rows, verdicts
-from labctl.records.claims_published import BENCHES
+from labctl.records.claims import ClaimsRecord, ConfigRow, LabRow, Verdict, is_quick, lab_rows, rows, verdicts
+from labctl.records.claims_published import BENCHES, Bench
 from labctl.render.compare_page import CSS
 from labctl.render.plain_page import esc, row, td, th
 from labctl.render.table import markdown_table
@@ -105,8 +105,7 @@ def ratio_text(v: Verdict) -> str:
     if r is None or r.value is None:
         return "-"
     counts = f"n={r.n_a}" + (f"/{r.n_b}" if v.claim.rule != "absolute" else "")
-    interval = f" [{num(r.low)}–{num(r.high)}]" if r.low is not None and r.high is not None else ""
-    return f"{num(r.value)}{interval} ({counts})"
+    return f"{lab_ratio_text(r)} ({counts})"
 
 
 def scale_text(v: Verdict) -> str:
@@ -171,19 +170,23 @@ def verdicts_markdown(record: ClaimsRecord) -> str:
         for v in verdicts(record)
     ]
     header = ["claim", "what", "setup", "published", "here: median [95 % interval] (n)", "rule", "runs", "verdict"]
-    table = markdown_table(header, body, {"claim", "what", "setup", "here: median [95 % interval] (n)", "rule", "runs", "verdict"})  # fmt: skip
-    if not body:
-        table = "No claim's benchmark ran."
+    table = markdown_table(header, body, set(header) - {"published"}) if body else "No claim's benchmark ran."
     smoke = smoke_line(record)
     return f"{smoke}\n\n{table}" if smoke else table
 
 
+def benches_run(record: ClaimsRecord) -> Iterator[tuple[str, Bench, list[ConfigRow]]]:
+    """Each benchmark that ran, with its configurations' rows; the lab's path has its own section."""
+    all_rows = rows(record)
+    for bench, meta in BENCHES.items():
+        bench_rows = [r for r in all_rows if r.bench == bench]
+        if bench_rows and bench != "lab_path":
+            yield bench, meta, bench_rows
+
+
 def figures_markdown(record: ClaimsRecord) -> str:
     out = []
-    for bench, meta in BENCHES.items():
-        bench_rows = [r for r in rows(record) if r.bench == bench]
-        if not bench_rows or bench == "lab_path":  # its own section
-            continue
+    for _, meta, bench_rows in benches_run(record):
         figures = meta.figures
         body = []
         for r in bench_rows:
@@ -202,21 +205,17 @@ def lab_ratio_text(r: Ratio) -> str:
     return f"{num(r.value)}{interval}"
 
 
+LAB_TEXT = ("job shape", "queue", "bare from")  # the lab path table's columns of text, the rest figures
+
+
+def lab_cells(r: LabRow) -> list[object]:
+    return [r.shape, r.queue, r.n, text(r.lab), text(r.bare), r.bare_from, lab_ratio_text(r.ratio)]
+
+
 def lab_markdown(record: ClaimsRecord) -> str:
-    body = [
-        [
-            r.shape,
-            r.queue,
-            r.n,
-            text(r.lab),
-            text(r.bare),
-            r.bare_from,
-            lab_ratio_text(r.ratio),
-        ]  # fmt: skip
-        for r in lab_rows(record)
-    ]
+    body = [lab_cells(r) for r in lab_rows(record)]
     header = ["job shape", "queue", "N", "lab: first → last s", "bare s", "bare from", "lab / bare"]
-    return markdown_table(header, body, {"job shape", "queue", "bare from"}) if body else "Not run."
+    return markdown_table(header, body, LAB_TEXT) if body else "Not run."
 
 
 def markdown(record: ClaimsRecord) -> str:
@@ -274,11 +273,7 @@ def _data_attrs(values: Mapping[str, Any] | None, keys: Iterable[str], prefix: s
 
 def figures_section(record: ClaimsRecord) -> str:
     out = []
-    all_rows = rows(record)
-    for bench, meta in BENCHES.items():
-        bench_rows = [r for r in all_rows if r.bench == bench]
-        if not bench_rows or bench == "lab_path":  # its own section
-            continue
+    for bench, meta, bench_rows in benches_run(record):
         src = meta.source
         figures = meta.figures
         head = row(
@@ -326,24 +321,19 @@ def verdicts_section(record: ClaimsRecord) -> str:
             + _data_attrs(v.ratio.as_json() if v.ratio else None, ("value", "low", "high", "n_a", "n_b"))
         )
         cls = "ok" if v.verdict == rules.HOLDS else "warn"
-        body.append(
-            f"<tr{attrs}>"
-            + "".join(
-                [
-                    td(v.id),
-                    td(c.text),
-                    td(v.setup),
-                    td(f"{c.figure} {c.num}/{c.den}" + (f" ({c.column})" if c.column else "")),
-                    td(num(c.published), True),
-                    td(ratio_text(v), True),
-                    td(c.rule),
-                    td(scale_text(v), attrs=" class=warn" if v.scale else ""),
-                    f"<td class={cls}>{esc(verdict_text(v))}</td>",
-                    f"<td class=muted>{esc(c.note)}</td>",
-                ]
-            )
-            + "</tr>"
-        )
+        cells = [
+            td(v.id),
+            td(c.text),
+            td(v.setup),
+            td(f"{c.figure} {c.num}/{c.den}" + (f" ({c.column})" if c.column else "")),
+            td(num(c.published), True),
+            td(ratio_text(v), True),
+            td(c.rule),
+            td(scale_text(v), attrs=" class=warn" if v.scale else ""),
+            f"<td class={cls}>{esc(verdict_text(v))}</td>",
+            f"<td class=muted>{esc(c.note)}</td>",
+        ]
+        body.append(row(cells, attrs=attrs))
     return f"<table id='verdicts'><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
 
 
@@ -351,9 +341,8 @@ def lab_section(record: ClaimsRecord) -> str:
     found = lab_rows(record)
     if not found:
         return "<p class='muted'>Not run here (<code>--only</code> left it out).</p>"
-    head = row(
-        th(h) for h in ("job shape", "queue", "N", "lab: first → last task s", "bare s", "bare from", "lab / bare")
-    )
+    header = ("job shape", "queue", "N", "lab: first → last task s", "bare s", "bare from", "lab / bare")
+    head = row(th(h) for h in header)
     body = []
     for r in found:
         attrs = (
@@ -362,21 +351,8 @@ def lab_section(record: ClaimsRecord) -> str:
             + _data_attrs(r.bare.as_json(), ("median", "low", "high", "n"), "bare-")
             + _data_attrs(r.ratio.as_json(), ("value", "low", "high"), "ratio-")
         )
-        body.append(
-            f"<tr{attrs}>"
-            + "".join(
-                [
-                    td(r.shape),
-                    td(r.queue),
-                    td(r.n, True),
-                    td(text(r.lab), True),
-                    td(text(r.bare), True),
-                    td(r.bare_from),
-                    td(lab_ratio_text(r.ratio), True),
-                ]
-            )
-            + "</tr>"
-        )
+        cells = [td(c, h not in LAB_TEXT) for h, c in zip(header, lab_cells(r))]
+        body.append(row(cells, attrs=attrs))
     return (
         "<p>The same jobs through the lab's API, adapters and ledger (the lab's io/simple task: an INCRBY and the "
         "ledger's settle per task), set against the author's path here: lab / bare above 1 is the lab's cost "

@@ -18,8 +18,8 @@ def esc(x: object) -> str:
     return html.escape("-" if x is None else str(x))
 
 
-def row(cells: Iterable[str], cls: str = "") -> str:
-    return (f"<tr class='{cls}'>" if cls else "<tr>") + "".join(cells) + "</tr>"
+def row(cells: Iterable[str], cls: str = "", attrs: str = "") -> str:
+    return (f"<tr class='{cls}'{attrs}>" if cls else f"<tr{attrs}>") + "".join(cells) + "</tr>"
 
 
 def th(text: str, cls: str = "") -> str:
@@ -32,9 +32,8 @@ def td(text: object, numeric: bool = False, attrs: str = "") -> str:
 
 def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     """A table of text cells under `header`, every cell escaped."""
-    head = "".join(f"<th>{html.escape(title)}</th>" for title in header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+    body = "".join(row(td(c) for c in cells) for cells in rows)
+    return f"<table>{row(th(h) for h in header)}{body}</table>"
 
 
 def page(title: str, body: str) -> str:

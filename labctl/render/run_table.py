@@ -65,8 +65,7 @@ COLUMNS: tuple[Column, ...] = (
 SHORT_COLUMNS: tuple[Column, ...] = (
     *COLUMNS[:8],
     ("API / worker limits", lambda r: f"{r.limits.api_text} / {r.limits.workers_text}"),
-    ("notes", lambda r: notes_of(r)),
-    ("run", lambda r: r.run),
+    *COLUMNS[-2:],  # notes, run
 )
 TEXT_COLUMNS = {"worker", "scenario", "endpoint", "API limits", "worker limits", "API / worker limits", "notes", "run"}
 

@@ -14,7 +14,7 @@ from labctl.records.bench import BenchRecord
 from labctl.records.compare import CompareRecord
 from labctl.records.run import RunRecord
 from labctl.records.store import Store
-from labctl.render import bench_table, compare_page, run_table
+from labctl.render import bench_table, compare_table, run_table
 from labctl.render.console import Console
 
 LATEST_RUNS = 10  # the runs `make results` shows without full=1
@@ -43,7 +43,7 @@ def _print_full(
     if runs:
         ui.say(run_table.table(runs))
     for comparison in comparisons:
-        ui.say(f"\nComparison {comparison.run} (make compare)\n{compare_page.markdown(comparison)}")
+        ui.say(f"\nComparison {comparison.run} (make compare)\n{compare_table.markdown(comparison)}")
     if benches:
         ui.say("\nWhat the lab costs (make bench): the lab beside a bare app and worker")
         ui.say(bench_table.table(list(benches)))
@@ -60,7 +60,7 @@ def _print_latest(
     if comparisons:
         latest = comparisons[-1]
         ui.say(f"\nLatest comparison (make compare): {latest.run}, report {latest.report or '-'}")
-        ui.say(compare_page.markdown(latest))
+        ui.say(compare_table.markdown(latest))
     if benches:
         ui.say(f"\nWhat the lab costs (make bench): the lab beside a bare app and worker, {benches[-1].run}")
         ui.say(bench_table.short_table(benches[-1]))

@@ -1,9 +1,11 @@
 """The port forwarder that `make stack-up` runs on 127.0.0.1 of a Swarm manager
 (services/port_forward.py), as a real process in front of a real HTTP server:
 bodies pass intact both ways, every connection is its own, and a target that
-is down closes the client's connection instead of leaving it hanging."""
+is down closes the client's connection instead of leaving it hanging. Beside it,
+services/fetch.py, which reads a service's page from inside its container."""
 
 import hashlib
+import json
 import subprocess
 import sys
 import threading
@@ -79,3 +81,25 @@ def test_a_target_that_is_down_closes_the_connection(forwarded):
     # Closed at once: not a timeout, which a hanging connection would give.
     with pytest.raises((httpx.RemoteProtocolError, httpx.ReadError)):
         httpx.get(f"http://127.0.0.1:{to_nothing}/", timeout=10)
+
+
+class Report(Echo):
+    """GET: a JSON report of 100 KB, as the probe's /report answers."""
+
+    def do_GET(self):
+        self._send(json.dumps({"ok": list(range(20_000))}).encode())
+
+
+def test_fetch_prints_a_body_whole_and_fails_on_a_closed_port():
+    """services/fetch.py, how labctl reads the probe's /report from inside its container."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Report)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    fetch = [sys.executable, "-m", "services.fetch"]
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/report"
+        got = subprocess.run([*fetch, url], cwd=ROOT, capture_output=True, text=True, timeout=30)
+        assert got.returncode == 0 and json.loads(got.stdout) == {"ok": list(range(20_000))}
+    finally:
+        server.shutdown()
+    closed = subprocess.run([*fetch, f"http://127.0.0.1:{free_port()}/"], cwd=ROOT, capture_output=True, timeout=30)
+    assert closed.returncode != 0 and not closed.stdout

@@ -295,7 +295,7 @@ def test_the_record_reads_back_and_its_page_shows_the_table_and_each_queues_char
         ({"precision": 0.0}, {}, "precision=0"),
         ({"reps": 0}, {}, "reps=0"),
         ({"workers": "kafka"}, {}, "unknown kafka"),
-        ({}, {"rate": "40"}, "the search's own"),
+        ({}, {"rate": 40.0}, "the search's own"),
     ],
 )
 def test_bad_options_are_refused_before_anything_starts(given, load, says):
@@ -305,3 +305,14 @@ def test_bad_options_are_refused_before_anything_starts(given, load, says):
 
 def test_a_wait_may_be_given_in_milliseconds():
     assert C.CapacityOptions(workers="arq", max_wait="500ms").parse(LoadOptions()).max_wait_s == 0.5
+
+
+def test_a_record_without_some_parameters_renders_them_as_none_given():
+    """A capacity record that holds only some of its parameters (one written before they
+    were recorded) still renders: the missing ones read `-`."""
+    record = CapacityRecord.model_validate(
+        {"base": "capacity-old", "params": {"max_wait_s": 5.0}, "queues_asked": ["saq"]}
+    )
+    line = capacity_page.summary_line(record)
+    assert "steps of 0 s, max_wait 5 s, precision - %" in line
+    assert "capacity-old" in capacity_page.html_page(record) and "capacity-old" in capacity_page.markdown(record)

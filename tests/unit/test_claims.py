@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from labctl.errors import LabError
-from labctl.experiments.claims import plan, sources
+from labctl.experiments.claims import authors, plan, sources
 from labctl.experiments.claims.runner import Claims, ClaimsOptions
 from labctl.records import claims_rules as rules
 from labctl.records.claims import ClaimsRecord, ClaimsRun, claim_ratio, lab_rows, verdicts
@@ -344,3 +344,14 @@ def test_the_markdown_twin_names_every_claim_and_the_lab_path_its_bare_figure():
         assert f"| {v.id} |" in text
     for row in lab_rows(record):
         assert row.bare.median is not None and row.ratio.value is not None, row
+
+
+@pytest.mark.parametrize("lib", ["arq", "saq", "taskiq"])
+def test_a_streaq_run_keeps_its_queue_length_after_the_enqueue_whatever_the_library(lib):
+    """taskiq's accounting counts executions, not ids; the queue's length read once every
+    job was enqueued is kept beside it, as for the others."""
+    tally = {"executions": 1002, "distinct": 1000}
+    a = authors.streaq_accounting(lib, 1000, tally, queued=640)
+    assert a["queued_after_enqueue"] == 640 and a["enqueued"] == 1000 and a["lost"] == 0
+    assert ("ids" in a) == (lib == "taskiq") and a["duplicates"] == 2
+    assert "queued_after_enqueue" not in authors.streaq_accounting(lib, 1000, tally, queued=None)

@@ -1,5 +1,5 @@
 """`make compare`'s figures and report, and `make results`' short table, from
-records built by the same functions a real run uses (labctl/records/run.py's
+records built by the same functions a real run uses (labctl/records/run_build.py's
 build_run_record): the spread over reps, the markdown twin, the self-contained
 page, the published experiment's rows only for its setting, the queues and
 parameters it takes. The real run and the browser: tests/compose/test_compare.py."""
@@ -17,11 +17,11 @@ from labctl.experiments import compare
 from labctl.experiments.compare import agree
 from labctl.queues import QUEUES, service_of
 from labctl.records import compare as compare_record
-from labctl.records import published
-from labctl.records.run import RunInputs, RunRecord, build_run_record
+from labctl.records import compare_agreement, compare_figures, compare_run, published
+from labctl.records.run import RunRecord
+from labctl.records.run_build import RunInputs, build_run_record
 from labctl.records.store import Store
-from labctl.render import compare_page as compare_report
-from labctl.render import run_table
+from labctl.render import compare_charts, compare_page, compare_table, compare_text, run_table
 from tests.compose.report_page import ReportPage, only_lines_of
 
 MiB = 1 << 20
@@ -59,7 +59,7 @@ def comparison() -> dict:
     for (queue, rep), (rps, p95, done) in figures.items():
         record = load_record(f"compare-x-{queue}-r{rep}", queue, rps, p95, done)
         records.append(record)
-        rows.append(compare_record.run_row(record, queue, rep, {queue: 0.5, "api": 0.4}))
+        rows.append(compare_run.run_row(record, queue, rep, {queue: 0.5, "api": 0.4}))
         samples = [[float(t), float(10 * t)] for t in range(-4, int(done) + 4, 2)]
         series.append({"queue": queue, "rep": rep, "run": record["run"], "requests": samples[2:], "throughput": samples,
                        "backlog": samples[:3], "done_pct": samples[1:]})  # fmt: skip
@@ -70,7 +70,7 @@ def comparison() -> dict:
     params = {"workers": ["saq", "dramatiq"], "requests": 200, "reps": 2, "users": 100, "endpoint": "io/simple"}
     return {
         "schema": compare_record.SCHEMA, "run": "compare-x", "time": "t", "command": "make compare", "wall_s": 60.0,
-        "params": params, "summary": compare_record.summarise(rows, ["saq", "dramatiq"]),
+        "params": params, "summary": compare_figures.summarise(rows, ["saq", "dramatiq"]),
         "runs": [row.as_json() for row in rows],
         "series": series, "series_step_s": 2, "setting": setting, "bench": {}, "chaos": [], "published": None,
         "published_note": "not transcribed", "notes": [],
@@ -93,13 +93,13 @@ def test_cpu_per_task_is_shared_by_the_tasks_run_and_the_apis_by_the_requests():
     ran, the API's to the 200 requests it answered."""
     record = load_record("r", "saq", 100.0, 200.0, 3.0)
     record["tasks"] = {**record["tasks"], "enqueued": 190, "completed": 190}
-    row = compare_record.run_row(record, "saq", 1, {"saq": 0.95, "api": 0.4})
+    row = compare_run.run_row(record, "saq", 1, {"saq": 0.95, "api": 0.4})
     assert (row.cpu_ms_per_task, row.api_cpu_ms_per_request) == (5.0, 2.0)
 
 
 def test_background_is_measured_on_the_api():
     record = load_record("r", "background", 100.0, 200.0, 3.0)
-    row = compare_record.run_row(record, "background", 1, {"api": 0.6})
+    row = compare_run.run_row(record, "background", 1, {"api": 0.6})
     assert row.cpu_ms_per_task == 3.0 and row.worker_peak_mb == 90.0 and row.throttled_periods_pct == 20.0
 
 
@@ -119,9 +119,9 @@ def test_each_figure_is_the_median_of_its_queues_runs_with_its_interval():
     dramatiq = record.figure("dramatiq", "rps")
     assert (dramatiq.median, dramatiq.low, dramatiq.high, dramatiq.n) == pytest.approx((160.0, 160.0, 160.0, 2))
     assert stats.text(record.figure("dramatiq", "rps")) == "160 (n=2)"
-    assert compare_report.figure(record, "saq", "all_done_s").startswith("10 [")
-    assert compare_record.summarise([], ["saq"]) == {}
-    assert [compare_report.num(x) for x in (0, 0.25, 3.5, 12.345, 250.4, 2000)] == [
+    assert compare_text.figure(record, "saq", "all_done_s").startswith("10 [")
+    assert compare_figures.summarise([], ["saq"]) == {}
+    assert [compare_text.num(x) for x in (0, 0.25, 3.5, 12.345, 250.4, 2000)] == [
         "0",
         "0.25",
         "3.5",
@@ -134,25 +134,25 @@ def test_each_figure_is_the_median_of_its_queues_runs_with_its_interval():
 def test_tasks_per_second_are_the_runs_tasks_over_its_first_enqueue_to_last_completion():
     row = comparison()["runs"][0]  # 200 tasks, 9 s from the first enqueue to the last completion
     assert row["tasks_per_s"] == round(200 / 9.0, 2)
-    assert compare_record.tasks_per_s(None, 9.0) is None and compare_record.tasks_per_s(200, None) is None
+    assert compare_run.tasks_per_s(None, 9.0) is None and compare_run.tasks_per_s(200, None) is None
 
 
 def test_the_ranking_shares_a_rank_where_the_runs_cannot_tell_queues_apart():
     rows = [
-        compare_record.CompareRun(queue=q, rep=i, run=f"{q}-{i}", rps=v, tasks_per_s=v)
+        compare_run.CompareRun(queue=q, rep=i, run=f"{q}-{i}", rps=v, tasks_per_s=v)
         for q, values in {"a": [200, 202, 198, 201], "b": [199, 204, 195, 200], "c": [150, 151, 149, 150]}.items()
         for i, v in enumerate(values)
     ]
-    ranked = {e.queue: e for e in compare_record.ranking(rows, ["a", "b", "c"])["rps"]}
+    ranked = {e.queue: e for e in compare_figures.ranking(rows, ["a", "b", "c"])["rps"]}
     assert ranked["a"].rank == ranked["b"].rank == 1
     assert ranked["c"].rank == 3 and sorted(ranked["c"].above) == ["a", "b"]
 
 
 def test_a_run_off_the_machines_speed_is_marked():
     speeds = [1000, 1010, 990, 940, 1060]
-    rows = [compare_record.CompareRun(queue="a", rep=i, run=f"r{i}", machine_speed=s) for i, s in enumerate(speeds)]
-    assert compare_record.off_speed(rows) == ["r3", "r4"]  # 0.94 and 1.06 of the median
-    assert compare_record.off_speed(rows[:2]) == []  # too few runs to call one off
+    rows = [compare_run.CompareRun(queue="a", rep=i, run=f"r{i}", machine_speed=s) for i, s in enumerate(speeds)]
+    assert compare_figures.off_speed(rows) == ["r3", "r4"]  # 0.94 and 1.06 of the median
+    assert compare_figures.off_speed(rows[:2]) == []  # too few runs to call one off
 
 
 def test_two_comparisons_agree_where_no_pair_flips_and_the_medians_are_near():
@@ -164,10 +164,10 @@ def test_two_comparisons_agree_where_no_pair_flips_and_the_medians_are_near():
 
     a = record({"fast": [200, 202, 198], "slow": [100, 101, 99], "mid": [150, 160, 140]})
     b = record({"fast": [190, 192, 188], "slow": [104, 105, 103], "mid": [150, 151, 149]})
-    same = compare_record.agreement(a, b, within_pct=10)
+    same = compare_agreement.agreement(a, b, within_pct=10)
     assert same.flipped == [] and same.largest_diff_pct == pytest.approx(100 * (200 / 190 - 1))
     c = record({"fast": [100, 101, 99], "slow": [200, 202, 198], "mid": [150, 151, 149]})
-    flipped = compare_record.agreement(a, c, within_pct=10).flipped
+    flipped = compare_agreement.agreement(a, c, within_pct=10).flipped
     assert "fast faster than slow" in flipped and "slow slower than fast" in flipped
 
 
@@ -180,12 +180,12 @@ def test_an_older_record_reads_by_todays_rules():
     assert record.schema_version == compare_record.SCHEMA
     assert record.figure("saq", "rps").median == 140.0 and record.runs[0].tasks_per_s == round(200 / 9.0, 2)
     assert {e.queue for e in record.ranking["rps"]} == {"saq", "dramatiq"}
-    assert "fixed order" in compare_report.heading(record)
+    assert "fixed order" in compare_text.heading(record)
 
 
 def test_the_markdown_twin_has_the_ranking_and_a_row_per_queue_in_order():
     record = compare_record.CompareRecord.model_validate(comparison())
-    lines = compare_report.markdown(record).splitlines()
+    lines = compare_table.markdown(record).splitlines()
     assert "API 0.2cpu/200M, workers 0.2cpu/200M" in lines[0]
     ranking = lines.index(next(line for line in lines if line.startswith("| rank | queue | RPS")))
     # dramatiq's two runs (160, 160) against saq's (150, 130): two runs each cannot tell them apart.
@@ -200,13 +200,13 @@ def test_the_markdown_twin_has_the_ranking_and_a_row_per_queue_in_order():
 
 def test_the_page_needs_nothing_but_itself_and_carries_every_sample():
     record = compare_record.CompareRecord.model_validate(comparison())
-    page = compare_report.page(record)
+    page = compare_page.page(record)
     # Nothing fetched: no script, no stylesheet or image from elsewhere (url(#id):
     # a chart's clip path, in the page itself).
     assert not re.search(r"<script|<link|<img|<iframe|src=|@import|url\((?!#)", page, re.I)
     dom = ReportPage.read(page)
-    assert dom.charts == ["chart-ranking", *(f"chart-{key}" for key, _, _ in compare_report.CHARTS)]
-    for key, _, _ in compare_report.CHARTS:
+    assert dom.charts == ["chart-ranking", *(f"chart-{key}" for key, _, _ in compare_charts.CHARTS)]
+    for key, _, _ in compare_charts.CHARTS:
         lines = dom.lines_of(key)
         assert [(line["queue"], line["rep"], line["run"]) for line in lines] == [
             (s.queue, s.rep, s.run) for s in sorted(record.series, key=lambda s: record.queues.index(s.queue))
@@ -216,7 +216,7 @@ def test_the_page_needs_nothing_but_itself_and_carries_every_sample():
             samples = getattr(series, key)
             assert line["values"] == samples and line["samples"] == len(samples)
             assert line["vertices"] == len(samples)  # the path draws every sample
-            assert line["colour"] == compare_report.colour(series.queue)
+            assert line["colour"] == compare_charts.colour(series.queue)
     cell = dom.cells[("saq", "p95_ms")]
     assert cell["text"].startswith("450[") and float(cell["data-median"]) == 450 and cell["data-n"] == "2"
     assert float(cell["data-low"]) < 400 and float(cell["data-high"]) > 500
@@ -225,16 +225,16 @@ def test_the_page_needs_nothing_but_itself_and_carries_every_sample():
 
 def test_a_chart_draws_the_median_of_a_queues_runs_at_each_instant():
     runs = [[[0.0, 10.0], [2.0, 20.0]], [[0.1, 30.0], [2.1, 40.0]], [[0.0, 20.0]]]
-    assert compare_report.median_line(runs, 2.0) == [[0.0, 20.0], [2.0, 30.0]]  # 2.0: two of three runs
+    assert compare_charts.median_line(runs, 2.0) == [[0.0, 20.0], [2.0, 30.0]]  # 2.0: two of three runs
 
 
 def test_a_copy_of_the_page_keeps_one_queues_lines_only():
-    page = compare_report.page(compare_record.CompareRecord.model_validate(comparison()))
+    page = compare_page.page(compare_record.CompareRecord.model_validate(comparison()))
     only = ReportPage.read(only_lines_of(page, "saq"))
-    for key, _, _ in compare_report.CHARTS:
+    for key, _, _ in compare_charts.CHARTS:
         assert {line["queue"] for line in only.lines_of(key)} == {"saq"}
     blank = ReportPage.read(only_lines_of(page, None))
-    assert not any(blank.lines_of(key) for key, _, _ in compare_report.CHARTS)
+    assert not any(blank.lines_of(key) for key, _, _ in compare_charts.CHARTS)
     assert blank.cells == ReportPage.read(page).cells  # the table stays
 
 
@@ -295,14 +295,14 @@ def test_the_queues_and_parameters_a_comparison_takes(monkeypatch):
         compare.parse_workers("arq kafka")
     # By default a run lasts a time, and its tasks are watched for a bounded time (the rest run by a one-off worker).
     default = compare.run_options(compare.CompareOptions(workers="arq"), "arq", "compare-1-arq-r1")
-    assert (default.duration, default.iterations, default.wait, default.drain_watch) == ("20s", "", False, 10.0)
+    assert (default.duration, default.iterations, default.wait, default.drain_watch) == (20.0, None, False, 10.0)
     quick = compare.CompareOptions(quick=True).quickened()
     assert (quick.duration_s, quick.rounds, quick.max_rounds, quick.budget_min) == (12.0, 2, 2, 10.0)
     quick = compare.CompareOptions(quick=True, rounds=4, duration_s=30).quickened()  # given: kept
     assert (quick.duration_s, quick.rounds, quick.max_rounds) == (30, 4, 4)
     options = compare.CompareOptions(workers="arq", requests=200)
     one = compare.run_options(options, "arq", "compare-1-arq-r1")
-    assert (one.worker, one.iterations, one.duration, one.endpoint, one.users) == ("arq", "200", "", "io/simple", "100")
+    assert (one.worker, one.iterations, one.duration, one.endpoint, one.users) == ("arq", 200, None, "io/simple", 100)
     compare.check_params(options, ["arq", "faststream"])
     bad_ones = (
         {"endpoint": "all"},
@@ -402,8 +402,8 @@ def test_the_comparison_shows_each_queues_latest_capacity_with_its_limits(tmp_pa
     assert found["saq"].limits == "0.2cpu/200M / 0.2cpu/200M" and found["saq"].bracket == [20.0, 21.6]
 
     record = compare_record.CompareRecord.model_validate({**comparison(), "capacity": found})
-    row = next(line for line in compare_report.markdown(record).splitlines() if line.startswith("| saq | 20 ["))
+    row = next(line for line in compare_table.markdown(record).splitlines() if line.startswith("| saq | 20 ["))
     assert "| 20 – 21.6 | worker | 100 | 5 | 0.2cpu/200M / 0.2cpu/200M | capacity-new |" in row, row
-    assert "<table id='capacity'>" in compare_report.page(record)
-    empty = compare_report.page(compare_record.CompareRecord.model_validate(comparison()))
+    assert "<table id='capacity'>" in compare_page.page(record)
+    empty = compare_page.page(compare_record.CompareRecord.model_validate(comparison()))
     assert "No <code>make capacity</code> record" in empty and "capacity=1" in empty

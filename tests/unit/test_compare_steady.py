@@ -3,15 +3,16 @@ ledger timeline, a slow drain's time projected from the rate it held and its
 backlog run by another worker with every task still counted, the charts over
 the middle of a run, the spread over the reps, and the published experiment's
 two settings with the ratios between queues. Records built by the functions a
-real run uses (labctl/records/run.py); the real runs: tests/compose/test_compare.py."""
+real run uses (labctl/records/run_build.py); the real runs: tests/compose/test_compare.py."""
 
 import pytest
 
 from labctl.experiments import compare
 from labctl.records import compare as compare_record
-from labctl.records import published
-from labctl.records.run import RunInputs, RunRecord, build_run_record
-from labctl.render import compare_page
+from labctl.records import compare_figures, compare_run, published
+from labctl.records.run import RunRecord
+from labctl.records.run_build import RunInputs, build_run_record
+from labctl.render import article_page, compare_table, compare_text
 
 MiB = 1 << 20
 LIMITS = {"cpus": 0.2, "memory": "200M", "memory_bytes": 200 * MiB, "replicas": 1}
@@ -57,13 +58,13 @@ def test_the_rps_is_the_steady_parts_not_the_warm_ups():
     record = run_record("saq", rate=300.0, done_rate=300.0, draining=False)
     # The whole load's rate carries the slow start; the steady part's is the run's own.
     assert record["rps"] < 280
-    assert compare_record.steady_rps(record, warmup_s=5) == 300.0
-    row = compare_record.run_row(record, "saq", 1, {"saq": 1.0, "api": 1.0}, warmup_s=5, window_end=1032.0)
+    assert compare_run.steady_rps(record, warmup_s=5) == 300.0
+    row = compare_run.run_row(record, "saq", 1, {"saq": 1.0, "api": 1.0}, warmup_s=5, window_end=1032.0)
     assert (row.rps, row.rps_whole_load, row.all_done_projected) == (300.0, record["rps"], False)
     # A record without a timeline (written before it existed): the whole load's rate.
     del record["timeline"]
-    assert compare_record.steady_rps(record, 5) is None
-    assert compare_record.run_row(record, "saq", 1, {}, warmup_s=5).rps == record["rps"]
+    assert compare_run.steady_rps(record, 5) is None
+    assert compare_run.run_row(record, "saq", 1, {}, warmup_s=5).rps == record["rps"]
 
 
 def test_the_rps_is_read_from_the_scraped_counter_where_the_record_has_it():
@@ -75,13 +76,13 @@ def test_the_rps_is_read_from_the_scraped_counter_where_the_record_has_it():
     ]
     record["enqueued_scrapes"] = {"source": 'lab_enqueued_total{job="api",queue=~"saq"}', "rows": scrapes}
     # From the first scrape at or after 1005 (t=7) to the last at or before 1029 (t=29).
-    assert compare_record.steady_rps(record, warmup_s=5) == 330.0
-    assert compare_record.run_row(record, "saq", 1, {}, warmup_s=5).rps == 330.0
+    assert compare_run.steady_rps(record, warmup_s=5) == 330.0
+    assert compare_run.run_row(record, "saq", 1, {}, warmup_s=5).rps == 330.0
     # Fewer than two scrapes in the steady part: no figure, not the timeline's.
     record["enqueued_scrapes"]["rows"] = [r for r in scrapes if not 1005 <= r[0] <= 1028]
-    assert compare_record.steady_rps(record, warmup_s=5) is None
+    assert compare_run.steady_rps(record, warmup_s=5) is None
     del record["enqueued_scrapes"]
-    assert compare_record.steady_rps(record, warmup_s=5) == 300.0  # an older record: its timeline
+    assert compare_run.steady_rps(record, warmup_s=5) == 300.0  # an older record: its timeline
 
 
 def test_a_slow_drain_is_projected_and_its_backlog_counted_whole_once_emptied():
@@ -101,15 +102,15 @@ def test_a_slow_drain_is_projected_and_its_backlog_counted_whole_once_emptied():
     data = record.as_json()
     # From the first enqueue: 60 s until the watch ended, then the backlog at the rate it held.
     backlog = data["tasks"]["draining"]["backlog"]
-    assert compare_record.projected_all_done(data) == round(60 + backlog / 10.0, 1)
-    row = compare_record.run_row(data, "arq", 1, {"arq": 0.3, "api": 1.0}, warmup_s=5, window_end=1030.0)
-    assert row.all_done_projected and row.all_done_s == compare_record.projected_all_done(data)
+    assert compare_run.projected_all_done(data) == round(60 + backlog / 10.0, 1)
+    row = compare_run.run_row(data, "arq", 1, {"arq": 0.3, "api": 1.0}, warmup_s=5, window_end=1030.0)
+    assert row.all_done_projected and row.all_done_s == compare_run.projected_all_done(data)
     assert row.drain_rate_per_s == 10.0 and row.lost == 0
     # The worker's CPU up to the end of the watch, over the tasks it had run by then (the timeline's).
-    assert row.cpu_ms_per_task == round(0.3 * 1000 / compare_record.completed_by(data, 1030.0), 3)
+    assert row.cpu_ms_per_task == round(0.3 * 1000 / compare_run.completed_by(data, 1030.0), 3)
     record = compare_record.CompareRecord(run="c", runs=[row])
     assert record.summary["arq"]["all_done_s"]["projected"] is True
-    shown = compare_page.figure(record, "arq", "all_done_s")
+    shown = compare_text.figure(record, "arq", "all_done_s")
     assert shown.startswith("~") and shown.endswith("projected")
 
 
@@ -121,22 +122,22 @@ def test_the_machines_speed_is_read_over_the_same_part_of_the_load_as_the_rps():
     rows += [[1010.1, 40.0], [1020.1, 40.0]]
     record["machine_speed"] = {"unit": "test", "rows": rows}
     assert RunRecord.model_validate(record).machine_speed.units_per_s(1005.0, 1029.0) == 1000.0
-    row = compare_record.run_row(record, "saq", 1, {}, warmup_s=5, window_end=1032.0)
+    row = compare_run.run_row(record, "saq", 1, {}, warmup_s=5, window_end=1032.0)
     assert row.machine_speed == 1000.0
     # Over the whole load for a run of a request count, 1000 to 1030, where most timings are 1.
-    assert compare_record.run_row(record, "saq", 1, {}).machine_speed == 1000.0
+    assert compare_run.run_row(record, "saq", 1, {}).machine_speed == 1000.0
     # With none in the steady part, none; the whole load then holds only the timings of 2.
     record["machine_speed"]["rows"] = [r for r in rows if r[0] < 1005 or r[0] > 1029]
-    assert compare_record.run_row(record, "saq", 1, {}, warmup_s=5).machine_speed is None
-    assert compare_record.run_row(record, "saq", 1, {}).machine_speed == 500.0
+    assert compare_run.run_row(record, "saq", 1, {}, warmup_s=5).machine_speed is None
+    assert compare_run.run_row(record, "saq", 1, {}).machine_speed == 500.0
     # Over the runs, in the lab's table: the median of the runs' speeds.
-    other = compare_record.run_row(run_record("saq", 330.0, 330.0, False), "saq", 2, {}, warmup_s=5)
+    other = compare_run.run_row(run_record("saq", 330.0, 330.0, False), "saq", 2, {}, warmup_s=5)
     assert other.machine_speed is None  # a record without the probe (written before it)
     runs = [row, other.model_copy(update={"machine_speed": 900.0})]
     params = {"endpoint": "io/simple", "users": 100, "duration_s": 30, "warmup_s": 5}
     record = compare_record.CompareRecord(run="c", params=params, setting={"limits": {}}, runs=runs)
     assert record.figure("saq", "machine_speed").median == 950.0
-    lines = compare_page.markdown(record).splitlines()
+    lines = compare_table.markdown(record).splitlines()
     header = next(line for line in lines if line.startswith("| queue | worker CPU"))
     saq = lines[lines.index(header) + 2]
     assert header.endswith("| machine speed |") and "| 950 [" in saq
@@ -152,17 +153,17 @@ def test_the_charts_are_read_over_the_middle_of_the_load():
 
 def test_the_ratios_between_queues_in_the_articles_rows_and_in_the_runs():
     rows = published.RESULTS["0.2cpu/200M"]
-    assert compare_record.ratios_to(rows, "faststream")["celery"] == round(151 / 262, 2)
-    assert compare_record.ratios_to(rows, "faststream", "all_done_s")["celery"] is None  # the article gives none
-    assert compare_record.ratios_to(rows, "kafka") == dict.fromkeys(rows)
+    assert compare_figures.ratios_to(rows, "faststream")["celery"] == round(151 / 262, 2)
+    assert compare_figures.ratios_to(rows, "faststream", "all_done_s")["celery"] is None  # the article gives none
+    assert compare_figures.ratios_to(rows, "kafka") == dict.fromkeys(rows)
     # From the runs: the ratio of the medians with its interval.
     figures = {"faststream": (200, 210, 190), "arq": (100, 98)}
     runs = [
-        compare_record.CompareRun(queue=q, rep=i, run=f"{q}-{i}", rps=v)
+        compare_run.CompareRun(queue=q, rep=i, run=f"{q}-{i}", rps=v)
         for q, values in figures.items()
         for i, v in enumerate(values, 1)
     ]
-    ratio = compare_record.run_ratios_to(runs, "faststream")["arq"]
+    ratio = compare_figures.run_ratios_to(runs, "faststream")["arq"]
     assert ratio.value == pytest.approx(99 / 200) and ratio.high < 1 and ratio.verdict == "slower"
 
 
@@ -184,7 +185,7 @@ def test_the_article_page_puts_each_setting_beside_the_articles_table():
     parts = []
     for setting, rps in (("0.2cpu/200M", 500.0), ("0.5cpu/500M", 1200.0)):
         rows = [
-            compare_record.run_row(run_record(q, rps * f * noise, rps * f * noise, False), q, rep, {}, warmup_s=5)
+            compare_run.run_row(run_record(q, rps * f * noise, rps * f * noise, False), q, rep, {}, warmup_s=5)
             for q, f in (("faststream", 1.0), ("arq", 0.8))
             for rep, noise in ((1, 0.98), (2, 1.0), (3, 1.02))
         ]
@@ -200,10 +201,10 @@ def test_the_article_page_puts_each_setting_beside_the_articles_table():
     record = compare_record.ArticleRecord(
         run="compare-article-x", time="t", command="make compare setting=article", parts=parts
     )
-    text = compare_page.article_markdown(record)
+    text = article_page.article_markdown(record)
     assert "0.2cpu/200M" in text and "0.5cpu/500M" in text
     arq_row = next(line for line in text.splitlines() if line.startswith("| arq |") and "| 1114 |" in line)
     # The lab's ratio with its interval (0.8 each round), the article's, and whether it lies inside.
     assert "| 0.80 [" in arq_row and f"| {round(1114 / 1178, 2)} | no |" in arq_row
-    page = compare_page.article_page(record)
+    page = article_page.article_page(record)
     assert page.count("class='article-setting'") == 2 and 'data-article="rps">1114<' in page

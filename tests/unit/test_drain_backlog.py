@@ -5,7 +5,7 @@ another cell's backlog in the totals, as it did in a mixed run."""
 import time
 
 from labctl.load_run.task_wait import is_settled
-from labctl.records.run import backlog_of, task_figures
+from labctl.records.run_tasks import backlog_of, task_figures
 
 
 def ledger(cells: dict) -> dict:

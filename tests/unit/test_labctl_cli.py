@@ -15,6 +15,7 @@ import pytest
 from typer.main import get_command
 
 from labctl.app import app, main
+from labctl.experiments.compare.options import run_options
 from labctl.polling import Progress, wait_until
 from labctl.render.console import Console
 
@@ -84,11 +85,15 @@ def test_an_option_declared_in_its_model_reaches_the_experiment_typed(monkeypatc
     monkeypatch.delenv("LOAD_DRAIN_WATCH_S", raising=False)
     assert main(["compare", "--duration", "30", "--reps", "4", "--no-warmup-run", "--results-dir", str(tmp_path)]) == 0
     monkeypatch.setenv("LOCUST_WORKERS", "3")
-    assert main(["load", "--worker", "arq", "--drain-watch", "9"]) == 0
+    assert main(["load", "--worker", "arq", "--drain-watch", "9", "--duration", "2m", "--users", "7"]) == 0
     compare, load = seen
     assert (compare.duration_s, compare.rounds, compare.warmup_run, compare.results_dir) == (30.0, 4, False, tmp_path)
     assert (compare.users, compare.max_rounds, compare.locust_workers) == (100, 8, 4)  # defaults; the env file's
     assert (load.worker, load.drain_watch, load.locust_workers, load.drain_stall) == ("arq", 9.0, 3, 120.0)
+    assert (load.duration, load.users, load.rate) == (120.0, 7, None)  # `2m` parsed once, at the command line
+    # ...and a comparison's run gets them as numbers too, not text to parse again.
+    run = run_options(compare, "arq", "r1")
+    assert (run.duration, run.users, run.iterations, run.parse().duration_s) == (30.0, 100, None, 30.0)
     assert main(["chaos", "--worker", "arq"]) == 2  # --fault has no default: required
 
 
@@ -114,6 +119,11 @@ def test_the_exit_codes(tmp_path, monkeypatch, capsys):
     assert main(["load", "--locust-workers", "0"]) == 2
     assert main(["load", "--worker", "kafka", "--results-dir", str(tmp_path)]) == 2
     assert "worker='kafka'" in capsys.readouterr().err
+    # A number that is not one is refused at the command line, naming the option.
+    assert main(["load", "--worker", "arq", "--duration", "soon", "--results-dir", str(tmp_path)]) == 2
+    assert "--duration" in (err := capsys.readouterr().err) and "duration='soon'" in err
+    assert main(["load", "--worker", "arq", "--users", "many", "--results-dir", str(tmp_path)]) == 2
+    assert "--users" in capsys.readouterr().err
     assert main(["report", "--run", "nowhere", "--results-dir", str(tmp_path)]) == 1
     assert "no run record" in capsys.readouterr().err
 

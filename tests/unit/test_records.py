@@ -17,7 +17,7 @@ from labctl.records.compare import CompareRecord
 from labctl.records.run import RunRecord
 from labctl.records.scale import ScaleRecord
 from labctl.records.store import Store
-from labctl.render import bench_table, compare_page, run_table, scale_page
+from labctl.render import bench_table, compare_page, compare_table, run_table, scale_page
 from labctl.views import report
 
 SAMPLES = Path(__file__).parent / "records"
@@ -114,7 +114,7 @@ def test_the_store_sorts_each_kind_and_the_tables_show_them(store):
     )
     [comparison] = store.comparisons()
     assert comparison.schema_version == "compare/2"  # its summary derived again from its runs
-    assert "| saq | 1 | 640 | 170 | 270 | 33 | 0 |" in compare_page.markdown(comparison)
+    assert "| saq | 1 | 640 | 170 | 270 | 33 | 0 |" in compare_table.markdown(comparison)
     assert "chart-throughput" in compare_page.page(comparison)
     [scale] = store.of(ScaleRecord)
     counts = scale_page.markdown(scale).split("## Every run")[0]  # the counts' table

@@ -99,7 +99,7 @@ def test_a_rate_run_says_the_rate_it_was_asked_for_and_what_left_late():
 
 
 def test_a_rate_run_that_fell_short_of_its_schedule_is_flagged():
-    from labctl.records.run import _schedule_warnings
+    from labctl.records.run_build import _schedule_warnings
 
     assert _schedule_warnings(None, {}, 10.0) == []  # a closed-loop run has no schedule
     assert _schedule_warnings(100.0, {"scheduled_sends": 1000, "late_sends": 10}, 99.0) == []

@@ -13,7 +13,7 @@ met the machine's slow drift, which moves both windows of a pair alike
 (docs/results/2026-11-28-figures-out-of-comments.md: how far it moved one
 worker's rate between two benches).
 
-Prometheus stays frozen for the whole drain (runner.py, `paused`): a scrape
+Prometheus stays frozen for the whole drain (drains.py, `paused`): a scrape
 that times out against a frozen worker stays queued on its socket and is
 answered when the worker thaws, so a lab window would also pay for the bare
 window's scrapes; and Prometheus thawed with the lab's side alone put its
@@ -184,29 +184,23 @@ class PairedDrain:
         first += base
         began = time.monotonic()
         time.sleep(WARM_S)
-        self.freeze(side)
+        self.switch(side, "pause")
         side.done = self.counter()[side.name]
         side.rate = (side.done - first) / (time.monotonic() - began)
 
-    # One container per docker call, and the window's clock runs over the
-    # side's own pause and unpause.
-    def freeze(self, side: Side) -> tuple[float, float]:
+    # A side's `docker pause` or `unpause`, one container per docker call: the window's
+    # clock runs over the side's own pause and unpause.
+    def switch(self, side: Side, action: str) -> tuple[float, float]:
         began = time.perf_counter()
         for container in side.ids:
-            docker.freeze(container, "pause")
-        return began, time.perf_counter()
-
-    def thaw(self, side: Side) -> tuple[float, float]:
-        began = time.perf_counter()
-        for container in side.ids:
-            docker.freeze(container, "unpause")
+            docker.freeze(container, action)
         return began, time.perf_counter()
 
     def window(self, side: Side, length: float) -> None:
         cpu_before, done_before = self.cpu(side), side.done
-        a, b = self.thaw(side)
+        a, b = self.switch(side, "unpause")
         time.sleep(length)
-        c, d = self.freeze(side)
+        c, d = self.switch(side, "pause")
         side.done = self.counter()[side.name]
         cpu_after = self.cpu(side)
         seconds = (c + d) / 2 - (a + b) / 2  # from half-way through the thaw to half-way through the freeze
@@ -260,7 +254,7 @@ class PairedDrain:
         finally:
             for side in (bare, lab):
                 if side.ids:
-                    self.thaw(side)
+                    self.switch(side, "unpause")
         return {
             "window_s": round(length, 2),
             "bare": summary(bare),

@@ -30,7 +30,6 @@ from .container import CONTAINER_FAULTS, Fault
 from .node import NodeFault
 
 FAULTS = (*CONTAINER_FAULTS, "kill-node")
-WORKERS = QUEUES
 # `background` runs its tasks in the API process: nothing comes back from a
 # dead API, and what waited for Redis settles seconds after it is back. A
 # drain that sees nothing settle for this long is over.
@@ -66,10 +65,7 @@ class CompletionWatch(threading.Thread):
         had already finished)."""
         before = [c for ts, c in self.samples if ts <= restored]
         base = before[-1] if before else 0
-        for ts, completed in self.samples:
-            if ts > restored and completed > base:
-                return round(ts - injected, 1)
-        return None
+        return next((round(ts - injected, 1) for ts, c in self.samples if ts > restored and c > base), None)
 
 
 def set_load_length(options: LoadOptions, at: float, hold: float) -> LoadOptions:
@@ -78,9 +74,9 @@ def set_load_length(options: LoadOptions, at: float, hold: float) -> LoadOptions
     after a counted load had ended). It goes on AFTER_FAULT_S once the fault is
     undone, for the worker to take tasks again; for background (the worker is the
     API, which takes seconds to be ready again after a restart) 30 s."""
-    if options.iterations or options.duration:
+    if options.iterations is not None or options.duration is not None:
         return options
-    return options.but(duration="30s" if options.worker == "background" else f"{at + hold + AFTER_FAULT_S:g}s")
+    return options.but(duration=30.0 if options.worker == "background" else at + hold + AFTER_FAULT_S)
 
 
 def late_fault(injected: float | None, load_ended: float | None, recovered_s: float | None) -> str | None:
@@ -130,7 +126,7 @@ def chaos_load(options: LoadOptions, chaos: ChaosOptions, drain_stall_given: boo
     options = options.but(
         run=options.run or f"chaos-{options.worker}-{chaos.fault}-{secrets.token_hex(3)}",
         endpoint=options.endpoint or "io/simple",
-        users=options.users or "10",
+        users=10 if options.users is None else options.users,
     )
     options = set_load_length(options, chaos.at, chaos.hold_s)
     if not drain_stall_given:
@@ -226,8 +222,8 @@ def _say_chaos(ui: Console, fault: AnyFault, c: ChaosSection) -> None:
 
 
 def chaos(options: LoadOptions, chaos: ChaosOptions, drain_stall_given: bool, ui: Console) -> int:
-    if options.worker not in WORKERS:
-        raise ParamError(f"worker= one of {', '.join(WORKERS)}")
+    if options.worker not in QUEUES:
+        raise ParamError(f"worker= one of {', '.join(QUEUES)}")
     if chaos.fault not in FAULTS:
         raise ParamError(f"fault= one of {', '.join(FAULTS)}")
     lab = orchestrator()

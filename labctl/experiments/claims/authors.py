@@ -7,19 +7,11 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, cast
+from dataclasses import replace
+from typing import Any
 
 from labctl.experiments.claims.machine import Machine
-from labctl.experiments.claims.steps import (
-    LIMITED,
-    Config,
-    account,
-    base_run,
-    elapsed,
-    number,
-    span,
-    status_of,
-)
+from labctl.experiments.claims.steps import LIMITED, Config, account, number, run_record, span
 from labctl.records.claims import ClaimsRun
 from labctl.records.claims_published import STREAQ_CONCURRENCY
 
@@ -43,12 +35,11 @@ def saq_simple(m: Machine, c: Config, rep: int, run: str) -> ClaimsRun:
     noop = number(rf"^{tag} process \d+ noop ([0-9.e-]+)$", out)
     sleep = number(rf"^{tag} process \d+ sleep ([0-9.e-]+)$", out)
     figures: dict[str, float | None] = {"enqueue_s": enqueue, "noop_s": noop, "sleep_s": sleep}
-    if lib == "rq" and None not in (enqueue, noop, sleep):
+    if lib == "rq" and enqueue is not None and noop is not None and sleep is not None:
         # RQ's timer is never reset: its own noop is noop - enqueue, its own sleep
         # what follows the noop phase less a second enqueue as long as the first.
-        # None of the three is None here (the test above).
-        figures["noop_own_s"] = round(cast(float, noop) - cast(float, enqueue), 4)
-        figures["sleep_own_s"] = round(cast(float, sleep) - cast(float, noop) - cast(float, enqueue), 4)
+        figures["noop_own_s"] = round(noop - enqueue, 4)
+        figures["sleep_own_s"] = round(sleep - noop - enqueue, 4)
     else:
         figures["noop_own_s"], figures["sleep_own_s"] = noop, sleep
     if lib == "arq":
@@ -57,13 +48,7 @@ def saq_simple(m: Machine, c: Config, rep: int, run: str) -> ClaimsRun:
     accounting = account(2 * c.n, step.get("tally") or {})
     if lib == "rq":
         accounting["rq_failed_registry"] = int(m.redis("ZCARD", "rq:failed:default") or 0)
-    return ClaimsRun(
-        **base_run(c, rep, [step]),
-        figures=figures,
-        accounting=accounting,
-        status=status_of(step, accounting=accounting, need={"noop": noop, "sleep": sleep}),
-        wall_s=elapsed(step),
-    )
+    return run_record(c, rep, [step], figures, accounting, need={"noop": noop, "sleep": sleep})
 
 
 # -- RQ docs/benchmark.md ---------------------------------------------------------------------------
@@ -84,20 +69,11 @@ def rq_doc(m: Machine, c: Config, rep: int, run: str) -> list[ClaimsRun]:
     simple = number(r"with SimpleWorker in ([0-9.]+) seconds", out)
     accounting = account(2 * c.n, step.get("tally") or {})
     accounting["rq_failed_registry"] = int(m.redis("ZCARD", "rq:failed:default") or 0)
-    status = status_of(step, accounting=accounting, need={"Worker": worker, "SimpleWorker": simple})
-    runs = []
-    for queue, figure in (("rq-worker", worker), ("rq-simple", simple)):
-        cfg = Config(c.bench, queue, c.setup, c.n, c.path, c.params)
-        runs.append(
-            ClaimsRun(
-                **base_run(cfg, rep, [step]),
-                figures={"process_s": figure},
-                accounting=accounting,
-                status=status,
-                wall_s=elapsed(step),
-            )
-        )
-    return runs
+    need = {"Worker": worker, "SimpleWorker": simple}
+    return [
+        run_record(replace(c, queue=queue), rep, [step], {"process_s": figure}, accounting, need)
+        for queue, figure in (("rq-worker", worker), ("rq-simple", simple))
+    ]
 
 
 # -- streaq benchmarks/ --------------------------------------------------------------------------------
@@ -112,9 +88,9 @@ def streaq_worker_procs(lib: str, workers: int) -> tuple[list[list[str]], dict[s
     """The author's worker commands (benchmarks/README.md), and how their end is known."""
     if lib == "arq":  # arq 0.28 has no --workers: the fork's --workers started W interpreters
         return [["arq", "--burst", "bench_arq.WorkerSettings"]] * workers, {"kind": "exit"}
-    if lib == "saq":  # the saq CLI under uvloop, as the author's ran (streaq's import installed it)
-        boot = "import uvloop; uvloop.install(); from saq.__main__ import main; main()"
-        return [["python", "-c", boot, "--quiet", "bench_saq.settings", "--workers", str(workers)]], {"kind": "exit"}
+    if lib == "saq":  # the saq CLI under uvloop, as the author's ran (services/claims/lib/saq_uvloop.py)
+        argv = ["python", "-m", "saq_uvloop", "--quiet", "bench_saq.settings", "--workers", str(workers)]
+        return [argv], {"kind": "exit"}
     if lib == "streaq":
         return [["streaq", "run", "--burst", "--workers", str(workers), "bench_streaq:worker"]], {"kind": "exit"}
     argv = ["taskiq", "worker", "--workers", str(workers), "--max-async-tasks", "32", "bench_taskiq:broker"]
@@ -163,34 +139,30 @@ def streaq(m: Machine, c: Config, rep: int, run: str) -> ClaimsRun:
     if lib == "saq":
         printed = [float(x) for x in re.findall(r"finished in (\d+)ms", "\n".join(work.get("output") or []))]
         figures["saq_printed_s"] = max(printed) / 1000 if printed else None
-    accounting = account(c.n, tally)
+    return run_record(c, rep, [enqueue, work], figures, streaq_accounting(lib, c.n, tally, queued))
+
+
+def streaq_accounting(lib: str, n: int, tally: dict[str, Any], queued: int | None) -> dict[str, Any]:
+    """A streaq bench's jobs counted (steps.account), with its queue's length once every job
+    was enqueued (None: not read)."""
+    if lib == "taskiq":  # its bodies take no context: executions are counted, ids not
+        accounting = account(n, tally, distinct=min(n, tally.get("executions", 0)))
+        accounting["ids"] = "not counted (the body has no context); duplicates = executions beyond N"
+    else:
+        accounting = account(n, tally)
     if queued is not None:
         accounting["queued_after_enqueue"] = queued
-    if lib == "taskiq":  # its bodies take no context: executions are counted, ids not
-        accounting = account(c.n, tally, distinct=min(c.n, tally.get("executions", 0)))
-        accounting["ids"] = "not counted (the body has no context); duplicates = executions beyond N"
-    return ClaimsRun(
-        **base_run(c, rep, [enqueue, work]),
-        figures=figures,
-        accounting=accounting,
-        status=status_of(enqueue, work, accounting=accounting),
-        wall_s=elapsed(work),
-    )
+    return accounting
 
 
 # -- steventen/python_queue_benchmark ------------------------------------------------------------------------
+STEVENTEN_CELERY = ["celery", "-q", "--skip-checks", "-A", "tasks", "worker", "--loglevel=info", "-c", "10", "-P"]
 STEVENTEN_COMMANDS: dict[str, tuple[str, list[list[str]]]] = {
     "rq": ("rq", [["rq", "worker-pool", "-q", "-n", "10"]]),
     # supervisord's numprocs=10 of `arq tasks.WorkerSettings`
     "arq": ("arq", [["arq", "tasks.WorkerSettings"]] * 10),
-    "celery-threads": (
-        "celery",
-        [["celery", "-q", "--skip-checks", "-A", "tasks", "worker", "--loglevel=info", "-c", "10", "-P", "threads"]],
-    ),
-    "celery-processes": (
-        "celery",
-        [["celery", "-q", "--skip-checks", "-A", "tasks", "worker", "--loglevel=info", "-c", "10", "-P", "processes"]],
-    ),
+    "celery-threads": ("celery", [[*STEVENTEN_CELERY, "threads"]]),
+    "celery-processes": ("celery", [[*STEVENTEN_CELERY, "processes"]]),
     "huey-threads": ("huey", [["huey_consumer", "tasks.huey", "-k", "thread", "-w", "10", "-d", "0.001", "-C", "-q"]]),
     "huey-processes": (
         "huey",
@@ -224,10 +196,4 @@ def steventen(m: Machine, c: Config, rep: int, run: str) -> ClaimsRun:
         "first_last_s": round(last - first, 4) if last and first else None,
     }
     accounting = account(c.n, {}, executions=jobs.get("lines", 0), distinct=jobs.get("distinct", 0))
-    return ClaimsRun(
-        **base_run(c, rep, [enqueue, work]),
-        figures=figures,
-        accounting=accounting,
-        status=status_of(enqueue, work, accounting=accounting, need={"enqueue": enqueued_s}),
-        wall_s=elapsed(work),
-    )
+    return run_record(c, rep, [enqueue, work], figures, accounting, need={"enqueue": enqueued_s})

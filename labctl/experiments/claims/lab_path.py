@@ -5,11 +5,10 @@ the same job (records/claims.py, lab_rows)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any, cast
 
 from labctl.experiments.claims.machine import Machine
-from labctl.experiments.claims.steps import UNLIMITED, Config, base_run, elapsed, scaled, status_of
+from labctl.experiments.claims.steps import UNLIMITED, Config, run_record, scaled
 from labctl.records.claims import ClaimsRun
 
 # -- The same jobs through the lab's own path --------------------------------------------------------------
@@ -28,21 +27,17 @@ LAB_SHAPES: dict[str, tuple[str, str, str, int, int, int, tuple[str, ...], dict[
 LAB_API = "lab-api"
 
 
-def lab_env(concurrency: int, latency_ms: int, knobs: dict[str, str]) -> dict[str, str]:
-    return {
-        "REDIS_URL": "redis://localhost:6379/0",
-        "CONCURRENCY": str(concurrency),
-        "IO_LATENCY_MS": str(latency_ms),
-        "LIBRARY_LOG_LEVEL": "WARNING",
-        **knobs,
-    }
-
-
 def lab_path(m: Machine, c: Config, rep: int, run: str) -> ClaimsRun:
     """The lab's API enqueues N io/simple tasks (services/bare/loadgen.py, 20 connections),
     its worker stopped; then the lab's worker of the queue drains them; the ledger counts."""
     p, queue = c.params, c.queue
-    env = lab_env(p["concurrency"], p["io_latency_ms"], p["knobs"])
+    env = {
+        "REDIS_URL": "redis://localhost:6379/0",
+        "CONCURRENCY": str(p["concurrency"]),
+        "IO_LATENCY_MS": str(p["io_latency_ms"]),
+        "LIBRARY_LOG_LEVEL": "WARNING",
+        **p["knobs"],
+    }
     api = m.service(LAB_API, ["python", "-m", "services.api"], env)
     try:
         ready = m.step(
@@ -66,15 +61,11 @@ def lab_path(m: Machine, c: Config, rep: int, run: str) -> ClaimsRun:
     done = {"kind": "ledger", "key": ledger_key, "field": field, "n": int(sent.get("ok") or c.n)}
     work = m.step(run, "/app", [["python", "-m", f"workers.{queue}_queue"]], done, env=env, timeout_s=120 + c.n / 20)
     counts = m.redis_hash(ledger_key)
-    get: Callable[[str], int] = lambda stat: int(counts.get(f"{field}:{stat}", 0))  # noqa: E731
-    accounting = {
-        "enqueued": get("enqueued"),
-        "completed": get("completed"),
-        "failed": get("failed"),
-        "duplicates": get("duplicates"),
-        "lost": get("enqueued") - get("completed") - get("failed"),
-        "requests_ok": sent.get("ok"),
+    accounting: dict[str, Any] = {
+        stat: int(counts.get(f"{field}:{stat}", 0)) for stat in ("enqueued", "completed", "failed", "duplicates")
     }
+    accounting["lost"] = accounting["enqueued"] - accounting["completed"] - accounting["failed"]
+    accounting["requests_ok"] = sent.get("ok")
     first, end = work.get("first_started_seen"), work.get("done_at")
     figures = {
         "enqueue_s": sent.get("elapsed_s"),
@@ -82,12 +73,8 @@ def lab_path(m: Machine, c: Config, rep: int, run: str) -> ClaimsRun:
         "spawn_done_s": round(work["spawn_done_s"], 4) if work.get("spawn_done_s") else None,
         "first_last_s": round(end - first, 4) if first and end else None,
     }
-    return ClaimsRun(
-        **base_run(c, rep, [ready, enqueue, work]),
-        figures=figures,
-        accounting=accounting,
-        status=status_of(ready, enqueue, work, accounting=accounting, need={"first_last_s": figures["first_last_s"]}),
-        wall_s=elapsed(work),
+    return run_record(
+        c, rep, [ready, enqueue, work], figures, accounting, need={"first_last_s": figures["first_last_s"]}
     )
 
 

@@ -104,11 +104,9 @@ class Machine:
         return dict(zip(lines[::2], lines[1::2]))
 
     def redis_info(self) -> dict[str, str]:
-        info: dict[str, str] = {}
-        for line in self.redis("INFO", "server").splitlines():
-            if ":" in line and line.split(":")[0] in ("redis_version", "io_threads_active", "os", "arch_bits"):
-                key, value = line.split(":", 1)
-                info[key] = value
+        keep = ("redis_version", "io_threads_active", "os", "arch_bits")
+        lines = (line.partition(":") for line in self.redis("INFO", "server").splitlines())
+        info = {key: value for key, colon, value in lines if colon and key in keep}
         info["maxclients"] = (self.redis("CONFIG", "GET", "maxclients").splitlines() or [""])[-1]
         return info
 
@@ -166,11 +164,10 @@ class Machine:
             docker.remove_container(name)
         lines = proc.stdout.strip().splitlines()
         if proc.returncode != 0 or not lines:
-            tail = (proc.stderr or proc.stdout).strip()[-2000:]
-            oom = "137" if proc.returncode == 137 else ""
+            killed = " (killed: memory?)" if proc.returncode == 137 else ""
             return {
-                "status": f"failed: the step's container exited {proc.returncode}{' (killed: memory?)' if oom else ''}",
-                "output": [tail],
+                "status": f"failed: the step's container exited {proc.returncode}{killed}",
+                "output": [(proc.stderr or proc.stdout).strip()[-2000:]],
                 "tally": {},
                 "exit_codes": [],
             }
@@ -211,18 +208,11 @@ PACKAGES = (
     "saq", "arq", "rq", "streaq", "taskiq", "taskiq-redis", "dramatiq", "celery", "kombu", "huey",
     "redis", "hiredis", "uvloop", "coredis", "anyio",
 )  # fmt: skip
-VERSIONS_SCRIPT = (
-    "import importlib.metadata as m, json, sys; v = {}\n"
-    "for p in sys.argv[1:]:\n"
-    "    try: v[p] = m.version(p)\n"
-    "    except m.PackageNotFoundError: v[p] = '-'\n"
-    "v['python'] = sys.version.split()[0]; print(json.dumps(v))"
-)
 
 
-def image_versions(image: str) -> dict[str, Any]:
-    """The libraries' versions in the image the steps run on, as installed."""
-    proc = docker.run_once(image, "python", "-c", VERSIONS_SCRIPT, *PACKAGES)
+def image_versions(image: str, work: Path) -> dict[str, Any]:
+    """The libraries' versions in the image the steps run on, as installed (lib/versions.py, staged in `work`)."""
+    proc = docker.run_once(image, "python", f"{MOUNT}/lib/versions.py", *PACKAGES, volumes=[f"{work}:{MOUNT}:ro"])
     try:
         return cast(dict[str, Any], json.loads(proc.stdout.strip().splitlines()[-1]))
     except (ValueError, IndexError):

@@ -6,7 +6,7 @@ services/claims/own/blog_*.py)."""
 from __future__ import annotations
 
 from labctl.experiments.claims.machine import Machine
-from labctl.experiments.claims.steps import LIMITED, Config, account, base_run, elapsed, number, span, status_of
+from labctl.experiments.claims.steps import LIMITED, Config, account, number, run_record, span
 from labctl.records.claims import ClaimsRun
 
 # -- The blog comparison -----------------------------------------------------------------------------------
@@ -40,13 +40,7 @@ def blog(m: Machine, c: Config, rep: int, run: str) -> ClaimsRun:
         "peak_rss_mb": work.get("peak_rss_mb"),
     }
     accounting = account(c.n, tally)
-    return ClaimsRun(
-        **base_run(c, rep, [enqueue, work]),
-        figures=figures,
-        accounting=accounting,
-        status=status_of(enqueue, work, accounting=accounting),
-        wall_s=elapsed(work),
-    )
+    return run_record(c, rep, [enqueue, work], figures, accounting)
 
 
 def blog_calibrate(m: Machine, run: str, limited: bool) -> float | None:
@@ -85,10 +79,5 @@ def dramatiq_fib(m: Machine, c: Config, rep: int, run: str) -> ClaimsRun:
     distinct = int(m.redis("SCARD", "latench-bench-counter:ids") or 0)
     accounting = account(c.n, {}, executions=executions, distinct=distinct)
     accounting["queued_after_enqueue"] = queued
-    return ClaimsRun(
-        **base_run(c, rep, [enqueue, work]),
-        figures={"enqueue_s": enqueued_s, "process_s": took, "rate": round(c.n / took, 2) if took else None},
-        accounting=accounting,
-        status=status_of(enqueue, work, accounting=accounting, need={"Took": took}),
-        wall_s=elapsed(work),
-    )
+    figures = {"enqueue_s": enqueued_s, "process_s": took, "rate": round(c.n / took, 2) if took else None}
+    return run_record(c, rep, [enqueue, work], figures, accounting, need={"Took": took})

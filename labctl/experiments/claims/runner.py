@@ -37,7 +37,7 @@ from labctl.experiments.claims import plan as P
 from labctl.experiments.claims import sources
 from labctl.experiments.claims.machine import Machine, image_versions, machine_description
 from labctl.experiments.claims.ports import blog_calibrate
-from labctl.experiments.claims.steps import LIMITED, UNLIMITED, Config
+from labctl.experiments.claims.steps import LIMITED, UNLIMITED, Config, run_fields
 from labctl.records.claims import ClaimsRecord, ClaimsRun
 from labctl.records.store import Store
 from labctl.render import claims_page
@@ -136,16 +136,7 @@ class Claims:
             result = P.MEASURE[config.bench](m, config, rep, run)
         except (LabError, OSError, ValueError, KeyError, TypeError) as exc:
             # One run that cannot be measured is recorded as failed; the others still run.
-            result = ClaimsRun(
-                bench=config.bench,
-                queue=config.queue,
-                path=config.path,
-                setup=config.setup,
-                rep=rep,
-                n=config.n,
-                params=config.params,
-                status=f"failed: {type(exc).__name__}: {str(exc)[-500:]}",
-            )
+            result = ClaimsRun(**run_fields(config, rep), status=f"failed: {type(exc).__name__}: {str(exc)[-500:]}")
         for r in result if isinstance(result, list) else [result]:
             r.busy_before, r.loadavg, r.started_at = busy, load, round(started, 3)
             self.runs.append(r)
@@ -161,7 +152,7 @@ class Claims:
         total = sum(len(configs) for *_, configs in plan)
         self.machine.up()
         try:
-            versions = image_versions(self.machine.image)
+            versions = image_versions(self.machine.image, self.work)
             redis_info = self.machine.redis_info()
             done = 0
             for bench, setup, rep, configs in plan:

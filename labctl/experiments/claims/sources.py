@@ -103,48 +103,18 @@ STEVENTEN_BLOBS = {
 }
 
 
-def _steventen() -> list[Vendored]:
-    out = []
-    for lib, (tasks, enqueue) in STEVENTEN_BLOBS.items():
-        licence = "MIT (pyproject.toml)"
-        out.append(Vendored(f"steventen/{lib}/tasks.py", STEVENTEN, "6f50a12", f"{lib}/tasks.py", tasks, licence))
-        changes = () if lib == "taskiq" else (STEVENTEN_N,)
-        out.append(
-            Vendored(
-                f"steventen/{lib}/enqueue_jobs.py",
-                STEVENTEN,
-                "6f50a12",
-                f"{lib}/enqueue_jobs.py",
-                enqueue,
-                licence,
-                changes,
-            )
-        )
-    out.append(
-        Vendored(
-            "steventen/celery/celery_config.py",
-            STEVENTEN,
-            "6f50a12",
-            "celery/celery_config.py",
-            "6f6afd799d9483700e2382571308e4fe9af9c6f9",
-            "MIT (pyproject.toml)",
-        )
-    )
-    return out
+def _steventen(path: str, blob: str, changes: tuple[tuple[str, str], ...] = ()) -> Vendored:
+    return Vendored(f"steventen/{path}", STEVENTEN, "6f50a12", path, blob, "MIT (pyproject.toml)", changes)
 
 
 def _streaq(name: str, commit: str, blob: str, hit: str) -> Vendored:
     """A streaq benchmark file: N_TASKS from the environment, and the sleeper counted."""
-    body = "        await asyncio.sleep(time)\n" if name != "bench_streaq.py" else "        await anyio.sleep(time)\n"
-    head = {
-        "bench_saq.py": "async def sleeper(ctx, time: int) -> None:\n",
-        "bench_arq.py": "async def sleeper(ctx, time: int) -> None:\n",
-        "bench_taskiq.py": "async def sleeper(time: int) -> None:\n",
-        "bench_streaq.py": "async def sleeper(time: int) -> None:\n",
-    }[name]
+    sleep = "anyio" if name == "bench_streaq.py" else "asyncio"
+    ctx = "ctx, " if name in ("bench_saq.py", "bench_arq.py") else ""
+    head, body = f"async def sleeper({ctx}time: int) -> None:\n", f"        await {sleep}.sleep(time)\n"
     original = f"{head}    if time:\n{body}"
     patched = f"{head}    t0 = claims_tally.now()\n    if time:\n{body}    claims_tally.hit({hit}, t0)\n"
-    first = "import anyio\n" if name == "bench_streaq.py" else "import asyncio\n"
+    first = f"import {sleep}\n"
     return Vendored(
         f"streaq/{name}",
         "tastyware/streaq",
@@ -223,9 +193,13 @@ FILES: tuple[Vendored, ...] = (
     _streaq("bench_arq.py", "c16c846", "f1540093755a12c4e46e5d380252ad65878f8c8b", 'ctx["job_id"]'),
     _streaq("bench_taskiq.py", "c16c846", "a439c4d0030b6091dfdc314788fa8780c55e0e24", "None"),
     _streaq("bench_streaq.py", "56567dc", "25abd7eb0eb4ce3f1f06df70e6fa0d4073d0425f", "sleeper.context.task_id"),
-    *_steventen(),
+    *(
+        _steventen(f"{lib}/{name}", blob, () if name == "tasks.py" or lib == "taskiq" else (STEVENTEN_N,))
+        for lib, blobs in STEVENTEN_BLOBS.items()
+        for name, blob in zip(("tasks.py", "enqueue_jobs.py"), blobs)
+    ),
+    _steventen("celery/celery_config.py", "6f6afd799d9483700e2382571308e4fe9af9c6f9"),
 )
-BY_PATH = {f.path: f for f in FILES}
 
 
 def apply(text: str, changes: tuple[tuple[str, str], ...], name: str) -> str:
@@ -270,14 +244,8 @@ def stage(work: Path) -> dict[str, dict[str, Any]]:
         original = (VENDOR / f.path).read_text()
         patched = apply(original, f.changes, f.path)
         (work / f.path).write_text(patched)
-        sources[f.path] = {
-            "repo": f.repo,
-            "commit": f.commit,
-            "origin": f.origin,
-            "blob": f.blob,
-            "licence": f.licence,
-            "diff": diff(original, patched, f.path),
-        }
+        sources[f.path] = {k: getattr(f, k) for k in ("repo", "commit", "origin", "blob", "licence")}
+        sources[f.path]["diff"] = diff(original, patched, f.path)
     (work / "rq" / "rq_benchmark.py").write_text(rq_script((work / "rq" / "benchmark.md").read_text()))
     for path in work.rglob("*"):
         path.chmod(0o755 if path.is_dir() else 0o644)

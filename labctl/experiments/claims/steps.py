@@ -9,6 +9,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from labctl.records.claims import ClaimsRun
+
 LIMITED = "limited"
 UNLIMITED = "unlimited"
 
@@ -76,23 +78,39 @@ def status_of(
     return "ok"
 
 
-def base_run(config: Config, rep: int, steps: list[dict[str, Any]]) -> dict[str, Any]:
-    last = steps[-1]
+def run_fields(config: Config, rep: int) -> dict[str, Any]:
+    """What names a run in its record: the benchmark, queue, path, setup, repetition, N, parameters."""
+    c = config
     return {
-        "bench": config.bench,
-        "queue": config.queue,
-        "path": config.path,
-        "setup": config.setup,
+        "bench": c.bench,
+        "queue": c.queue,
+        "path": c.path,
+        "setup": c.setup,
         "rep": rep,
-        "n": config.n,
-        "params": config.params,
-        "redis": {
-            "peak_connected_clients": last.get("peak_connected_clients"),
-            "rejected_connections": last.get("rejected_connections"),
-        },
-        "output": [o for s in steps for o in s.get("output") or []][-4:],
+        "n": c.n,
+        "params": c.params,
     }
 
 
-def elapsed(step: dict[str, Any]) -> float | None:
-    return round(step["ended"] - step["started"], 3) if step.get("ended") and step.get("started") else None
+def run_record(
+    config: Config,
+    rep: int,
+    steps: list[dict[str, Any]],
+    figures: dict[str, Any],
+    accounting: dict[str, Any],
+    need: dict[str, float | None] | None = None,
+) -> ClaimsRun:
+    """One run's record from its steps: its status (status_of), its wall time the last step's."""
+    last = steps[-1]
+    return ClaimsRun(
+        **run_fields(config, rep),
+        redis={
+            "peak_connected_clients": last.get("peak_connected_clients"),
+            "rejected_connections": last.get("rejected_connections"),
+        },
+        output=[o for s in steps for o in s.get("output") or []][-4:],
+        figures=figures,
+        accounting=accounting,
+        status=status_of(*steps, accounting=accounting, need=need),
+        wall_s=round(last["ended"] - last["started"], 3) if last.get("ended") and last.get("started") else None,
+    )

@@ -39,49 +39,24 @@ from collections.abc import Callable
 
 from labctl.errors import EXIT_FAILED, EXIT_OK
 from labctl.experiments.compare.article import article, article_env
-from labctl.experiments.compare.comparison import Comparison, compare_once
-from labctl.experiments.compare.options import (
-    ARTICLE_SETTING,
-    DEFAULT_BUDGET_MIN,
-    DEFAULT_DRAIN_WATCH_S,
-    DEFAULT_DURATION_S,
-    DEFAULT_MAX_ROUNDS,
-    DEFAULT_ROUNDS,
-    DEFAULT_TARGET_PCT,
-    DEFAULT_WARMUP_S,
-    CompareOptions,
-    check_params,
-    command_line,
-    run_options,
-)
-from labctl.experiments.compare.series import middle_rate, run_series
+from labctl.experiments.compare.comparison import compare_once
+from labctl.experiments.compare.options import ARTICLE_SETTING, CompareOptions, check_params, command_line, run_options
+from labctl.experiments.compare.series import middle_rate
 from labctl.experiments.compare.setting import published_beside
 from labctl.platform.lab import Lab
 from labctl.queues import parse_workers
 from labctl.render.console import Console
 
 __all__ = [
-    "ARTICLE_SETTING",
-    "DEFAULT_DRAIN_WATCH_S",
-    "DEFAULT_DURATION_S",
-    "DEFAULT_BUDGET_MIN",
-    "DEFAULT_MAX_ROUNDS",
-    "DEFAULT_ROUNDS",
-    "DEFAULT_TARGET_PCT",
-    "DEFAULT_WARMUP_S",
     "CompareOptions",
-    "Comparison",
-    "article",
     "article_env",
     "check_params",
     "command_line",
     "compare",
-    "compare_once",
     "middle_rate",
     "parse_workers",
     "published_beside",
     "run_options",
-    "run_series",
 ]
 
 

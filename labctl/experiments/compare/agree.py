@@ -13,9 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from labctl.errors import EXIT_FAILED, EXIT_OK, LabError
-from labctl.records.compare import CompareRecord, agreement
+from labctl.records.compare import CompareRecord
+from labctl.records.compare_agreement import agreement
 from labctl.records.store import Store
-from labctl.render import compare_page
+from labctl.render import agreement_table
 from labctl.render.console import Console
 
 WITHIN_PCT = 10.0
@@ -32,5 +33,5 @@ def agree(directory: Path, a: str, b: str, ui: Console, within_pct: float = WITH
     store = Store(directory)
     first, second = comparison(store, a), comparison(store, b)
     result = agreement(first, second, within_pct)
-    ui.say(compare_page.agreement_markdown(first, second, result, within_pct))
+    ui.say(agreement_table.agreement_markdown(first, second, result, within_pct))
     return EXIT_OK if result.agreed else EXIT_FAILED

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from lab.queues import BY_NAME
 from labctl.errors import EXIT_FAILED, EXIT_OK, ParamError
@@ -16,7 +17,7 @@ from labctl.queues import parse_workers
 from labctl.records import published
 from labctl.records.compare import ArticleRecord
 from labctl.records.store import Store
-from labctl.render import compare_page
+from labctl.render import article_page
 from labctl.render.console import Console
 
 
@@ -36,8 +37,7 @@ def article(options: CompareOptions, lab: Lab, ui: Console, before: Callable[[li
     if not isinstance(lab, Compose):
         raise ParamError("setting=article restarts the lab under the article's limits: the compose lab only")
     queues = parse_workers(options.workers) if options.workers else ["background", *published.QUEUES]
-    options = CompareOptions(**{**options.__dict__, "endpoint": published.ENDPOINT, "users": published.USERS})
-    options = options.quickened()
+    options = replace(options, endpoint=published.ENDPOINT, users=published.USERS).quickened()
     check_params(options, queues)
     services = lab.running_services()
     name = f"compare-article-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -63,9 +63,9 @@ def article(options: CompareOptions, lab: Lab, ui: Console, before: Callable[[li
     combined.report = str(store.path(name, ".html"))
     paths = {
         "json": store.save(combined),
-        "md": store.write_text(name, ".md", compare_page.article_markdown(combined) + "\n"),
-        "html": store.write_text(name, ".html", compare_page.article_page(combined)),
+        "md": store.write_text(name, ".md", article_page.article_markdown(combined) + "\n"),
+        "html": store.write_text(name, ".html", article_page.article_page(combined)),
     }
-    ui.say(f"\n{compare_page.article_markdown(combined)}\n")
+    ui.say(f"\n{article_page.article_markdown(combined)}\n")
     ui.say(f"report: {paths['html']}  (table: {paths['md']}, record: {paths['json']})")
     return EXIT_FAILED if failed else EXIT_OK

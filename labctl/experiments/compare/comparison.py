@@ -33,20 +33,19 @@ from labctl.platform.compose import Compose
 from labctl.platform.lab import Lab
 from labctl.polling import Progress, wait_until
 from labctl.queues import EMPTIER_SETTINGS, service_of
-from labctl.records.compare import AT_CAP, OUT_OF_TIME, CompareParams, CompareRecord, CompareRun, Series, run_row
-from labctl.records.run import DrainWatch, RunRecord, backlog_of
+from labctl.records.compare import AT_CAP, OUT_OF_TIME, CompareParams, CompareRecord, Series
+from labctl.records.compare_run import CompareRun, run_row
+from labctl.records.run import RunRecord
+from labctl.records.run_tasks import DrainWatch, backlog_of
 from labctl.records.store import Store
-from labctl.render import compare_page
+from labctl.render import compare_page, compare_table
 from labctl.render.console import Console
 
 SWEEP_STALL_S = 60
 # The warm-up run's load: long enough for every queue to take requests, short enough
 # that the slowest drainer's share of it empties in seconds.
 WARMUP_RUN_S = 8
-
-
-def why_text(why: str) -> str:
-    return {AT_CAP: "it reached max_rounds", OUT_OF_TIME: "the time budget ran out"}.get(why, why)
+WHY_STOPPED = {AT_CAP: "it reached max_rounds", OUT_OF_TIME: "the time budget ran out"}
 
 
 class Comparison:
@@ -161,7 +160,7 @@ class Comparison:
         run = f"{self.name}-warmup"
         self.ui.say(f"\n== make compare {self.name}: a warm-up run of every queue at once, not counted")
         options = run_options(self.options, "all", run).but(
-            worker=",".join(self.queues), duration=f"{WARMUP_RUN_S:g}s", iterations="", drain_watch=0.0
+            worker=",".join(self.queues), duration=WARMUP_RUN_S, iterations=None, drain_watch=0.0
         )
         try:
             run_load(options, self.lab, self.ui)
@@ -199,7 +198,7 @@ class Comparison:
                 done += 1
         for queue, why in self.rounds.why_not_within().items():
             self.notes.append(
-                f"{queue}: its RPS interval is wider than +-{self.options.target_pct:g} % ({why_text(why)})"
+                f"{queue}: its RPS interval is wider than +-{self.options.target_pct:g} % ({WHY_STOPPED.get(why, why)})"
             )
         self.collect_series()
         return time.monotonic() - started
@@ -221,7 +220,7 @@ class Comparison:
             **length,
             drain_watch_s=o.drain_watch_s,
             setting=o.setting or None,
-            spawn=o.spawn or None,
+            spawn=o.spawn,
             endpoint=o.endpoint,
             locust_workers=o.locust_workers,
         )
@@ -250,7 +249,7 @@ class Comparison:
         record.report = str(self.store.path(self.name, ".html"))
         return {
             "json": self.store.save(record),
-            "md": self.store.write_text(self.name, ".md", compare_page.markdown(record) + "\n"),
+            "md": self.store.write_text(self.name, ".md", compare_table.markdown(record) + "\n"),
             "html": self.store.write_text(self.name, ".html", compare_page.page(record)),
         }
 
@@ -280,7 +279,7 @@ def compare_once(
         raise LabError("no run finished; nothing to report")
     record = comparison.record(wall_s)
     paths = comparison.write(record)
-    ui.say(f"\n{compare_page.markdown(record)}\n")
+    ui.say(f"\n{compare_table.markdown(record)}\n")
     for note in record.notes:
         ui.say(f"NOTE: {note}")
     ui.say(f"report: {paths['html']}  (table: {paths['md']}, record: {paths['json']}); {wall_s:.0f} s in all")

@@ -72,7 +72,7 @@ class CompareOptions:
     )
     quick: Annotated[bool, Opt("a first look: shorter runs, two rounds, intervals as wide as they are")] = False
     users: Annotated[int, Opt("Locust users (the article's 100)")] = 100
-    spawn: Annotated[str, Opt("users started per second (default: make load's)")] = ""
+    spawn: Annotated[float | None, Opt("users started per second (default: make load's)")] = None
     endpoint: Annotated[str, Opt("the task shape, one for every queue")] = "io/simple"
     locust_workers: Annotated[int, Opt("Locust worker containers", envvar="LOCUST_WORKERS", min=1)] = field(
         default_factory=lambda: knobs().locust_workers
@@ -101,11 +101,11 @@ def run_options(options: CompareOptions, queue: str, run: str) -> LoadOptions:
     return LoadOptions(
         worker=queue,
         endpoint=options.endpoint,
-        users=str(options.users),
-        spawn=str(options.spawn or ""),
+        users=options.users,
+        spawn=options.spawn,
         run=run,
-        iterations=str(options.requests) if options.requests else "",
-        duration="" if options.requests else f"{options.duration_s:g}s",
+        iterations=options.requests,
+        duration=None if options.requests else options.duration_s,
         wait=False,
         drain_watch=options.drain_watch_s,
         locust_workers=options.locust_workers,
@@ -139,7 +139,7 @@ def command_line(queues: list[str], options: CompareOptions) -> str:
     """The make line that repeats this comparison."""
     workers = "" if queues == list(QUEUES) else f' workers="{" ".join(queues)}"'
     length = f"requests={options.requests}" if options.requests else f"duration={options.duration_s:g}"
-    extra = f" spawn={options.spawn}" if options.spawn else ""
+    extra = f" spawn={options.spawn:g}" if options.spawn else ""
     extra += f" setting={options.setting}" if options.setting else ""
     extra += "" if options.warmup_run else " warmup_run=0"
     rounds = f"rounds={options.rounds} max_rounds={options.max_rounds} budget_min={options.budget_min:g}"

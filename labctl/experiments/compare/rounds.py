@@ -42,15 +42,12 @@ class Rounds:
         its runs took and the comparison's time so far; [] when the comparison is done."""
         number = len(self.orders) + 1
         if number <= self.rounds:
-            chosen = list(self.queues)
+            order = list(self.queues)
         else:
-            chosen = self._wide(rps, number)
-            chosen = self._in_budget(chosen, rps, run_s, elapsed_s)
-        if not chosen:
-            return []
-        order = list(chosen)
-        self._rng.shuffle(order)
-        self.orders.append(order)
+            order = self._in_budget(self._wide(rps, number), rps, run_s, elapsed_s)
+        if order:
+            self._rng.shuffle(order)
+            self.orders.append(order)
         return order
 
     def _wide(self, rps: Mapping[str, Sequence[float]], number: int) -> list[str]:

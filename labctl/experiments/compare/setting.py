@@ -70,15 +70,12 @@ def machine() -> dict[str, str]:
         if info.get(key):
             out[name] = f"{info[key] / (1 << 30):.1f} GiB" if key == "MemTotal" else str(info[key])
     try:
-        models = [
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ]
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
     except OSError:
-        models = []
-    if models:
-        out["CPU"] = models[0]
+        lines = []
+    model = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), None)
+    if model is not None:
+        out["CPU"] = model
     return out
 
 
