@@ -165,9 +165,7 @@ def test_each_runs_figures_are_its_own_evidences(stack, compared):
             int(stats["Request Count"]) / (run["load_ended_at"] - run["load_started_at"]), rel=0.01
         )
         assert (row["median_ms"], row["p95_ms"]) == (float(stats["Median Response Time"]), float(stats["95%"]))
-        assert row["errors_pct"] == pytest.approx(
-            100 * int(stats["Failure Count"]) / int(stats["Request Count"]), abs=5e-4
-        )
+        assert row["errors_pct"] == round(100 * int(stats["Failure Count"]) / int(stats["Request Count"]), 3), row
         # Every task counted by the ledger, whichever worker ran it.
         assert (totals["completed"], totals["pending"], totals["failed"]) == (totals["enqueued"], 0, 0), totals
         assert (row["completed"], row["lost"], row["duplicates"]) == (
@@ -193,7 +191,7 @@ def test_each_runs_figures_are_its_own_evidences(stack, compared):
         # starved machine answers in bursts, Locust counts its requests seconds after the API
         # enqueued them, and the chart's 10 s windows and the steady part see different rates.
         chart = [(t, v) for t, v in series[row["run"]]["requests"] if WARMUP_S + 10 <= t <= end - start]
-        assert chart and row["chart_rps_middle"] == pytest.approx(statistics.mean(v for _, v in chart), abs=0.05)
+        assert chart and row["chart_rps_middle"] == round(sum(v for _, v in chart) / len(chart), 1), (row, chart)
         scraped = statistics.mean(locust_rate_at(stack, start + t) for t, _ in chart)
         assert row["chart_rps_middle"] == pytest.approx(scraped, rel=CHART_TOLERANCE), (row, scraped)
     for queue in QUEUES:
