@@ -63,14 +63,15 @@ def test_make_bench_records_bare_beside_lab_and_restores_the_lab(stack, tmp_path
     for side in ("bare", "lab"):
         # Every request answered: accepted, or refused with the fast 503 a starved API gives
         # when Redis does not answer in time (how many, the machine's speed decides).
-        result, statuses = row[side], row[side]["statuses"]
+        result = row[side]
+        statuses = result["statuses"]
         assert result["ok"] > 0 and result["ok"] + result["errors"] == ROUNDS * REQUESTS, result
         assert set(statuses) <= {"202", "503"} and statuses["202"] == result["ok"], statuses
         # Each round met a new process of each API (a fresh draw of its speed).
-        assert len(set(row[side]["api_started"])) == ROUNDS and None not in row[side]["api_started"], row[side]
-        assert row[side]["rps"] > 0 and row[side]["p50_ms"] <= row[side]["p95_ms"]
-        assert row[side]["api_peak_mb"] > 0  # read from the API container's cgroup
-        assert row[side]["api_cpu_us_per_request"] > 0  # likewise
+        assert len(set(result["api_started"])) == ROUNDS and None not in result["api_started"], result
+        assert result["rps"] > 0 and result["p50_ms"] <= result["p95_ms"]
+        assert result["api_peak_mb"] > 0  # read from the API container's cgroup
+        assert result["api_cpu_us_per_request"] > 0  # likewise
         # Windows taken in turns, each worker's tasks and CPU counted in each.
         drain = row[f"{side}_drain"]
         # The rounds' accepted tasks, and what the drain added to make its windows last.
