@@ -83,6 +83,10 @@ API_INPUT = "tests/integration/test_api_input.py"
 OUTAGE = "tests/integration/test_outage.py"
 DASHBOARDS_STATIC = ("tests/unit/test_dashboards_static.py",)
 LOAD_TOOLING = "tests/integration/test_load_tooling.py"
+REFUSED_TEST = (
+    "tests/integration/test_ledger.py::"
+    "test_a_refused_enqueue_is_counted_once_if_it_ever_settles_whichever_is_written_first"
+)
 # A SIGKILL fault shows as a batch that never settles: the test waits out the
 # queue's lease and its margin (tests/integration/test_worker_stop.py, COME_BACK_S).
 SIGKILL_TIMEOUT_S = 600.0
@@ -106,6 +110,26 @@ MUTANTS: tuple[Mutant, ...] = (
         "a second execution of a settled task is not counted as a duplicate",
         (("lab/ledger/executions.py", r"    redis\.call\('HINCRBY', KEYS\[2\], f \.\. ':duplicates', 1\)\n", ""),),
         ("tests/integration/test_ledger.py::test_ledger_settles_once_and_counts_duplicates",),
+    ),
+    Mutant(
+        "refused-enqueue-not-noted",
+        "the API notes nothing of an enqueue it answered 503: a task whose reply was lost runs uncounted",
+        (("services/api/enqueue.py", r"            state\.ledger\.count_refused\(msg\)\n", "            pass\n"),),
+        (
+            "tests/integration/test_lost_reply.py::test_a_task_answered_503_for_a_lost_reply_runs_and_is_counted_enqueued_after_error[arq]",
+        ),
+    ),
+    Mutant(
+        "refused-settle-not-counted",
+        "a task answered 503 that settles after its note is not counted enqueued",
+        (("lab/ledger/executions.py", r"    if refused then\n", "    if false then\n"),),
+        (REFUSED_TEST,),
+    ),
+    Mutant(
+        "refused-note-after-settle-not-counted",
+        "a note of a task answered 503 that reaches Redis after the task settled counts nothing",
+        (("lab/ledger/enqueue_counts.py", r" and redis\.call\('SISMEMBER', KEYS\[2\], id\) == 1", " and false"),),
+        (REFUSED_TEST,),
     ),
     Mutant(
         "purge-leaves-unacked",

@@ -1,12 +1,14 @@
 """EnqueueCounts: the enqueues the brokers accepted, counted in memory and
 written to the ledger by one background writer, with the Lua that writes a
-batch of them once (and takes back one whose tasks were refused)."""
+batch of them once (and takes back one whose tasks were refused), and the
+enqueues that failed, noted by the same writer in case their broker had them
+after all."""
 
 import asyncio
 import logging
 import uuid
 
-from lab.ledger.keys import enqueue_token_key, run_key
+from lab.ledger.keys import enqueue_token_key, refused_keys, run_key
 from lab.protocol import TaskMessage
 from lab.redis_clients import Link
 
@@ -45,6 +47,27 @@ end
 return 1
 """
 
+# Enqueues that failed (the API answered 503, or the outbox gave up on a
+# publish) whose outcome the API cannot know: a timeout may have cut off the
+# broker's reply, not the request (arq's enqueue_job even answers None for a
+# reply lost while watching its job's key). Each is noted with its value; a
+# noted task that settles had landed, and is counted enqueued by whichever of
+# this and its settle (EXECUTIONS) comes second. HSETNX makes a retried write
+# apply once. KEYS: the run's refused enqueues, settled set and ledger hash.
+# ARGV: the run, then per task task_id, "<queue>:<kind>/<variant>", value.
+REFUSED_ENQUEUES = """
+redis.call('SADD', 'lab:runs', ARGV[1])
+for i = 2, #ARGV, 3 do
+  local id, f = ARGV[i], ARGV[i + 1]
+  if redis.call('HSETNX', KEYS[1], id, ARGV[i + 2]) == 1 and redis.call('SISMEMBER', KEYS[2], id) == 1 then
+    redis.call('HINCRBY', KEYS[3], f .. ':enqueued', 1)
+    redis.call('HINCRBY', KEYS[3], f .. ':value', ARGV[i + 2])
+    redis.call('HINCRBY', KEYS[3], 'enqueued_after_error', 1)
+  end
+end
+return 1
+"""
+
 
 def _tally(rows: dict, msg: TaskMessage) -> None:
     row = rows.get((msg.run, msg.fields))
@@ -79,12 +102,21 @@ class EnqueueCounts:
 
     `write_now` writes counts at once instead, for a caller that waits for
     them; when its call fails, the same writer takes them back once Redis
-    answers."""
+    answers. `refused` notes a task whose enqueue failed (REFUSED_ENQUEUES),
+    written by the same writer, retried the same way."""
 
     def __init__(
-        self, script, undo_script, link: Link, writer_link: Link, retry_s: float = 1.0, linger_s: float = 0.25
+        self,
+        script,
+        undo_script,
+        refused_script,
+        link: Link,
+        writer_link: Link,
+        retry_s: float = 1.0,
+        linger_s: float = 0.25,
     ):
         self._script = script
+        self._refused_script = refused_script
         self._link = link  # write_now's, which one Batcher calls one batch at a time
         # The writer's own kept connection, not the client's pool (fast path: docs/hot-path.md).
         self._writer_link = writer_link
@@ -95,13 +127,18 @@ class EnqueueCounts:
         # writes a second, not tens. It is also what a SIGKILL loses.
         self.linger_s = linger_s
         self._rows: dict[tuple[str, str], list] = {}
-        self._undos: list[tuple[str, list]] = []
+        self._undos: list[tuple[list[str], list]] = []  # (KEYS, ARGV) of UNDO_ENQUEUE_COUNTS
+        self._refused: dict[str, list] = {}  # run -> ARGV of REFUSED_ENQUEUES
         self._writer: asyncio.Task | None = None
         self._pausing: asyncio.Future | None = None  # the writer's pause, which written() ends early
         self._readers = 0  # callers of written() waiting now: the writer lingers for nobody
 
     def add(self, msg: TaskMessage) -> None:
         _tally(self._rows, msg)
+        self._start()
+
+    def refused(self, msg: TaskMessage) -> None:
+        self._refused.setdefault(msg.run, [msg.run]).extend((msg.task_id, msg.fields, msg.value))
         self._start()
 
     async def write_now(self, msgs: list[TaskMessage]) -> None:
@@ -114,7 +151,7 @@ class EnqueueCounts:
         except BaseException:
             # Its callers get a 503, and their tasks never run; Redis may have
             # applied the write all the same (a lost reply), or may yet.
-            self._undos.append((token, args))
+            self._undos.append(([enqueue_token_key(token)], args))
             self._start()
             raise
 
@@ -148,27 +185,29 @@ class EnqueueCounts:
 
     async def _write(self) -> None:
         try:
-            while self._rows or self._undos:
+            while self._rows or self._undos or self._refused:
                 if self._rows:
                     if not self._readers:
                         await self._pause(self.linger_s)
                     rows, self._rows = self._rows, {}
-                    await self._send(self._script, uuid.uuid4().hex, _count_args(rows))
+                    await self._send(self._script, [enqueue_token_key(uuid.uuid4().hex)], _count_args(rows))
                 while self._undos:
                     await self._send(self._undo_script, *self._undos[0])
                     self._undos.pop(0)
+                while self._refused:
+                    run = next(iter(self._refused))
+                    await self._send(self._refused_script, refused_keys(run), self._refused.pop(run))
         finally:
             self._writer = None
-            if self._rows or self._undos:  # the writer was cancelled (the process is stopping)
-                log.warning(
-                    "%d enqueue count row(s) not written: the writer was stopped", len(self._rows) + len(self._undos)
-                )
+            left = len(self._rows) + len(self._undos) + sum(len(a) // 3 for a in self._refused.values())
+            if left:  # the writer was cancelled (the process is stopping)
+                log.warning("%d enqueue count row(s) not written: the writer was stopped", left)
 
-    async def _send(self, script, token: str, args: list) -> None:
+    async def _send(self, script, keys: list[str], args: list) -> None:
         failures = 0
         while True:
             try:
-                await self._writer_link.script(script, [enqueue_token_key(token)], args)
+                await self._writer_link.script(script, keys, args)
                 break
             except Exception as exc:
                 if failures == 0:

@@ -8,8 +8,11 @@ from lab.protocol import TaskMessage
 from lab.redis_clients import _bulk
 
 # Executions starting and ending. SADD decides, atomically, whether an ending
-# execution is the first to settle its task. KEYS: the run's settled set and
-# ledger hash. ARGV: now, the prefix of the run's work counters, then per
+# execution is the first to settle its task. A task first to settle whose
+# enqueue failed (the API answered 503; REFUSED_ENQUEUES noted it) had landed
+# all the same: it is counted enqueued now, unless REFUSED_ENQUEUES, seeing it
+# settled, already did. KEYS: the run's settled set, ledger hash and refused
+# enqueues. ARGV: now, the prefix of the run's work counters, then per
 # execution: op ("started", "completed" or "failed"), task_id,
 # "<queue>:<kind>/<variant>", the value to INCRBY the task's work counter by
 # first ("0": none, the task wrote it itself), and 1 when an ending execution
@@ -25,6 +28,12 @@ for i = 3, #ARGV, 5 do
     out[#out + 1] = -1
   elseif redis.call('SADD', KEYS[1], ARGV[i + 1]) == 1 then
     redis.call('HINCRBY', KEYS[2], f .. ':' .. op, 1)
+    local refused = redis.call('HGET', KEYS[3], ARGV[i + 1])
+    if refused then
+      redis.call('HINCRBY', KEYS[2], f .. ':enqueued', 1)
+      redis.call('HINCRBY', KEYS[2], f .. ':value', refused)
+      redis.call('HINCRBY', KEYS[2], 'enqueued_after_error', 1)
+    end
     settled = true
     out[#out + 1] = 1
   else
@@ -47,7 +56,7 @@ def executions_call(
     args: list[str | int] = [repr(time.time() if now is None else now), run_key(run, "work:")]
     for op, m, write, started in items:
         args += [op, m.task_id, m.fields, m.value if write else 0, 1 if started else 0]
-    return [run_key(run, "settled"), run_key(run, "ledger")], args
+    return [run_key(run, "settled"), run_key(run, "ledger"), run_key(run, "refused")], args
 
 
 class SettleCommands:
@@ -69,11 +78,10 @@ class SettleCommands:
         if parts is None:
             if len(self._runs) >= self.MAX_RUNS:
                 self._runs.clear()
-            # EVALSHA, the script, 2 KEYS (settled, ledger), 7 ARGV: time, work prefix, op, id, fields, value, started
-            head = b"*12\r\n" + b"".join(
-                _bulk(part.encode())
-                for part in ("EVALSHA", self.sha, "2", run_key(msg.run, "settled"), run_key(msg.run, "ledger"))
-            )
+            # EVALSHA, the script, 3 KEYS (settled, ledger, refused), 7 ARGV: time, work prefix, op, id,
+            # fields, value, started
+            keys = (run_key(msg.run, "settled"), run_key(msg.run, "ledger"), run_key(msg.run, "refused"))
+            head = b"*13\r\n" + b"".join(_bulk(part.encode()) for part in ("EVALSHA", self.sha, "3", *keys))
             parts = self._runs[msg.run] = (head, _bulk(run_key(msg.run, "work:").encode()))
         head, work = parts
         return b"".join(

@@ -7,7 +7,9 @@ is settled once: the first execution that ends records `completed` or
 `failed`; any later execution of the same task_id counts as a duplicate.
 Every execution also counts as `started` when it begins, so `unfinished`
 (started - completed - failed - duplicates) is what is running now, or, once
-a run has drained, the executions cut off by a crash and run again. A queue
+a run has drained, the executions cut off by a crash and run again. A task
+whose enqueue failed (a 503) is counted enqueued only if it settles all the
+same: its broker had it (Ledger.count_refused). A queue
 emptied by `make purge` counts what each run still had pending as `purged`:
 pending = enqueued - completed - failed - purged.
 """
@@ -21,7 +23,7 @@ import redis.asyncio as aioredis
 
 from lab.batcher import Batcher
 from lab.key_purge import delete_keys
-from lab.ledger.enqueue_counts import ENQUEUE_COUNTS, UNDO_ENQUEUE_COUNTS, EnqueueCounts
+from lab.ledger.enqueue_counts import ENQUEUE_COUNTS, REFUSED_ENQUEUES, UNDO_ENQUEUE_COUNTS, EnqueueCounts
 from lab.ledger.executions import EXECUTIONS, SettleCommands, executions_call
 from lab.ledger.keys import RUNS, STATS, run_key
 from lab.ledger.purge import PURGE
@@ -62,6 +64,7 @@ class Ledger:
         self.enqueues = EnqueueCounts(
             redis.register_script(ENQUEUE_COUNTS),
             redis.register_script(UNDO_ENQUEUE_COUNTS),
+            redis.register_script(REFUSED_ENQUEUES),
             Link(redis),
             Link(redis),
         )
@@ -74,6 +77,13 @@ class Ledger:
     def count_enqueued(self, msg: TaskMessage) -> None:
         """Count a task its broker accepted; written to Redis in the background."""
         self.enqueues.add(msg)
+
+    def count_refused(self, msg: TaskMessage) -> None:
+        """Note a task whose enqueue failed (its request got a 503): not
+        counted, unless it ever settles, which shows that its broker had it all
+        the same (a reply lost to a timeout); it is then counted enqueued, and
+        in the run's `enqueued_after_error`. Written in the background."""
+        self.enqueues.refused(msg)
 
     async def count_enqueued_now(self, msg: TaskMessage) -> None:
         """Count a task and return once Redis has the count: for `background`,
@@ -229,6 +239,8 @@ class Ledger:
             "totals": totals,
             "first_enqueued_at": float(raw["first_enqueued_at"]) if "first_enqueued_at" in raw else None,
             "last_settled_at": float(raw["last_settled_at"]) if "last_settled_at" in raw else None,
+            # Of `enqueued`, the tasks answered 503 that their broker had all the same.
+            "enqueued_after_error": int(raw.get("enqueued_after_error", 0)),
             "read_at": read_at,
         }
 

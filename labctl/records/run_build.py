@@ -130,8 +130,15 @@ def _task_warnings(tasks: TaskFigures | None, inputs: RunInputs, accepted: int |
         )
     elif not tasks.settled:
         warnings.append(f"not settled: {tasks.lost} task(s) still pending when the wait ended")
-    if accepted is not None and tasks.enqueued != accepted:
-        warnings.append(f"ledger enqueued {tasks.enqueued} != {accepted} requests answered 202")
+    if accepted is not None and tasks.enqueued - tasks.enqueued_after_error != accepted:
+        warnings.append(
+            f"ledger enqueued {tasks.enqueued - tasks.enqueued_after_error} != {accepted} requests answered 202"
+        )
+    if tasks.enqueued_after_error:
+        warnings.append(
+            f"{tasks.enqueued_after_error} task(s) whose enqueue failed (a 503) ran all the same: a timeout cut off their "
+            "broker's reply, not the enqueue (counted enqueued)"
+        )
     if tasks.duplicates:
         warnings.append(f"{tasks.duplicates} duplicate execution(s)")
     pending = (inputs.ledger or {}).get("totals", {}).get("pending", 0)

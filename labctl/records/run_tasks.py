@@ -38,6 +38,9 @@ class TaskFigures(Record):
     """The ledger's part of a queue run."""
 
     enqueued: int = 0
+    # Of `enqueued`, tasks whose request got a 503 (a timeout cut off the broker's
+    # reply) that the broker had all the same: they ran, and count as enqueued.
+    enqueued_after_error: int = 0
     completed: int = 0
     failed: int = 0
     duplicates: int = 0
@@ -85,6 +88,7 @@ def task_figures(
     ran_all = done and not totals.get("purged")
     return TaskFigures(
         enqueued=totals.get("enqueued", 0),
+        enqueued_after_error=ledger.get("enqueued_after_error", 0),
         completed=totals.get("completed", 0),
         failed=totals.get("failed", 0),
         duplicates=totals.get("duplicates", 0),

@@ -53,8 +53,9 @@ def _tasks(record: RunRecord) -> str | None:
     pending = t.enqueued - t.completed - t.failed - t.purged
     lost = "-" if t.lost is None else str(t.lost)
     purged = f"{t.purged} purged, " if t.purged else ""
+    after_503 = f" ({t.enqueued_after_error} of them answered 503)" if t.enqueued_after_error else ""
     return (
-        f"{t.enqueued} enqueued: {t.completed} done, {t.failed} failed, {purged}{pending} pending, "
+        f"{t.enqueued} enqueued{after_503}: {t.completed} done, {t.failed} failed, {purged}{pending} pending, "
         f"{lost} lost, {t.duplicates} run twice"
     )
 

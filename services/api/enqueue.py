@@ -55,6 +55,9 @@ async def enqueue(state: LabState, msg: TaskMessage, background: BackgroundTasks
             # Counted once the broker has it, written in the background (Ledger.count_enqueued).
             state.ledger.count_enqueued(msg)
     except Exception as exc:
+        if msg.queue != BACKGROUND:  # `background`'s count is taken back (EnqueueCounts.write_now)
+            # Failed is not refused: the broker may have taken the task and lost its reply.
+            state.ledger.count_refused(msg)
         reason = failure_reason(exc)
         ENQUEUE_ERRORS.labels(queue=msg.queue, reason=reason).inc()
         raise QueueUnavailable(msg.queue, reason, f"{type(exc).__name__}: {exc}"[:300]) from None

@@ -149,6 +149,47 @@ def test_a_taken_back_enqueue_count_write_counts_nothing_whichever_lands_first(l
     assert (row["enqueued"], row["value"], row["pending"]) == (1, 2, 1)
 
 
+def test_a_refused_enqueue_is_counted_once_if_it_ever_settles_whichever_is_written_first(ledger_redis):
+    """A task answered 503 whose broker had it all the same runs: it is counted
+    enqueued by whichever of its note and its settle reaches Redis second, once
+    (a note sent again applies once); a refused task that never runs counts
+    nothing."""
+    run = new_run("unit-refused")
+
+    async def scenario():
+        redis = aioredis.Redis.from_url(ledger_redis)
+        ledger = Ledger(redis)
+        accepted, noted_first, settled_first, never_ran = msg(run, value=1), msg(run, value=3), msg(run), msg(run)
+        await ledger.record_enqueued(accepted)
+        for m in (noted_first, never_ran):
+            ledger.count_refused(m)
+        await asyncio.wait_for(ledger.enqueues.written(), 10)
+        after_notes = await ledger.report(run)
+        for m in (accepted, noted_first, settled_first):
+            assert await ledger.settle(m, "completed", write=True) is True
+        before_note = await ledger.report(run)
+        for _ in range(2):  # the second: a write whose reply was lost, sent again
+            ledger.count_refused(settled_first)
+            ledger.count_refused(noted_first)
+        await asyncio.wait_for(ledger.enqueues.written(), 10)
+        report = await ledger.report(run)
+        await redis.aclose()
+        return after_notes, before_note, report
+
+    after_notes, before_note, report = asyncio.run(scenario())
+    assert after_notes["totals"]["enqueued"] == 1 and after_notes["enqueued_after_error"] == 0
+    assert before_note["totals"]["pending"] == -1 and before_note["enqueued_after_error"] == 1
+    row = report["queues"]["arq"]["io/simple"]
+    assert {k: row[k] for k in ("enqueued", "completed", "pending", "value", "work")} == {
+        "enqueued": 3,
+        "completed": 3,
+        "pending": 0,
+        "value": 6,
+        "work": 6,
+    }, row
+    assert report["enqueued_after_error"] == 2, report
+
+
 def test_reset_of_one_run_touches_nothing_else():
     keep, drop = new_run("unit-keep"), new_run("unit-drop")
     # A Redis of its own: the suite's arq worker would take the job from lab:arq:queue.

@@ -112,7 +112,7 @@ def test_a_frozen_redis_gets_503_within_2_s_and_the_api_recovers_by_itself(isola
     # `background` counts its task before answering; the count sent to the
     # frozen Redis runs once it thaws, and is taken back: its request got a
     # 503 and its task never ran. (A broker's publish may land the same way
-    # and its task run: the ledger then reads pending -1, flagged by the record.)
+    # and its task run: the ledger then counts it enqueued, test_lost_reply.py.)
     def taken_back():
         background = (ledger(api.url, run) or {"queues": {}})["queues"].get("background", {}).get("io/simple", {})
         return background.get("enqueued", 0) == 0 and background.get("pending", 0) == 0
