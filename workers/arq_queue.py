@@ -55,8 +55,12 @@ class Producer:
 
     async def enqueue(self, msg: TaskMessage) -> None:
         job = await self.pool.enqueue_job(TASK_NAME, msg.payload(), _job_id=msg.task_id)
-        if job is None:  # arq returns None when a job with this id already exists
-            raise RuntimeError(f"arq refused duplicate job id {msg.task_id}")
+        if job is None:
+            # arq returns None when a job with this id exists, and when its
+            # transaction fails while it watches the job's key: redis-py raises
+            # WatchError for a timeout then, though Redis may have run it (the
+            # ledger counts such a task if it runs: Ledger.count_refused).
+            raise RuntimeError(f"arq enqueued no job {msg.task_id} (an existing id, or a reply lost while watching)")
 
     async def close(self) -> None:
         if hasattr(self, "pool"):

@@ -248,6 +248,17 @@ class RunRecord(Record):
         """The run's watch ended before its tasks did, and no later look found it settled."""
         return bool(self.tasks and self.tasks.draining and not self.tasks.settled)
 
+    def ledger_mismatch(self) -> bool:
+        """The ledger's count disagrees with the load: its enqueued (less those
+        answered 503 that ran all the same) are not the requests answered 202,
+        or more tasks settled than were enqueued."""
+        t = self.tasks
+        if t is None:
+            return False
+        accepted = self.status_codes.get("202")
+        overdrawn = t.enqueued - t.completed - t.failed - t.purged < 0
+        return overdrawn or (accepted is not None and t.enqueued - t.enqueued_after_error != accepted)
+
     def unsettled(self) -> bool:
         """Some of the run's tasks are not coming: the wait for them stalled or timed out."""
         return bool(self.tasks and not self.tasks.settled and not self.is_draining())

@@ -127,7 +127,7 @@ def notes_of(record: RunRecord) -> str:
         notes.append(f"{tasks.purged} purged")
     if record.duration_target_s:
         notes.append(f"duration {record.duration_target_s:g}s")
-    if any("!=" in w or "ledger inconsistent" in w for w in record.warnings):
+    if record.ledger_mismatch():
         notes.append("ledger mismatch")
     return "; ".join(notes)
 

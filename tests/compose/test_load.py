@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from lab import load_params
+from labctl.records.run import RunRecord
 from tests.compose import panel_truth
 from tests.compose.helpers import (
     QUEUE_RUN_SECONDS,
@@ -33,7 +34,6 @@ pytestmark = pytest.mark.compose
 MiB = 1024 * 1024
 # The words of a run's warnings that tell a fault of the lab, not of the machine
 # (labctl/records/run_build.py, labctl/load_run/steps.py's wait_notes).
-LAB_FAULTS = ("restarted", "ledger", "duplicate", "not settled", "requests recorded", "drain ", "went with")
 
 
 @pytest.fixture(scope="module")
@@ -124,9 +124,11 @@ def test_a_queue_run_records_its_limits_resources_and_generator(stack, arq_queue
     n = record["requests"]
     assert record["rps"] > 0 and record["median_ms"] <= record["p95_ms"] <= record["p99_ms"]
     # A starved machine adds warnings of its own (Locust or its generator busy, a late
-    # scrape); none may say that a task was lost, doubled or miscounted, or a service restarted.
-    faults = [w for w in record["warnings"] if any(f in w for f in LAB_FAULTS)]
-    assert not faults and any(w.startswith("still draining") for w in record["warnings"]), record["warnings"]
+    # scrape); none of the run's figures may say that a task was lost, doubled or
+    # miscounted, or a service restarted.
+    typed = RunRecord.model_validate(record)
+    assert typed.is_draining() and not typed.unsettled() and not typed.ledger_mismatch(), record["warnings"]
+    assert typed.tasks is not None and (typed.tasks.duplicates, typed.restarts) == (0, {}), record
     # The limits the engine applied and the knobs the worker ran with.
     assert record["limits"]["api"] == {"cpus": 0.2, "memory": "200M", "memory_bytes": 200 * MiB, "replicas": 1}
     assert record["limits"]["workers"]["arq"] == {

@@ -431,6 +431,7 @@ def test_the_record_flags_what_does_not_add_up():
     after_error = record(ledger={**with_counts(LEDGER, enqueued=1992, completed=1992), "enqueued_after_error": 2})
     assert after_error["tasks"]["enqueued_after_error"] == 2 and not any("!=" in w for w in after_error["warnings"])
     assert any(w.startswith("2 task(s) whose enqueue failed (a 503) ran") for w in after_error["warnings"])
+    assert "ledger mismatch" not in run_table.notes_of(RunRecord.model_validate(after_error))
     # More settled than enqueued: an enqueue taken back although the broker had the
     # task. Nothing is waiting, so the run counts as settled, and the record says why
     # its numbers cannot be trusted.
