@@ -54,7 +54,7 @@ from tests.compose.helpers import (
     run_report,
     wait_settled,
 )
-from tests.lab import wait_until
+from tests.lab import new_run, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -349,7 +349,7 @@ def arq_queue_run(stack, load_results_dir):
     the run still queued; a one-off arq worker then takes the backlog over,
     whatever the run's tests will say, so that no later test finds arq's queue
     full."""
-    run = f"compose-load-{secrets.token_hex(4)}"
+    run = new_run("compose-load")
     outcome: dict = {"run": run}
     started = time.monotonic()
     args = ("worker=arq", f"duration={QUEUE_RUN_SECONDS}s", f"drain_watch={QUEUE_RUN_WATCH_S}")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from lab.queues import BROKERS
-from tests.lab import HTTP, post_to_queues, wait_settled, wait_until
+from tests.lab import HTTP, new_run, post_to_queues, wait_settled, wait_until
 from tests.lab import ledger as run_report
 
 __all__ = ["post_tasks", "run_report", "wait_settled", "wait_until"]
@@ -96,7 +96,7 @@ def parse_time(stamp: str) -> float:
 
 def load(stack, results_dir: Path, *args: str, run: str = "", timeout: float = 900):
     """`make load ARGS` under `run` (a new one by default): (run, the finished process, its record)."""
-    run = run or f"compose-load-{secrets.token_hex(4)}"
+    run = run or new_run("compose-load")
     started = time.monotonic()
     proc = stack.make("load", *args, f"run={run}", f"results_dir={results_dir}", timeout=timeout)
     stack.timings[f"make load {' '.join(args)}"] = time.monotonic() - started

@@ -3,13 +3,13 @@ table and its record, and leaves the lab as it found it. No speed is checked
 here (speeds are measured with `make bench` on a quiet machine)."""
 
 import json
-import secrets
 import threading
 import time
 
 import pytest
 
 from tests.compose.helpers import post_tasks, wait_settled
+from tests.lab import new_run
 
 pytestmark = pytest.mark.compose
 
@@ -121,7 +121,7 @@ def test_make_bench_refuses_a_lab_queue_that_holds_earlier_tasks(stack, tmp_path
     bench's own, and its lab drain would read wrong: the bench waits for the
     worker to empty the queue (backlog_wait_s, none here), then gives up,
     records nothing, and says why."""
-    run = f"compose-backlog-{secrets.token_hex(4)}"
+    run = new_run("compose-backlog")
     # Running, as make bench requires, but taking nothing. arq, because its
     # jobs stay in its queue until done: SAQ's or Celery's blocked fetches
     # would be handed some by Redis while the worker is paused.

@@ -8,12 +8,12 @@ of what was found."""
 
 import json
 import re
-import secrets
 
 import pytest
 
 from labctl.records.capacity import judge
 from labctl.records.run import RunRecord
+from tests.lab import new_run
 
 pytestmark = pytest.mark.compose
 
@@ -21,7 +21,7 @@ ARGS = ("worker=arq", "start=4", "step=20s", "precision=50", "check=1", "check_s
 
 
 def test_a_short_capacity_search_of_arq_and_its_checks(stack, tmp_path):
-    run = f"compose-capacity-{secrets.token_hex(4)}"  # a run name of its own on the stack's Redis
+    run = new_run("compose-capacity")  # a run name of its own on the stack's Redis
     proc = stack.make("capacity", *ARGS, f"run={run}", f"results_dir={tmp_path}", timeout=1800)
     record = json.loads((tmp_path / f"{run}.json").read_text())
     assert record["schema"] == "capacity/1" and record["queues_asked"] == ["arq"], record

@@ -11,7 +11,6 @@ runs a task, it loses the tasks it held but no count.
 """
 
 import json
-import secrets
 import time
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import pytest
 
 from tests.compose.helpers import post_tasks, run_report, wait_settled, wait_until
 from tests.compose.panel_truth import panel_targets
+from tests.lab import new_run
 
 RESTARTS_PANEL = ("Queues", "Restarts, OOM kills and replicas up")
 
@@ -45,7 +45,7 @@ def results_dir(tmp_path_factory) -> Path:
 
 
 def test_make_chaos_oom_kill_loses_nothing_and_shows(stack, results_dir):
-    run = f"compose-chaos-{secrets.token_hex(4)}"
+    run = new_run("compose-chaos")
     # A timed load, as make chaos's own default: a count of requests can end
     # before the fault, however few, on a fast enough machine.
     proc = stack.make(
@@ -140,7 +140,7 @@ def test_make_chaos_kill_of_the_api_loses_at_most_what_it_held_and_never_a_count
     reads it from the run's ledger while the API is down (`held`), and its drain ends once
     only those are pending. The tasks are cpu/simple: each holds the API's event loop for
     a while, so the API is running one when the kill comes, whatever the machine's speed."""
-    run = f"compose-chaos-bg-{secrets.token_hex(4)}"
+    run = new_run("compose-chaos-bg")
     proc = stack.make(
         "chaos",
         "worker=background",

@@ -12,7 +12,6 @@ the session stack, and leaves it as it found it.
 import csv
 import json
 import re
-import secrets
 from pathlib import Path
 
 import httpx
@@ -28,6 +27,7 @@ from tests.compose.helpers import (
     run_report,
     wait_until,
 )
+from tests.lab import new_run
 
 pytestmark = pytest.mark.compose
 
@@ -338,7 +338,7 @@ def test_each_event_loop_scenarios_requests_are_answered_as_make_load_expects(st
     record and table show."""
     params = load_params.parse_params(raw)
     assert params.endpoint_label == endpoint and params.calls
-    run = f"compose-calls-{secrets.token_hex(4)}"
+    run = new_run("compose-calls")
     with httpx.Client(base_url=stack.api_url, timeout=30) as client:
         for call in params.calls:
             r = client.request(call.method, call.path, json=call.body, headers={"X-Lab-Run": run})

@@ -3,11 +3,10 @@ still counted, the workers as they were. Its tasks are sent with arq's worker
 scaled to none, so the backlog is whole whatever the machine's speed;
 tests/integration/test_purge.py covers the libraries' in-flight structures."""
 
-import secrets
-
 import pytest
 
 from tests.compose.helpers import post_tasks, run_report, wait_settled
+from tests.lab import new_run
 
 pytestmark = pytest.mark.compose
 
@@ -23,7 +22,7 @@ def arq_replicas(stack) -> int:
 
 
 def test_make_purge_empties_arqs_backlog_and_counts_each_task_as_purged(stack):
-    run, after = f"compose-purge-{secrets.token_hex(4)}", f"compose-after-purge-{secrets.token_hex(4)}"
+    run, after = new_run("compose-purge"), new_run("compose-after-purge")
     scale_arq(stack, 0)
     try:
         post_tasks(stack.api_url, run, {"arq": TASKS, "saq": 5})

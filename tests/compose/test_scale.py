@@ -5,11 +5,11 @@ replica. No speed is checked (speeds are measured with `make scale` on a quiet
 machine): the counts' verdicts are whatever these few runs show."""
 
 import json
-import secrets
 
 import pytest
 
 from labctl.experiments.scale import run_order
+from tests.lab import new_run
 
 pytestmark = pytest.mark.compose
 
@@ -18,7 +18,7 @@ VERDICTS = {"faster", "slower", "no difference shown"}
 
 
 def test_make_scale_runs_every_count_reps_times_in_its_seeded_order(stack, tmp_path):
-    base = f"compose-scale-{secrets.token_hex(4)}"  # a run name of its own on the stack's Redis
+    base = new_run("compose-scale")  # a run name of its own on the stack's Redis
     stack.make(
         "scale",
         "worker=saq",

@@ -7,7 +7,6 @@ import json
 import re
 import subprocess
 import time
-import uuid
 from collections import Counter
 
 import httpx
@@ -23,7 +22,7 @@ from tests.compose.helpers import (
     wait_settled,
     wait_until,
 )
-from tests.lab import flower_lists_celery, saq_ui_lists_a_worker
+from tests.lab import flower_lists_celery, new_run, saq_ui_lists_a_worker
 
 pytestmark = pytest.mark.compose
 
@@ -101,7 +100,7 @@ def test_prometheus_counts_a_runs_tasks_on_every_queue(stack):
     n = 5
     enqueued, completed = "sum by (queue) (lab_enqueued_total)", "sum by (queue) (lab_task_completed_total)"
     before = {expr: by_label(stack.query(expr), "queue") for expr in (enqueued, completed)}
-    run = f"compose-series-{uuid.uuid4().hex[:8]}"
+    run = new_run("compose-series")
     post_tasks(stack.api_url, run, dict.fromkeys(QUEUES, n))
     wait_settled(stack.api_url, run, total=len(QUEUES) * n, timeout=180)
 
@@ -192,7 +191,7 @@ def test_make_up_with_worker_variables_sets_the_limits_and_arq_replicas_share_th
     completed = 'sum by (instance) (lab_task_completed_total{job="arq", queue="arq"})'
     before = by_label(stack.query(completed), "instance")
 
-    run = f"compose-arq2-{uuid.uuid4().hex[:8]}"
+    run = new_run("compose-arq2")
     post_tasks(stack.api_url, run, {"arq": n})
     report = wait_settled(stack.api_url, run, total=n, timeout=180)
     row = report["queues"]["arq"]["io/simple"]
