@@ -129,6 +129,7 @@ class EnqueueCounts:
         self._rows: dict[tuple[str, str], list] = {}
         self._undos: list[tuple[list[str], list]] = []  # (KEYS, ARGV) of UNDO_ENQUEUE_COUNTS
         self._refused: dict[str, list] = {}  # run -> ARGV of REFUSED_ENQUEUES
+        self._refused_held = self._refused_dropped = 0
         self._writer: asyncio.Task | None = None
         self._pausing: asyncio.Future | None = None  # the writer's pause, which written() ends early
         self._readers = 0  # callers of written() waiting now: the writer lingers for nobody
@@ -137,8 +138,19 @@ class EnqueueCounts:
         _tally(self._rows, msg)
         self._start()
 
+    # Notes held while Redis is away, at about 100 bytes each: a long outage
+    # under load must not take the API's memory. Past it a note is dropped,
+    # and said so; a dropped task that ran reads as pending < 0 in its run.
+    MAX_REFUSED = 100_000
+
     def refused(self, msg: TaskMessage) -> None:
+        if self._refused_held >= self.MAX_REFUSED:
+            if not self._refused_dropped:
+                log.warning("more than %d failed enqueues waiting to be noted: dropping the rest", self.MAX_REFUSED)
+            self._refused_dropped += 1
+            return
         self._refused.setdefault(msg.run, [msg.run]).extend((msg.task_id, msg.fields, msg.value))
+        self._refused_held += 1
         self._start()
 
     async def write_now(self, msgs: list[TaskMessage]) -> None:
@@ -196,7 +208,12 @@ class EnqueueCounts:
                     self._undos.pop(0)
                 while self._refused:
                     run = next(iter(self._refused))
-                    await self._send(self._refused_script, refused_keys(run), self._refused.pop(run))
+                    args = self._refused.pop(run)
+                    await self._send(self._refused_script, refused_keys(run), args)
+                    self._refused_held -= len(args) // 3
+                if self._refused_dropped:
+                    log.warning("%d failed enqueue(s) not noted: Redis was away too long", self._refused_dropped)
+                    self._refused_dropped = 0
         finally:
             self._writer = None
             left = len(self._rows) + len(self._undos) + sum(len(a) // 3 for a in self._refused.values())

@@ -190,6 +190,28 @@ def test_a_refused_enqueue_is_counted_once_if_it_ever_settles_whichever_is_writt
     assert report["enqueued_after_error"] == 2, report
 
 
+def test_failed_enqueues_waiting_to_be_noted_are_bounded_and_those_dropped_said(ledger_redis, caplog):
+    """Notes wait in memory while Redis is away; past MAX_REFUSED the rest are
+    dropped with a warning, not held until the API runs out of memory."""
+    run = new_run("unit-refused-cap")
+
+    async def scenario():
+        redis = aioredis.Redis.from_url(ledger_redis)
+        ledger = Ledger(redis)
+        ledger.enqueues.MAX_REFUSED = 2
+        for _ in range(3):  # no await between: all three wait for the writer
+            ledger.count_refused(msg(run))
+        await asyncio.wait_for(ledger.enqueues.written(), 10)
+        ledger.count_refused(msg(run))  # the held notes were written: room again
+        await asyncio.wait_for(ledger.enqueues.written(), 10)
+        noted = await redis.hlen(run_key(run, "refused"))
+        await redis.aclose()
+        return noted
+
+    assert asyncio.run(scenario()) == 3
+    assert "1 failed enqueue(s) not noted" in caplog.text, caplog.text
+
+
 def test_reset_of_one_run_touches_nothing_else():
     keep, drop = new_run("unit-keep"), new_run("unit-drop")
     # A Redis of its own: the suite's arq worker would take the job from lab:arq:queue.
