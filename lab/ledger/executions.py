@@ -3,7 +3,7 @@ settles each task once, and its call, as KEYS and ARGV or packed in RESP."""
 
 import time
 
-from lab.ledger.keys import run_key
+from lab.ledger.keys import run_key, settle_keys
 from lab.protocol import TaskMessage
 from lab.redis_clients import _bulk
 
@@ -56,7 +56,7 @@ def executions_call(
     args: list[str | int] = [repr(time.time() if now is None else now), run_key(run, "work:")]
     for op, m, write, started in items:
         args += [op, m.task_id, m.fields, m.value if write else 0, 1 if started else 0]
-    return [run_key(run, "settled"), run_key(run, "ledger"), run_key(run, "refused")], args
+    return settle_keys(run), args
 
 
 class SettleCommands:
@@ -80,8 +80,9 @@ class SettleCommands:
                 self._runs.clear()
             # EVALSHA, the script, 3 KEYS (settled, ledger, refused), 7 ARGV: time, work prefix, op, id,
             # fields, value, started
-            keys = (run_key(msg.run, "settled"), run_key(msg.run, "ledger"), run_key(msg.run, "refused"))
-            head = b"*13\r\n" + b"".join(_bulk(part.encode()) for part in ("EVALSHA", self.sha, "3", *keys))
+            head = b"*13\r\n" + b"".join(
+                _bulk(part.encode()) for part in ("EVALSHA", self.sha, "3", *settle_keys(msg.run))
+            )
             parts = self._runs[msg.run] = (head, _bulk(run_key(msg.run, "work:").encode()))
         head, work = parts
         return b"".join(

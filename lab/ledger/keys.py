@@ -31,6 +31,11 @@ def enqueue_token_key(token: str) -> str:
     return f"lab:enqueue-write:{token}"
 
 
+def settle_keys(run: str) -> list[str]:
+    """KEYS of EXECUTIONS: the run's settled set, ledger and refused enqueues."""
+    return [run_key(run, "settled"), run_key(run, "ledger"), run_key(run, "refused")]
+
+
 def refused_keys(run: str) -> list[str]:
     """KEYS of REFUSED_ENQUEUES: the run's refused enqueues, settled set and ledger."""
     return [run_key(run, "refused"), run_key(run, "settled"), run_key(run, "ledger")]

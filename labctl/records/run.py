@@ -253,11 +253,7 @@ class RunRecord(Record):
         answered 503 that ran all the same) are not the requests answered 202,
         or more tasks settled than were enqueued."""
         t = self.tasks
-        if t is None:
-            return False
-        accepted = self.status_codes.get("202")
-        overdrawn = t.enqueued - t.completed - t.failed - t.purged < 0
-        return overdrawn or (accepted is not None and t.enqueued - t.enqueued_after_error != accepted)
+        return t is not None and (t.still_pending() < 0 or t.differs_from(self.status_codes.get("202")))
 
     def unsettled(self) -> bool:
         """Some of the run's tasks are not coming: the wait for them stalled or timed out."""

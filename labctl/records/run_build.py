@@ -130,7 +130,7 @@ def _task_warnings(tasks: TaskFigures | None, inputs: RunInputs, accepted: int |
         )
     elif not tasks.settled:
         warnings.append(f"not settled: {tasks.lost} task(s) still pending when the wait ended")
-    if accepted is not None and tasks.enqueued - tasks.enqueued_after_error != accepted:
+    if tasks.differs_from(accepted):
         warnings.append(
             f"ledger enqueued {tasks.enqueued - tasks.enqueued_after_error} != {accepted} requests answered 202"
         )
@@ -141,7 +141,7 @@ def _task_warnings(tasks: TaskFigures | None, inputs: RunInputs, accepted: int |
         )
     if tasks.duplicates:
         warnings.append(f"{tasks.duplicates} duplicate execution(s)")
-    pending = (inputs.ledger or {}).get("totals", {}).get("pending", 0)
+    pending = tasks.still_pending()
     if pending < 0:
         warnings.append(
             f"ledger inconsistent: {-pending} more task(s) settled than enqueued "

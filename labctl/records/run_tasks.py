@@ -58,6 +58,15 @@ class TaskFigures(Record):
     # (make compare's one-off worker): its counts are whole, its times not the queue's.
     emptied_by: str | None = None
 
+    def still_pending(self) -> int:
+        """Enqueued and neither settled nor purged; below 0, more settled than enqueued."""
+        return self.enqueued - self.completed - self.failed - self.purged
+
+    def differs_from(self, accepted: int | None) -> bool:
+        """Its enqueued, less those answered 503 that ran all the same, are not
+        the `accepted` requests answered 202."""
+        return accepted is not None and self.enqueued - self.enqueued_after_error != accepted
+
 
 def rounded(x: Any, digits: int = 2) -> Any:
     """`x` rounded to `digits`; None for None or NaN."""

@@ -50,7 +50,7 @@ def _tasks(record: RunRecord) -> str | None:
     t = record.tasks
     if t is None:
         return None
-    pending = t.enqueued - t.completed - t.failed - t.purged
+    pending = t.still_pending()
     lost = "-" if t.lost is None else str(t.lost)
     purged = f"{t.purged} purged, " if t.purged else ""
     after_503 = f" ({t.enqueued_after_error} of them answered 503)" if t.enqueued_after_error else ""

@@ -56,7 +56,7 @@ async def enqueue(state: LabState, msg: TaskMessage, background: BackgroundTasks
             state.ledger.count_enqueued(msg)
     except Exception as exc:
         if msg.queue != BACKGROUND:  # `background`'s count is taken back (EnqueueCounts.write_now)
-            # Failed is not refused: the broker may have taken the task and lost its reply.
+            # Its broker may have taken it and lost only the reply: counted if it runs.
             state.ledger.count_refused(msg)
         reason = failure_reason(exc)
         ENQUEUE_ERRORS.labels(queue=msg.queue, reason=reason).inc()
