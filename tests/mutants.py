@@ -114,7 +114,13 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "refused-enqueue-not-noted",
         "the API notes nothing of an enqueue it answered 503: a task whose reply was lost runs uncounted",
-        (("services/api/enqueue.py", r"            state\.ledger\.count_refused\(msg\)\n", "            pass\n"),),
+        (
+            (
+                "services/api/enqueue.py",
+                r"            state\.ledger\.count_refused\(msg, accepted\)\n",
+                "            pass\n",
+            ),
+        ),
         (
             "tests/integration/test_lost_reply.py::test_a_task_answered_503_for_a_lost_reply_runs_and_is_counted_enqueued_after_error[arq]",
         ),
@@ -130,6 +136,20 @@ MUTANTS: tuple[Mutant, ...] = (
         "a note of a task answered 503 that reaches Redis after the task settled counts nothing",
         (("lab/ledger/enqueue_counts.py", r" and redis\.call\('SISMEMBER', KEYS\[2\], id\) == 1", " and false"),),
         (REFUSED_TEST,),
+    ),
+    Mutant(
+        "accepted-lost-reply-counted-as-503",
+        "in after-response mode a publish whose reply was lost, answered 202, is counted as a 503 that ran",
+        (
+            (
+                "services/api/enqueue.py",
+                r"enqueue\(state, msg, _NO_REQUEST, accepted=True\)",
+                "enqueue(state, msg, _NO_REQUEST)",
+            ),
+        ),
+        (
+            "tests/integration/test_lost_reply.py::test_after_response_a_publish_whose_reply_was_lost_is_counted_enqueued_not_as_a_503[arq]",
+        ),
     ),
     Mutant(
         "purge-leaves-unacked",

@@ -53,20 +53,26 @@ return 1
 # reply lost while watching its job's key). Each is noted with its value; a
 # noted task that settles had landed, and is counted enqueued by whichever of
 # this and its settle (EXECUTIONS) comes second. HSETNX makes a retried write
-# apply once. KEYS: the run's refused enqueues, settled set and ledger hash.
-# ARGV: the run, then per task task_id, "<queue>:<kind>/<variant>", value.
+# apply once. A note is the task's value, with ACCEPTED after it when the
+# client had its 202 before the publish failed (ENQUEUE_MODE=after-response):
+# such a task is counted enqueued, as its 202 was, but not in
+# `enqueued_after_error`, which counts the tasks answered 503 that ran.
+# KEYS: the run's refused enqueues, settled set and ledger hash.
+# ARGV: the run, then per task task_id, "<queue>:<kind>/<variant>", note.
 REFUSED_ENQUEUES = """
 redis.call('SADD', 'lab:runs', ARGV[1])
 for i = 2, #ARGV, 3 do
   local id, f = ARGV[i], ARGV[i + 1]
   if redis.call('HSETNX', KEYS[1], id, ARGV[i + 2]) == 1 and redis.call('SISMEMBER', KEYS[2], id) == 1 then
+    local value, accepted = string.match(ARGV[i + 2], '^(%d+)(a?)$')
     redis.call('HINCRBY', KEYS[3], f .. ':enqueued', 1)
-    redis.call('HINCRBY', KEYS[3], f .. ':value', ARGV[i + 2])
-    redis.call('HINCRBY', KEYS[3], 'enqueued_after_error', 1)
+    redis.call('HINCRBY', KEYS[3], f .. ':value', value)
+    if accepted == '' then redis.call('HINCRBY', KEYS[3], 'enqueued_after_error', 1) end
   end
 end
 return 1
 """
+ACCEPTED = "a"  # a note's mark: its task was answered 202 (REFUSED_ENQUEUES)
 
 
 def _tally(rows: dict, msg: TaskMessage) -> None:
@@ -143,13 +149,14 @@ class EnqueueCounts:
     # and said so; a dropped task that ran reads as pending < 0 in its run.
     MAX_REFUSED = 100_000
 
-    def refused(self, msg: TaskMessage) -> None:
+    def refused(self, msg: TaskMessage, accepted: bool = False) -> None:
         if self._refused_held >= self.MAX_REFUSED:
             if not self._refused_dropped:
                 log.warning("more than %d failed enqueues waiting to be noted: dropping the rest", self.MAX_REFUSED)
             self._refused_dropped += 1
             return
-        self._refused.setdefault(msg.run, [msg.run]).extend((msg.task_id, msg.fields, msg.value))
+        note = f"{msg.value}{ACCEPTED}" if accepted else msg.value
+        self._refused.setdefault(msg.run, [msg.run]).extend((msg.task_id, msg.fields, note))
         self._refused_held += 1
         self._start()
 

@@ -9,9 +9,10 @@ from lab.redis_clients import _bulk
 
 # Executions starting and ending. SADD decides, atomically, whether an ending
 # execution is the first to settle its task. A task first to settle whose
-# enqueue failed (the API answered 503; REFUSED_ENQUEUES noted it) had landed
-# all the same: it is counted enqueued now, unless REFUSED_ENQUEUES, seeing it
-# settled, already did. KEYS: the run's settled set, ledger hash and refused
+# enqueue failed (the API answered 503, or the outbox's publish failed after
+# its 202; REFUSED_ENQUEUES noted it, and says which) had landed all the same:
+# it is counted enqueued now, unless REFUSED_ENQUEUES, seeing it settled,
+# already did. KEYS: the run's settled set, ledger hash and refused
 # enqueues. ARGV: now, the prefix of the run's work counters, then per
 # execution: op ("started", "completed" or "failed"), task_id,
 # "<queue>:<kind>/<variant>", the value to INCRBY the task's work counter by
@@ -30,9 +31,10 @@ for i = 3, #ARGV, 5 do
     redis.call('HINCRBY', KEYS[2], f .. ':' .. op, 1)
     local refused = redis.call('HGET', KEYS[3], ARGV[i + 1])
     if refused then
+      local value, accepted = string.match(refused, '^(%d+)(a?)$')
       redis.call('HINCRBY', KEYS[2], f .. ':enqueued', 1)
-      redis.call('HINCRBY', KEYS[2], f .. ':value', refused)
-      redis.call('HINCRBY', KEYS[2], 'enqueued_after_error', 1)
+      redis.call('HINCRBY', KEYS[2], f .. ':value', value)
+      if accepted == '' then redis.call('HINCRBY', KEYS[2], 'enqueued_after_error', 1) end
     end
     settled = true
     out[#out + 1] = 1

@@ -78,12 +78,13 @@ class Ledger:
         """Count a task its broker accepted; written to Redis in the background."""
         self.enqueues.add(msg)
 
-    def count_refused(self, msg: TaskMessage) -> None:
-        """Note a task whose enqueue failed (its request got a 503): not
-        counted, unless it ever settles, which shows that its broker had it all
-        the same (a reply lost to a timeout); it is then counted enqueued, and
+    def count_refused(self, msg: TaskMessage, accepted: bool = False) -> None:
+        """Note a task whose enqueue failed: not counted, unless it ever
+        settles, which shows that its broker had it all the same (a reply lost
+        to a timeout); it is then counted enqueued, and, if its request got a
+        503 (not `accepted`: a 202 before the publish, in after-response mode),
         in the run's `enqueued_after_error`. Written in the background."""
-        self.enqueues.refused(msg)
+        self.enqueues.refused(msg, accepted)
 
     async def count_enqueued_now(self, msg: TaskMessage) -> None:
         """Count a task and return once Redis has the count: for `background`,

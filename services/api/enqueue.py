@@ -35,11 +35,11 @@ def failure_reason(exc: BaseException | None) -> str:
     return "broker"
 
 
-async def enqueue(state: LabState, msg: TaskMessage, background: BackgroundTasks) -> None:
+async def enqueue(state: LabState, msg: TaskMessage, background: BackgroundTasks, accepted: bool = False) -> None:
     """Hand one task to its queue, then count it in the ledger; when the broker
     refuses it, nothing is counted and a QueueUnavailable (503) is raised.
     `background` is the request's BackgroundTasks, where a `background` task
-    is scheduled."""
+    is scheduled; `accepted`: its request was already answered 202 (the outbox's)."""
     started = time.perf_counter()
     # No overall deadline here: cancelling a publish half-way leaves its outcome
     # unknown (the broker may have it). Every client has socket timeouts
@@ -57,7 +57,7 @@ async def enqueue(state: LabState, msg: TaskMessage, background: BackgroundTasks
     except Exception as exc:
         if msg.queue != BACKGROUND:  # `background`'s count is taken back (EnqueueCounts.write_now)
             # Its broker may have taken it and lost only the reply: counted if it runs.
-            state.ledger.count_refused(msg)
+            state.ledger.count_refused(msg, accepted)
         reason = failure_reason(exc)
         ENQUEUE_ERRORS.labels(queue=msg.queue, reason=reason).inc()
         raise QueueUnavailable(msg.queue, reason, f"{type(exc).__name__}: {exc}"[:300]) from None
@@ -75,6 +75,6 @@ _NO_REQUEST = BackgroundTasks()
 async def publish_after_response(state: LabState, msg: TaskMessage) -> None:
     """What the outbox's publishers call (ENQUEUE_MODE=after-response)."""
     try:
-        await enqueue(state, msg, _NO_REQUEST)
+        await enqueue(state, msg, _NO_REQUEST, accepted=True)
     except QueueUnavailable:
         pass  # counted in lab_enqueue_errors_total; the client already got its 202

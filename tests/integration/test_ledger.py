@@ -190,6 +190,40 @@ def test_a_refused_enqueue_is_counted_once_if_it_ever_settles_whichever_is_writt
     assert report["enqueued_after_error"] == 2, report
 
 
+def test_a_publish_that_failed_after_its_202_and_ran_is_counted_enqueued_not_as_a_503(ledger_redis):
+    """ENQUEUE_MODE=after-response: the outbox's publish fails after the 202
+    (its reply lost), the task runs. It is counted enqueued, as its 202 was,
+    whichever of note and settle comes second; `enqueued_after_error` counts
+    only the task answered 503."""
+    run = new_run("unit-refused-accepted")
+
+    async def scenario():
+        redis = aioredis.Redis.from_url(ledger_redis)
+        ledger = Ledger(redis)
+        noted_first, settled_first, answered_503 = msg(run, value=2), msg(run, value=5), msg(run, value=7)
+        ledger.count_refused(noted_first, accepted=True)
+        ledger.count_refused(answered_503)
+        await asyncio.wait_for(ledger.enqueues.written(), 10)
+        for m in (noted_first, settled_first, answered_503):
+            assert await ledger.settle(m, "completed", write=True) is True
+        ledger.count_refused(settled_first, accepted=True)
+        await asyncio.wait_for(ledger.enqueues.written(), 10)
+        report = await ledger.report(run)
+        await redis.aclose()
+        return report
+
+    report = asyncio.run(scenario())
+    row = report["queues"]["arq"]["io/simple"]
+    assert {k: row[k] for k in ("enqueued", "completed", "pending", "value", "work")} == {
+        "enqueued": 3,
+        "completed": 3,
+        "pending": 0,
+        "value": 14,
+        "work": 14,
+    }, row
+    assert report["enqueued_after_error"] == 1, report
+
+
 def test_failed_enqueues_waiting_to_be_noted_are_bounded_and_those_dropped_said(ledger_redis, caplog):
     """Notes wait in memory while Redis is away; past MAX_REFUSED the rest are
     dropped with a warning, not held until the API runs out of memory."""

@@ -8,7 +8,10 @@ Between the API and Redis sits a proxy that, when told, cuts off the next
 transaction that enqueues a job (MULTI ... EXEC, as arq and RQ do: arq's with
 a ZADD to its queue, RQ's with an RPUSH) on its way: either the reply (Redis
 ran it, the client times out) or the request (Redis never sees its EXEC). The
-workers reach Redis directly."""
+workers reach Redis directly.
+
+With ENQUEUE_MODE=after-response the client has its 202 before the publish:
+a lost reply is then counted enqueued like any 202, and not as a 503."""
 
 import asyncio
 import threading
@@ -154,6 +157,50 @@ def test_a_task_answered_503_for_a_lost_reply_runs_and_is_counted_enqueued_after
             "work": 1011,
         }, report
         assert report["enqueued_after_error"] == 1, report
+    finally:
+        worker.stop()
+        api.stop()
+
+
+@pytest.mark.parametrize("cutter", ["arq"], indirect=True)
+def test_after_response_a_publish_whose_reply_was_lost_is_counted_enqueued_not_as_a_503(cutter):
+    redis, proxy = cutter
+    api = start_api(proxy.url, name="api-lost-reply-after-response", ENQUEUE_MODE="after-response")
+    worker = start_worker("arq", redis.url, name="arq-lost-reply-after-response")
+    run = new_run("lost-reply-after-response")
+
+    def counted(what: str, n: int) -> bool:
+        report = ledger(api.url, run)
+        return report is not None and report["totals"][what] == n
+
+    try:
+        # Every request is answered 202 before its publish; each step waits for
+        # the publish it makes, so that each cut takes the one it is meant for.
+        assert post(api.url, "arq", run, 1).status_code == 202
+        wait_until(lambda: counted("enqueued", 1), 60, "the first publish (the producer connected)", interval=0.1)
+        proxy.cut("reply")
+        assert post(api.url, "arq", run, 10).status_code == 202
+        wait_until(lambda: proxy.cuts == ["reply"], 60, "the second publish's reply to be cut", interval=0.1)
+        proxy.cut("request")
+        assert post(api.url, "arq", run, 100).status_code == 202
+        wait_until(lambda: proxy.cuts == ["reply", "request"], 60, "the third publish to be cut", interval=0.1)
+        assert post(api.url, "arq", run, 1000).status_code == 202
+
+        wait_until(lambda: counted("completed", 3), 60, "the three tasks Redis had to run", interval=0.25)
+        # The lost reply's publish fails only at its timeout, after its task may have run.
+        wait_until(lambda: counted("enqueued", 3), 60, "the lost reply's task to be counted enqueued", interval=0.25)
+        wait_until(lambda: queue_depth(redis.url, "arq") == 0, 30, "arq's queue to be empty")
+        report = ledger(api.url, run)
+        row = report["queues"]["arq"]["io/simple"]
+        assert {k: row[k] for k in ("enqueued", "completed", "pending", "value", "work")} == {
+            "enqueued": 3,
+            "completed": 3,
+            "pending": 0,
+            "value": 1011,
+            "work": 1011,
+        }, report
+        # The task whose request was cut is the one lost: answered 202, never enqueued.
+        assert report["enqueued_after_error"] == 0, report
     finally:
         worker.stop()
         api.stop()
