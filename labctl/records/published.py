@@ -90,7 +90,7 @@ class Published(AsRead):
 
 
 ARTICLE = Article.model_validate(tomllib.loads(DATA.read_text()))
-ENDPOINT, USERS, ITERATIONS = ARTICLE.load.endpoint, ARTICLE.load.users, ARTICLE.load.iterations
+ENDPOINT, USERS = ARTICLE.load.endpoint, ARTICLE.load.users
 SETTINGS = tuple(ARTICLE.results)
 QUEUES = tuple(ARTICLE.load.queues)
 CONCURRENCY = dict(ARTICLE.load.concurrency)
