@@ -380,6 +380,15 @@ def ledger(api_url: str, run: str) -> dict | None:
     return r.json()
 
 
+ACCOUNTED = ("enqueued", "completed", "pending", "value", "work")
+
+
+def cell(report: dict, queue: str, keys: tuple[str, ...] = ACCOUNTED, shape: str = "io/simple") -> dict[str, int]:
+    """The figures `keys` of one queue and task shape in a run's ledger report."""
+    row = report["queues"][queue][shape]
+    return {k: row[k] for k in keys}
+
+
 def queue_depth(redis_url: str, queue: str) -> float:
     """A broker queue's backlog as the queue monitor reads it: its adapter's depth()."""
 
