@@ -128,7 +128,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "refused-settle-not-counted",
         "a task answered 503 that settles after its note is not counted enqueued",
-        (("lab/ledger/executions.py", r"    if refused then\n", "    if false then\n"),),
+        (("lab/ledger/executions.py", r"    if refused then ", "    if false then "),),
         (REFUSED_TEST,),
     ),
     Mutant(

@@ -59,20 +59,30 @@ return 1
 # `enqueued_after_error`, which counts the tasks answered 503 that ran.
 # KEYS: the run's refused enqueues, settled set and ledger hash.
 # ARGV: the run, then per task task_id, "<queue>:<kind>/<variant>", note.
-REFUSED_ENQUEUES = """
+ACCEPTED = "a"  # a note's mark: its task was answered 202
+# The Lua that counts a noted task that settled, in the ledger hash `ledger`:
+# the one reader of a note, in this script and in the settle's (EXECUTIONS).
+COUNT_NOTED = f"""
+local function count_noted(ledger, f, note)
+  local value, accepted = string.match(note, '^(%d+)({ACCEPTED}?)$')
+  redis.call('HINCRBY', ledger, f .. ':enqueued', 1)
+  redis.call('HINCRBY', ledger, f .. ':value', value)
+  if accepted == '' then redis.call('HINCRBY', ledger, 'enqueued_after_error', 1) end
+end
+"""
+REFUSED_ENQUEUES = (
+    COUNT_NOTED
+    + """
 redis.call('SADD', 'lab:runs', ARGV[1])
 for i = 2, #ARGV, 3 do
   local id, f = ARGV[i], ARGV[i + 1]
   if redis.call('HSETNX', KEYS[1], id, ARGV[i + 2]) == 1 and redis.call('SISMEMBER', KEYS[2], id) == 1 then
-    local value, accepted = string.match(ARGV[i + 2], '^(%d+)(a?)$')
-    redis.call('HINCRBY', KEYS[3], f .. ':enqueued', 1)
-    redis.call('HINCRBY', KEYS[3], f .. ':value', value)
-    if accepted == '' then redis.call('HINCRBY', KEYS[3], 'enqueued_after_error', 1) end
+    count_noted(KEYS[3], f, ARGV[i + 2])
   end
 end
 return 1
 """
-ACCEPTED = "a"  # a note's mark: its task was answered 202 (REFUSED_ENQUEUES)
+)
 
 
 def _tally(rows: dict, msg: TaskMessage) -> None:

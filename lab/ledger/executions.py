@@ -3,6 +3,7 @@ settles each task once, and its call, as KEYS and ARGV or packed in RESP."""
 
 import time
 
+from lab.ledger.enqueue_counts import COUNT_NOTED
 from lab.ledger.keys import run_key, settle_keys
 from lab.protocol import TaskMessage
 from lab.redis_clients import _bulk
@@ -19,7 +20,9 @@ from lab.redis_clients import _bulk
 # first ("0": none, the task wrote it itself), and 1 when an ending execution
 # also counts as started (its start was not written on its own). Returns per
 # item 1 (first to settle), 0 (a duplicate) or -1 (a start).
-EXECUTIONS = """
+EXECUTIONS = (
+    COUNT_NOTED
+    + """
 local out, settled = {}, false
 for i = 3, #ARGV, 5 do
   local op, f, write = ARGV[i], ARGV[i + 2], tonumber(ARGV[i + 3])
@@ -30,12 +33,7 @@ for i = 3, #ARGV, 5 do
   elseif redis.call('SADD', KEYS[1], ARGV[i + 1]) == 1 then
     redis.call('HINCRBY', KEYS[2], f .. ':' .. op, 1)
     local refused = redis.call('HGET', KEYS[3], ARGV[i + 1])
-    if refused then
-      local value, accepted = string.match(refused, '^(%d+)(a?)$')
-      redis.call('HINCRBY', KEYS[2], f .. ':enqueued', 1)
-      redis.call('HINCRBY', KEYS[2], f .. ':value', value)
-      if accepted == '' then redis.call('HINCRBY', KEYS[2], 'enqueued_after_error', 1) end
-    end
+    if refused then count_noted(KEYS[2], f, refused) end
     settled = true
     out[#out + 1] = 1
   else
@@ -49,6 +47,7 @@ if settled then
 end
 return out
 """
+)
 
 
 def executions_call(
