@@ -32,7 +32,7 @@ import pytest
 from lab.queues import BY_NAME
 from labctl.platform.cluster import Cluster
 from labctl.platform.swarm import Swarm
-from tests.compose.conftest import compose_variables, free_port, require_engine
+from tests.compose.conftest import compose_variables, free_ports, require_engine
 from tests.compose.helpers import make
 from tests.lab import flower_lists_celery, ledger, post_to_queues, saq_ui_lists_a_worker, wait_until
 
@@ -76,11 +76,12 @@ def cluster_env():
     empty = tempfile.NamedTemporaryFile("w", prefix="lab-cluster-", suffix=".env", delete=False)
     empty.close()
     host = {k: v for k, v in os.environ.items() if k not in leaks and not k.startswith(("COMPOSE_", "CLUSTER_"))}
+    docker_port, registry_port = free_ports(2)
     host.update(
         COMPOSE_ENV_FILES=empty.name,
         CLUSTER_PROJECT=f"task-queue-lab-cluster-test-{secrets.token_hex(2)}",
-        CLUSTER_DOCKER_PORT=str(free_port()),
-        CLUSTER_REGISTRY_PORT=str(free_port()),
+        CLUSTER_DOCKER_PORT=str(docker_port),
+        CLUSTER_REGISTRY_PORT=str(registry_port),
         CLUSTER_ROLES="broker lab worker",
         STACK_NAME=os.environ.get("LAB_TEST_STACK", "labtest"),
         LAB_IMAGE=os.environ.get("LAB_TEST_IMAGE", "task-queue-lab:test"),

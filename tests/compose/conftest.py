@@ -26,6 +26,7 @@ sent once per session by whichever test asks first; and `arq_queue_run`: one
 `make load worker=arq`, its backlog drained before any other test runs.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -179,10 +180,15 @@ def compose_variables() -> set[str]:
     return set(re.findall(r"\$\{([A-Z_][A-Z0-9_]*)", COMPOSE_FILE.read_text()))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(count: int) -> list[int]:
+    """`count` ports the kernel picks, all held until each is picked: a port
+    picked and let go can be picked again at once, and two services published
+    on one port leave the stack unable to start."""
+    with contextlib.ExitStack() as held:
+        sockets = [held.enter_context(socket.socket()) for _ in range(count)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
 
 
 class Stack:
@@ -275,7 +281,8 @@ def stack():
     require_engine()
     compose_cmd = compose_command()
     project = os.environ.get("LAB_TEST_PROJECT", "task-queue-lab-test")
-    ports = {name: int(os.environ.get(f"LAB_TEST_{name}") or free_port()) for name in PUBLISHED}
+    picked = dict(zip(PUBLISHED, free_ports(len(PUBLISHED))))
+    ports = {name: int(os.environ.get(f"LAB_TEST_{name}") or picked[name]) for name in PUBLISHED}
 
     # Nothing of the caller's own stack settings: not the lab's variables, not
     # compose's file/profile selection, not the command-line variables of an

@@ -29,7 +29,7 @@ from labctl.config import ROOT
 from labctl.platform.compose import Compose
 from labctl.platform.stack_deploy import leave
 from labctl.platform.swarm import Swarm, docker, swarm_state
-from tests.compose.conftest import compose_variables, free_port, require_engine
+from tests.compose.conftest import compose_variables, free_ports, require_engine
 from tests.compose.helpers import WORKERS, by_label, make, parse_time, post_tasks, wait_settled, wait_until
 
 PORTS = ("API_PORT", "GRAFANA_PORT", "PROMETHEUS_PORT", "FLOWER_PORT", "SAQ_WEB_PORT")
@@ -64,7 +64,7 @@ def swarm_env():
         LAB_IMAGE=os.environ.get("LAB_TEST_IMAGE", "task-queue-lab:test"),
         LAB_ORCHESTRATOR="swarm",
         GRAFANA_ADMIN_PASSWORD=secrets.token_urlsafe(16),
-        **{name: str(free_port()) for name in PORTS},
+        **{name: str(port) for name, port in zip(PORTS, free_ports(len(PORTS)))},
     )
     Compose(env)("build", "api", "locust-master", timeout=1800)  # the image of the witness and the probes
     # A network and a container from before the swarm, as a compose project's: after a
