@@ -20,10 +20,10 @@ WORKDIR /app
 COPY pyproject.toml uv.lock ./
 # --locked: exactly what uv.lock says, and a lock that no longer matches
 # pyproject.toml fails the build instead of being re-resolved.
-RUN uv sync --locked --no-dev --no-install-project
+RUN uv sync --locked --no-default-groups --no-install-project
 
 FROM build AS build-load
-RUN uv sync --locked --no-dev --group load --no-install-project
+RUN uv sync --locked --no-default-groups --group load --no-install-project
 
 FROM ${PYTHON_IMAGE} AS runtime
 ENV PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PATH=/app/.venv/bin:$PATH
