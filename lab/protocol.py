@@ -5,7 +5,7 @@ import re
 import time
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Protocol
 
 from pydantic import Field, TypeAdapter
 
@@ -127,6 +127,16 @@ class TaskMessage:
             "value": self.value,
             "enqueued_at": self.enqueued_at,
         }
+
+
+class Producer(Protocol):
+    """What every adapter module's `Producer(settings)` does for the API (lab/queues.py: `adapter(name)`)."""
+
+    async def start(self) -> None: ...
+
+    async def enqueue(self, msg: TaskMessage) -> None: ...
+
+    async def close(self) -> None: ...
 
 
 _VALIDATOR = TypeAdapter(TaskMessage)

@@ -4,7 +4,7 @@ the README's checks all read it. A new queue is an adapter module in `workers/`,
 its row here, its service in docker-compose.yml (plus its scrape job in
 prometheus/prometheus.yml) and its bare counterpart in services/bare/queues.py.
 
-Each adapter module has a `Producer` (used by the API), `depth(redis)` (used by
+Each adapter module has a `Producer` (lab/protocol.py's, used by the API), `depth(redis)` (used by
 the queue monitor), `purge(redis)` (services/purge.py, `make purge`) and `main()`
 (its worker: `python -m <module>`).
 
@@ -17,20 +17,6 @@ import importlib
 from dataclasses import dataclass
 from functools import cache
 from types import ModuleType
-from typing import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:
-    from lab.protocol import TaskMessage
-
-
-class Producer(Protocol):
-    """What every adapter module's `Producer(settings)` does for the API."""
-
-    async def start(self) -> None: ...
-
-    async def enqueue(self, msg: TaskMessage) -> None: ...
-
-    async def close(self) -> None: ...
 
 
 @dataclass(frozen=True)

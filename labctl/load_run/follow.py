@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lab.load_params import LoadParams
 from labctl.clients.api import ledger
 from labctl.errors import LabError
+from labctl.load_run.state import LoadRun
 from labctl.load_run.task_wait import timeline_row
-
-if TYPE_CHECKING:
-    from labctl.load_run.steps import LoadRun
 
 START_TIMEOUT_S = 240  # the master waits up to 120 s for its workers (--expect-workers-max-wait)
 STALL_TIMEOUT_S = 180  # no new response for this long: the run is stuck

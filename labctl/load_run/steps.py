@@ -24,12 +24,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import httpx
 
-from lab.load_params import LoadParams
 from labctl.clients.api import api_address, ledger, probe_report
 from labctl.clients.grafana import Grafana, annotation
 from labctl.clients.prometheus import Prometheus
@@ -45,13 +43,13 @@ from labctl.load_run.locust import (
     open_gate,
 )
 from labctl.load_run.options import LoadOptions
+from labctl.load_run.state import LoadRun
 from labctl.load_run.task_wait import TIMELINE_FIELDS, TaskWait, outcome_lines, watch_tasks
 from labctl.platform import containers as C
 from labctl.platform.lab import Lab, answers
 from labctl.platform.machine_speed import UNIT, SpeedProbe
 from labctl.platform.orchestrator import orchestrator
 from labctl.polling import wait_until
-from labctl.queues import service_of
 from labctl.records.run import Limits, RunRecord, ServiceLimits
 from labctl.records.run_build import RunInputs, build_run_record
 from labctl.records.store import Store
@@ -59,54 +57,6 @@ from labctl.render import run_summary, run_table
 from labctl.render.console import Console
 
 PROBE_MIN_WINDOW_S = 2.0
-
-
-@dataclass
-class LoadRun:
-    """What one run knows, filled in step by step."""
-
-    options: LoadOptions
-    params: LoadParams
-    lab: Lab  # the compose project, or a Swarm stack
-    ui: Console
-    store: Store
-    api: str = ""
-    limits: Limits = field(default_factory=Limits)
-    knobs: dict[str, dict[str, str]] = field(default_factory=dict)
-    grafana: Grafana | None = None
-    prom_addr: str | None = None
-    before: dict[str, Any] = field(default_factory=dict)
-    log: MasterLog | None = None
-    master: str = ""
-    probe_started: bool = False
-    platform: dict[str, Any] = field(default_factory=dict)  # Lab.describe()
-    containers_since: float = 0.0  # when the Locust containers were started
-    # The run's ledger once a second, through the load and the wait for its tasks
-    # (task_wait.timeline_row): what the dashboards' task panels are checked against.
-    timeline: list[list[float]] = field(default_factory=list)
-    # The machine's speed through the load: a limited container's rate follows it.
-    speed: SpeedProbe | None = None
-    enqueued_scrapes: dict[str, Any] | None = None  # the API's enqueue counter through the load (measure)
-    task_times: dict[str, Any] | None = None  # per queue, its tasks' wait and latency quantiles (measure)
-
-    @property
-    def queue_run(self) -> bool:
-        return cast(str, self.params.scenario) == "queue"
-
-    @property
-    def subjects(self) -> list[str]:
-        """The services under test: the queues' workers, or the API."""
-        if not self.queue_run:
-            return ["api"]
-        return list(dict.fromkeys(service_of(q) for q in self.params.workers))
-
-    @property
-    def watched(self) -> list[str]:
-        """The services whose restarts the record counts."""
-        return list(dict.fromkeys(["api", *(q for q in self.params.workers if q != "background")]))
-
-    def say(self, message: str) -> None:
-        self.ui.say(message)
 
 
 # -- The steps ------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from lab.protocol import ENDPOINTS, Queue
 from lab.settings import get_settings
 from services.api import errors
 from services.api.background import QUEUE as BACKGROUND
+from services.api.enqueue import publish_after_response
 from services.api.http_metrics import HttpMetrics
 from services.api.routes import clients, health, metrics, payload, runs, tasks, upstream
 from services.api.state import LabState
@@ -36,7 +37,7 @@ async def lifespan(app: FastAPI):
     # used or readied (GET /readyz?queues=...: make load asks before its load),
     # not here: the API then holds only the libraries of the queues it serves
     # (each costs it several MB, file pages of its own charged to its cgroup too).
-    app.state.lab = LabState(settings)
+    app.state.lab = LabState(settings, publish_after_response)
     # The threadpool that runs `def` handlers and run_in_threadpool calls.
     anyio.to_thread.current_default_thread_limiter().total_tokens = settings.threadpool_tokens
     register_cgroup_metrics(service)

@@ -3,6 +3,7 @@ app's lifespan) and read by the handlers through services/api/deps.py."""
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from functools import partial
 
 import httpx
@@ -10,13 +11,12 @@ import httpx
 from lab.heap import freeze_startup_heap
 from lab.ledger import Ledger
 from lab.metrics import flush
-from lab.protocol import Queue
-from lab.queues import Producer, adapter
+from lab.protocol import Producer, Queue, TaskMessage
+from lab.queues import adapter
 from lab.redis_clients import async_client
 from lab.runner import TaskRunner
 from lab.settings import Settings
 from services.api.background import BackgroundQueue
-from services.api.enqueue import publish_after_response
 from services.api.outbox import Outbox
 
 log = logging.getLogger("lab.api")
@@ -35,14 +35,16 @@ def upstream_clients(settings: Settings) -> tuple[httpx.Client, httpx.AsyncClien
 
 class LabState:
     """The settings, the Redis client, the ledger, the queues' producers, the
-    `background` queue, the outbox and the upstream clients of one API process."""
+    `background` queue, the outbox and the upstream clients of one API process.
+    `publish`: what the outbox's publishers call with this state and a message
+    (services/api/enqueue.py's publish_after_response, which app.py hands in)."""
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, publish: Callable[["LabState", TaskMessage], Awaitable[None]]):
         self.settings = settings
         self.redis = async_client(settings)
         self.ledger = Ledger(self.redis)
         self.background = BackgroundQueue(TaskRunner(settings))
-        self.outbox = Outbox(partial(publish_after_response, self), AFTER_RESPONSE_PUBLISHERS)
+        self.outbox = Outbox(partial(publish, self), AFTER_RESPONSE_PUBLISHERS)
         self.upstream_sync, self.upstream_async = upstream_clients(settings)
         self.producers: dict[Queue, Producer] = {}
         self._lock = asyncio.Lock()

@@ -15,7 +15,6 @@ import asyncio
 import os
 import signal
 import socket
-import threading
 from datetime import timedelta
 
 import redis
@@ -24,6 +23,7 @@ import redis.asyncio as aioredis
 from lab.queues import DRAMATIQ_MAINTENANCE_CHANCE, RQ_MAINTENANCE_INTERVAL_S, RQ_WORKER_TTL_S
 from lab.settings import Settings, get_settings
 from services.bare.bench_task import TASK, done_key
+from services.bare.dramatiq_worker import run_dramatiq_worker
 from services.bare.postgres_queues import BARE_POSTGRES
 from services.bare.rabbitmq_queues import BARE_RABBITMQ
 
@@ -301,39 +301,6 @@ class Dramatiq:
             maintenance_chance=DRAMATIQ_MAINTENANCE_CHANCE,
         )
         run_dramatiq_worker(settings, broker, "dramatiq", cls.QUEUE)
-
-
-def run_dramatiq_worker(settings: Settings, broker, queue: str, queue_name: str) -> None:
-    """A bare Dramatiq worker on `broker` until SIGTERM: the lab worker's
-    settings (no retries, TASK_TIMEOUT_S, an async task on the AsyncIO
-    middleware's loop, its queue's threads), counting into done_key(queue)."""
-    from dramatiq import Worker, actor
-    from dramatiq.middleware import AsyncIO
-
-    broker.add_middleware(AsyncIO())
-    client = aioredis.Redis.from_url(settings.redis_url)
-
-    async def bench_task(message: dict) -> None:
-        await client.incrby(done_key(queue), message["value"])
-
-    actor(
-        bench_task,
-        broker=broker,
-        actor_name=TASK,
-        queue_name=queue_name,
-        max_retries=0,
-        time_limit=settings.task_timeout_s * 1000,
-    )
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    broker.emit_after("process_boot")
-    worker = Worker(broker, queues={queue_name}, worker_threads=settings.concurrency_for(queue))
-    worker.start()
-    while not stop.wait(1):
-        pass
-    worker.stop(timeout=settings.shutdown_grace_s * 1000)
-    broker.close()
 
 
 class Streaq:

@@ -17,6 +17,7 @@ import redis.asyncio as aioredis
 from lab import rabbitmq
 from lab.settings import Settings, get_settings
 from services.bare.bench_task import TASK, done_key
+from services.bare.dramatiq_worker import run_dramatiq_worker
 
 
 class CeleryRabbitmq:
@@ -93,8 +94,6 @@ class DramatiqRabbitmq:
     @classmethod
     def worker(cls, settings: Settings) -> None:
         from dramatiq.brokers.rabbitmq import RabbitmqBroker
-
-        from services.bare.queues import run_dramatiq_worker
 
         run_dramatiq_worker(settings, RabbitmqBroker(url=settings.rabbitmq_url), "dramatiq-rabbitmq", cls.QUEUE)
 

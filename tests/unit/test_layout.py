@@ -8,12 +8,14 @@ imports tests/.
 labctl/ has floors of its own (LABCTL_FLOORS): the settings and errors, then the
 platform (the only code that runs the docker CLI) and the records, then the
 clients and the rendering, then the load run, then the experiments and tools,
-then the commands and the entry point. No experiment imports another.
+then the commands and the entry point. No experiment imports another. No two
+modules import each other, not even for types alone.
 
 The imports are read from the source with `ast`, function-level ones included,
 so nothing is run."""
 
 import ast
+import graphlib
 from pathlib import Path
 
 import pytest
@@ -104,8 +106,8 @@ def labctl_part(parts: tuple[str, ...]) -> str:
     return parts[1].removesuffix(".py") if len(parts) > 1 else "__init__"
 
 
-def imported_names(source: str, path: Path) -> list[tuple[int, str]]:
-    """(line, dotted name) of every labctl name `source` imports: `from a.b import c` is a.b.c."""
+def imported_names(source: str, path: Path, tops: frozenset[str] = frozenset({"labctl"})) -> list[tuple[int, str]]:
+    """(line, dotted name) of every name under `tops` that `source` imports: `from a.b import c` is a.b.c."""
     found = []
     for node in ast.walk(ast.parse(source, str(path))):
         if isinstance(node, ast.Import):
@@ -116,7 +118,7 @@ def imported_names(source: str, path: Path) -> list[tuple[int, str]]:
             names = [f"{module}.{alias.name}" for alias in node.names]
         else:
             continue
-        found += [(node.lineno, name) for name in names if name.split(".")[0] == "labctl"]
+        found += [(node.lineno, name) for name in names if name.split(".")[0] in tops]
     return found
 
 
@@ -145,16 +147,33 @@ def _is_module(dotted: str) -> bool:
     return path.with_suffix(".py").exists() or path.is_dir()
 
 
-def labctl_graph() -> dict[str, set[str]]:
-    """labctl's internal imports, module by module (dotted names, a package's modules by their own)."""
+def module_graph(tops: frozenset[str] = frozenset({"labctl"})) -> dict[str, set[str]]:
+    """The imports between the modules under `tops`, module by module (dotted names, a
+    package's modules by their own), those under TYPE_CHECKING and in functions included."""
     graph: dict[str, set[str]] = {}
     for f in python_files():
-        if f.parts[0] != "labctl":
+        if f.parts[0] not in tops:
             continue
         module = ".".join(f.with_suffix("").parts).removesuffix(".__init__")
-        names = {n for _, n in imported_names((ROOT / f).read_text(), f)}
+        names = {n for _, n in imported_names((ROOT / f).read_text(), f, tops)}
         graph[module] = {n if _is_module(n) else n.rsplit(".", 1)[0] for n in names} - {module}
     return graph
+
+
+def labctl_graph() -> dict[str, set[str]]:
+    """labctl's internal imports, module by module."""
+    return module_graph()
+
+
+def test_no_module_of_ours_imports_one_that_imports_it_back():
+    """A cycle, even one closed by an import for types alone, puts two modules on one
+    floor that each need the other: the one below should not know the one above."""
+    graph = module_graph(frozenset(FLOORS))
+    assert len(graph) > 100 and "labctl.load_run.steps" in graph["labctl.experiments.load"], "no graph"
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as cycle:
+        pytest.fail("modules that import each other: " + " -> ".join(cycle.args[1]))
 
 
 def test_labctl_stands_on_its_own_floors_and_no_experiment_imports_another():
