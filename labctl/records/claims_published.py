@@ -68,6 +68,7 @@ class Bench(Strict):
     concurrency: int | None = None  # tasks at once per worker process, where every row ran the same
     figures: tuple[str, ...]
     timer_never_reset: tuple[str, ...] = ()  # the rows whose printed times count from the start
+    quirks: tuple[str, ...] = ()  # what the lab's setup changes against the author's, and what weighs on a figure
     published: dict[str, dict[str, Figure]]
 
     @model_validator(mode="after")

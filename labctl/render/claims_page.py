@@ -21,71 +21,6 @@ from labctl.render.plain_page import esc, row, td, th
 from labctl.render.table import markdown_table
 from labctl.stats import Ratio, num, text
 
-# What each benchmark's setup changes or keeps against its author's, and what in it weighs on a figure.
-QUIRKS: dict[str, list[str]] = {
-    "saq_simple": [
-        "The three libraries enqueue differently: arq 20 at a time, SAQ all 1,000 at once (gather), RQ one by one.",
-        "RQ's timer is never reset: its printed noop includes its enqueue, its sleep counts from the start; "
-        "its own times (noop_own_s, sleep_own_s) are derived from the prints, unchanged.",
-        "SAQ's end is polled every 0.1 s (count('incomplete')): a resolution of 0.1 s on a figure under 1 s.",
-        "arq at its defaults polls every 0.5 s and takes at most 100 jobs a poll: its noop is its floor, "
-        "ceil(N/100) x 0.5 s (noop_floor_s), the same on any machine; its 2024 sleep figure follows arq 0.26's "
-        "job counter (a poll starts at most max_jobs jobs, python-arq/arq#408).",
-        "rq 2.0 removed `Connection`: the script's RQ part is patched (the diff below), nothing else.",
-        "The limited pass runs the whole script, enqueuer included, in one 0.2-CPU container, with N = 250.",
-    ],
-    "rq_doc": [
-        "The forking Worker runs first and cold; results are kept and every job is logged at INFO, as published.",
-        "The ratio depends on the OS's fork cost and the horse's set-up per job: macOS then, Linux here.",
-    ],
-    "streaq_noop": [
-        "Processes scaled by 2/10 per core (1/10/20/40 -> 1/2/4/8) and N by 1/5: tasks per core as published.",
-        "The author does not say how arq's, streaq's and taskiq's processing were timed: here, the workers' "
-        "start to the last one's exit (spawn_done_s; taskiq, which has no burst mode, until its group has read "
-        "N entries and none is pending), and the first task's start to the last one's end (first_last_s).",
-        "streaq enqueues in one batched pipeline (enqueue_many); the others one call per task, 32 at a time.",
-        "SAQ runs under uvloop, as it did there (streaq 5's import installed it); arq on plain asyncio.",
-        "arq 0.28 has no --workers (the author's fork did): W separate `arq --burst` processes.",
-        "Versions moved: saq 0.25.2 -> 0.26.4, taskiq-redis 1.1.0 -> 1.0.9 (redis-py 5 here), streaq 6.0 -> 7.2 "
-        "(its own 7.x port of the file), arq fork of 0.26.3 -> 0.28.0.",
-    ],
-    "streaq_sleep": [
-        "The literal 10/20/40 processes (arq's figure is contention between processes, which 2 processes "
-        "would flatter); at 10 and 20, N = 5 rounds x processes x 32, so the ideal is 5 s; at 40, the author's "
-        "20,000, once (arq's failure there is an event); efficiency = ideal / first_last_s.",
-        "Booting 40 interpreters on 2 cores takes seconds: spawn_done_s carries it, first_last_s does not.",
-    ],
-    "steventen": [
-        "N = 4,000 (1/5) at his 10 workers; supervisord's numprocs=10 becomes 10 `arq` processes.",
-        "His measure: the workers' start to the last job's printed time (start_last_s); it carries the boot of "
-        "10 processes on 2 cores, where his M2 Pro had 10-12 cores: first_last_s leaves it out.",
-        "Dramatiq's defaults mean cpu_count processes: 2 x 8 threads here, 10 x 8 there.",
-        "arq is not at its defaults in his files (poll_delay 0.01, max_jobs 1000); Celery keeps results.",
-        "Output goes to a file, not a terminal; TOTAL_JOBS is read as an int (a string breaks range()).",
-    ],
-    "blog_io": [
-        "The post's code repository is not public: minimal workers of our own, each library's defaults plus "
-        "the post's stated settings (arq poll_delay 0.01, Celery prefetch 10 on threads -c 10: the pool is "
-        "an assumption, the post names none).",
-        "Throughput = N / (first task's start -> last task's end), all tasks enqueued first. Memory: the "
-        "worker's processes' peak RSS summed.",
-    ],
-    "blog_cpu": [
-        "SHA-256 of 1 KB, 1000 times; this CPU has SHA-NI, so a task's hashing is cheaper than there, and the "
-        "ratios between queues shrink where queue overhead is a larger share (the body's time is in the notes).",
-        "CPython's hashlib keeps the GIL for inputs under 2048 bytes: threads hash one at a time.",
-        "The limited pass uses N = 300.",
-    ],
-    "dramatiq_fib": [
-        "A port of bench.py's fib benchmark (LGPL): Redis for broker and counter instead of RabbitMQ and "
-        "memcached, Celery 5's command line, RQ added as `rq worker-pool -n 8`.",
-        "Timed as the author did: from the worker command's Popen until the counter reaches N, polled every "
-        "0.1 s; the workers' boot is included.",
-        "Limited: 1 process each (`-p 1`, `-c 1`, one RQ worker), N = 1,000 (RQ 250): 8 processes would spend "
-        "the 0.2 CPU booting.",
-    ],
-}
-
 
 def _label(config: ConfigRow) -> str:
     column, workers = config.column, config.params.workers
@@ -297,7 +232,7 @@ def figures_section(record: ClaimsRecord) -> str:
             )
             for r in bench_rows
         ]
-        quirks = "".join(f"<li>{esc(q)}</li>" for q in QUIRKS.get(bench, []))
+        quirks = "".join(f"<li>{esc(q)}</li>" for q in meta.quirks)
         out.append(
             f"<h3 id='bench-{bench}'>{esc(meta.title)}</h3>"
             f"<p class='muted'>{esc(src.repo)} @{esc(src.commit)} ({esc(', '.join(src.files))}; "

@@ -13,6 +13,7 @@ tests/unit/claims_records/), a check shown to catch a wrong figure or verdict.
 The real run: tests/claims/test_claims_run.py."""
 
 import copy
+import html
 import json
 from pathlib import Path
 
@@ -302,6 +303,18 @@ def test_the_reports_figures_and_verdicts_are_the_runs(sample):
     page, markdown = claims_page.page(model), claims_page.markdown(model)
     assert check_page(record, page, markdown) >= 20
     assert "<script" not in page and "http://" not in page.split("</style>")[0]
+
+
+def test_each_benchmark_on_the_page_lists_what_the_setup_changes_from_the_data_file():
+    model = ClaimsRecord.model_validate(quick_sample())
+    page = claims_page.page(model)
+    shown = [bench for bench, _, _ in claims_page.benches_run(model)]
+    assert shown
+    for bench in shown:
+        section = page.split(f"<h3 id='bench-{bench}'>")[1].split("<h3 ")[0]
+        quirks = section.split("<ul class='quirks'>")[1].split("</ul>")[0]
+        assert BENCHES[bench].quirks, bench
+        assert quirks == "".join(f"<li>{html.escape(q)}</li>" for q in BENCHES[bench].quirks), bench
 
 
 def test_an_older_record_is_decided_by_these_rules_as_far_as_its_runs_allow():
