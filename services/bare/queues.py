@@ -256,8 +256,8 @@ class Taskiq:
             # As the lab's worker starts (workers/taskiq_queue.py): no claim lock
             # left by a worker stopped while it held it. taskiq-redis 1.0 sets it
             # without an expiry, and a worker that finds it held skips the claim
-            # after every read: with one left there, a bare worker drained 762
-            # tasks/s at 0.5 CPU, against 452 without it (the lab's: 393).
+            # after every read, which changes its drain rate (what it did to a
+            # bench: docs/results/what-the-lab-cost-before.md, "suspect").
             await client.delete(f"autoclaim:{cls.GROUP}:{cls.STREAM}")
             receiver = Receiver(
                 broker,

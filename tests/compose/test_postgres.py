@@ -12,22 +12,19 @@ import time
 import pytest
 
 from lab.queues import BROKERS
-from tests.compose.helpers import (
-    exported_depth,
-    post_tasks,
-    producer_ready,
-    run_report,
-    settled_exactly,
-    wait_settled,
-    wait_until,
+from tests.compose.broker_checks import (
+    SETTLE_TIMEOUT_S,
+    backlog_exported_while_worker_down,
+    broker_away_is_a_fast_503,
+    every_task_runs_once,
+    producers_ready,
 )
+from tests.compose.helpers import post_tasks, wait_settled
 from tests.compose.panels import check_panels
-from tests.lab import HTTP, new_run
+from tests.lab import new_run
 
 ON_POSTGRES = tuple(b.name for b in BROKERS if b.transport == "postgres")
 SERVICES = ("postgres", "postgres-exporter", *ON_POSTGRES)
-TASKS = 60
-SETTLE_TIMEOUT_S = 300
 PANELS_DEADLINE_S = 120  # a bound on a hang, not a wait
 THE_OTHER_DASHBOARDS = ("Load", "Queues", "API and event loop", "Redis", "RabbitMQ")
 # Queries whose zero is their truth here: they must still return their series.
@@ -45,36 +42,18 @@ def postgres(stack):
 
 @pytest.mark.parametrize("queue", ON_POSTGRES)
 def test_a_queue_on_postgres_runs_every_task_exactly_once(postgres, queue):
-    wait_until(lambda: producer_ready(postgres, queue), 120, f"the API's {queue} producer to be ready")
-    run = new_run("postgres")
-    post_tasks(postgres.api_url, run, {queue: TASKS})
-    settled_exactly(postgres, run, TASKS, queue)
+    every_task_runs_once(postgres, queue, "postgres")
 
 
 @pytest.mark.parametrize("queue", ON_POSTGRES)
 def test_its_backlog_is_exported_while_its_worker_is_down(postgres, queue):
-    wait_until(lambda: producer_ready(postgres, queue), 120, f"the API's {queue} producer to be ready")
-    postgres.compose("stop", queue, timeout=120)
-    run = new_run("postgres-backlog")
-    try:
-        post_tasks(postgres.api_url, run, {queue: TASKS})
-        wait_until(
-            lambda: exported_depth(postgres, queue) == TASKS,
-            60,
-            f"the monitor to export a backlog of {TASKS}",
-            interval=1,
-        )
-    finally:
-        postgres.compose("start", queue, timeout=300)
-    settled_exactly(postgres, run, TASKS, queue)
-    wait_until(lambda: exported_depth(postgres, queue) == 0, 60, "the exported backlog to fall to 0", interval=1)
+    backlog_exported_while_worker_down(postgres, queue, "postgres")
 
 
 def test_every_postgresql_panel_shows_data_after_a_load(postgres):
     """The PostgreSQL dashboard's queries, each with a non-zero series, while
     tasks keep coming on every queue there until the rates fill their window."""
-    for queue in ON_POSTGRES:
-        wait_until(lambda q=queue: producer_ready(postgres, q), 120, f"the API's {queue} producer to be ready")
+    producers_ready(postgres, ON_POSTGRES)
     run = new_run("postgres-panels")
     sent, deadline = 0, time.monotonic() + PANELS_DEADLINE_S
     while True:
@@ -92,34 +71,8 @@ def test_every_postgresql_panel_shows_data_after_a_load(postgres):
 
 
 def test_a_postgres_restart_is_a_fast_503_and_loses_nothing_accepted(postgres):
-    for queue in ON_POSTGRES:
-        wait_until(lambda q=queue: producer_ready(postgres, q), 120, f"the API's {queue} producer to be ready")
-    run = new_run("postgres-restart")
-    postgres.compose("stop", "postgres", timeout=120)
-    try:
-        for queue in ON_POSTGRES:
-            # The client's timeout bounds a hang; the pool's wait answers well within it.
-            r = HTTP.post(
-                f"{postgres.api_url}/api/v1/incr/io/simple/{queue}",
-                json={"value": 1},
-                headers={"X-Lab-Run": run},
-                timeout=10,
-            )
-            assert r.status_code == 503, (queue, r.status_code, r.text[:300])
-            assert not producer_ready(postgres, queue), f"/readyz says {queue} is ready while PostgreSQL is away"
-    finally:
-        postgres.compose("start", "postgres", timeout=300)
-        postgres.wait_healthy("postgres")
-    for queue in ON_POSTGRES:
-        wait_until(lambda q=queue: producer_ready(postgres, q), 180, f"the API's {queue} producer to be ready again")
-    # Every worker takes jobs again by itself: each queue's tasks all run.
-    post_tasks(postgres.api_url, run, {queue: TASKS for queue in ON_POSTGRES})
-    report = wait_settled(postgres.api_url, run, TASKS * len(ON_POSTGRES), timeout=SETTLE_TIMEOUT_S, interval=1)
-    for queue in ON_POSTGRES:
-        row = report["queues"][queue]["io/simple"]
-        assert (row["enqueued"], row["completed"], row["failed"], row["duplicates"]) == (TASKS, TASKS, 0, 0), row
-    # the refused requests enqueued nothing
-    assert run_report(postgres.api_url, run)["totals"]["enqueued"] == TASKS * len(ON_POSTGRES)
+    """The pool's wait for a connection answers well within the client's timeout."""
+    broker_away_is_a_fast_503(postgres, "postgres", ON_POSTGRES, "postgres")
 
 
 # Run in the API's container, against the stack's PostgreSQL: a pool of one

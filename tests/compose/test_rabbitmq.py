@@ -11,23 +11,20 @@ import time
 import pytest
 
 from lab.queues import BROKERS
-from tests.compose.helpers import (
-    exported_depth,
-    post_tasks,
-    producer_ready,
-    run_report,
-    settled_exactly,
-    wait_settled,
-    wait_until,
+from tests.compose.broker_checks import (
+    TASKS,
+    backlog_exported_while_worker_down,
+    broker_away_is_a_fast_503,
+    every_task_runs_once,
+    producers_ready,
 )
+from tests.compose.helpers import post_tasks, settled_exactly, wait_until
 from tests.compose.panels import check_panels
-from tests.lab import HTTP, new_run
+from tests.lab import new_run
 
 QUEUE = "celery-rabbitmq"
 ON_RABBITMQ = tuple(b.name for b in BROKERS if b.transport == "rabbitmq")
 SERVICES = ("rabbitmq", *ON_RABBITMQ)
-TASKS = 60
-SETTLE_TIMEOUT_S = 300
 PANELS_DEADLINE_S = 120  # a bound on a hang, not a wait
 SLOW_TASK_MS = 1000  # each task's awaited sleep in the panels test
 THE_OTHER_DASHBOARDS = ("Load", "Queues", "API and event loop", "Redis", "PostgreSQL")
@@ -49,31 +46,13 @@ def ready_messages(stack) -> float | None:
 
 @pytest.mark.parametrize("queue", ON_RABBITMQ)
 def test_a_queue_on_rabbitmq_runs_every_task_exactly_once(rabbitmq, queue):
-    wait_until(lambda: producer_ready(rabbitmq, queue), 120, f"the API's {queue} producer to be ready")
-    run = new_run("rabbitmq")
-    post_tasks(rabbitmq.api_url, run, {queue: TASKS})
-    settled_exactly(rabbitmq, run, TASKS, queue)
+    every_task_runs_once(rabbitmq, queue, "rabbitmq")
 
 
 @pytest.mark.parametrize("queue", ON_RABBITMQ)
 def test_its_backlog_is_exported_while_its_worker_is_down(rabbitmq, queue):
-    wait_until(lambda: producer_ready(rabbitmq, queue), 120, f"the API's {queue} producer to be ready")
-    rabbitmq.compose("stop", queue, timeout=120)
-    run = new_run("rabbitmq-backlog")
-    try:
-        post_tasks(rabbitmq.api_url, run, {queue: TASKS})
-        wait_until(
-            lambda: exported_depth(rabbitmq, queue) == TASKS,
-            60,
-            f"the monitor to export a backlog of {TASKS}",
-            interval=1,
-        )
-        # RabbitMQ's Prometheus plugin, scraped as the job `rabbitmq`, says the same: what its panels read.
-        wait_until(lambda: ready_messages(rabbitmq) == TASKS, 60, "RabbitMQ's plugin to report them ready", interval=1)
-    finally:
-        rabbitmq.compose("start", queue, timeout=300)
-    settled_exactly(rabbitmq, run, TASKS, queue)
-    wait_until(lambda: exported_depth(rabbitmq, queue) == 0, 60, "the exported backlog to fall to 0", interval=1)
+    # RabbitMQ's Prometheus plugin, scraped as the job `rabbitmq`, says the same: what its panels read.
+    backlog_exported_while_worker_down(rabbitmq, queue, "rabbitmq", lambda: ready_messages(rabbitmq) == TASKS)
 
 
 def test_every_rabbitmq_panel_shows_data_after_a_load(rabbitmq):
@@ -83,7 +62,7 @@ def test_every_rabbitmq_panel_shows_data_after_a_load(rabbitmq):
     delivered, unacknowledged messages for as long as the backlog lasts,
     whatever the machine's speed (the plugin samples its queues every few
     seconds). Tasks keep coming while the rates fill their window."""
-    wait_until(lambda: producer_ready(rabbitmq, QUEUE), 120, f"the API's {QUEUE} producer to be ready")
+    producers_ready(rabbitmq, (QUEUE,))
     run = new_run("rabbitmq-panels")
     rabbitmq.compose("stop", QUEUE, timeout=120)
     try:
@@ -114,30 +93,5 @@ def worker_with(stack, **variables: str) -> None:
 
 
 def test_a_rabbitmq_restart_is_a_fast_503_and_loses_nothing_accepted(rabbitmq):
-    for queue in ON_RABBITMQ:
-        wait_until(lambda q=queue: producer_ready(rabbitmq, q), 120, f"the API's {queue} producer to be ready")
-    run = new_run("rabbitmq-restart")
-    rabbitmq.compose("stop", "rabbitmq", timeout=120)
-    try:
-        for queue in ON_RABBITMQ:
-            # The client's timeout bounds a hang; the breaker answers well within it.
-            r = HTTP.post(
-                f"{rabbitmq.api_url}/api/v1/incr/io/simple/{queue}",
-                json={"value": 1},
-                headers={"X-Lab-Run": run},
-                timeout=10,
-            )
-            assert r.status_code == 503, (queue, r.status_code, r.text[:300])
-            assert not producer_ready(rabbitmq, queue), f"/readyz says {queue} is ready while RabbitMQ is away"
-    finally:
-        rabbitmq.compose("start", "rabbitmq", timeout=300)
-    for queue in ON_RABBITMQ:
-        wait_until(lambda q=queue: producer_ready(rabbitmq, q), 180, f"the API's {queue} producer to be ready again")
-    # Every worker consumes again by itself: each queue's tasks all run.
-    post_tasks(rabbitmq.api_url, run, {queue: TASKS for queue in ON_RABBITMQ})
-    report = wait_settled(rabbitmq.api_url, run, TASKS * len(ON_RABBITMQ), timeout=SETTLE_TIMEOUT_S, interval=1)
-    for queue in ON_RABBITMQ:
-        row = report["queues"][queue]["io/simple"]
-        assert (row["enqueued"], row["completed"], row["failed"], row["duplicates"]) == (TASKS, TASKS, 0, 0), row
-    # the refused requests enqueued nothing
-    assert run_report(rabbitmq.api_url, run)["totals"]["enqueued"] == TASKS * len(ON_RABBITMQ)
+    """The breaker answers well within the client's timeout."""
+    broker_away_is_a_fast_503(rabbitmq, "rabbitmq", ON_RABBITMQ, "rabbitmq")
