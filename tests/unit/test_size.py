@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-LABCTL_LINES = 14_517
+LABCTL_LINES = 14_512
 MODULE_LINES = 500
 FUNCTION_LINES = 74
 
 
 def labctl_files() -> list[Path]:
-    return sorted(p for p in (ROOT / "labctl").rglob("*.py") if "__pycache__" not in p.parts)
+    return sorted((ROOT / "labctl").rglob("*.py"))
 
 
 def oversized(source: str, name: str) -> list[str]:

@@ -1,17 +1,12 @@
 """The authors' files as `make claims` runs them: the originals vendored
 verbatim under services/claims/vendor/ (each with its repository, commit and
 git blob id, so `git hash-object` proves it unchanged), and every change made to
-them written as data in services/claims/changes.toml: (the exact original text,
-its replacement). A run
-copies the originals into its work directory, applies the changes (each must
-match exactly once), adds claims_tally.py and harness.py (services/claims/lib/),
-the Dramatiq port and the blog's minimal workers (services/claims/own/), and
-keeps each change as a unified diff in its record, which the report prints.
-
-The changes, by kind: `N` read from the environment (the counts are scaled
-in plan.py); one tally line per job body (claims_tally.py: every job counted); RQ's
-`Connection`, removed in rq 2.0 (SAQ's simple.py); `int()` around
-steventen's TOTAL_JOBS, a string when set.
+them written as data in services/claims/changes.toml (the exact original text,
+its replacement; the kinds of change are listed at its head). A run copies the
+originals into its work directory, applies the changes (each must match exactly
+once), adds claims_tally.py and harness.py (services/claims/lib/), the Dramatiq
+port and the blog's minimal workers (services/claims/own/), and keeps each
+change as a unified diff in its record, which the report prints.
 """
 
 from __future__ import annotations
