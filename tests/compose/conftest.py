@@ -20,7 +20,8 @@ defaults (TEST_STACK_SETTINGS): the task timeout, which SAQ's sweep follows,
 so that the chaos test does not wait out SAQ's minute.
 
 Other modules use the session fixture `stack` (a running stack): its api_url,
-prometheus_url, project, compose(*args), make(*args), up(**vars), query(expr);
+prometheus_url, project, compose(*args), make(*args), up(**vars), query(expr),
+paused(service);
 `loaded_run`: the ledger of a run of TASKS_PER_QUEUE io/simple tasks on every queue,
 sent once per session by whichever test asks first; and `arq_queue_run`: one
 `make load worker=arq`, its backlog drained before any other test runs.
@@ -42,6 +43,7 @@ from pathlib import Path
 
 import pytest
 
+from labctl.platform import docker
 from tests.compose.helpers import (
     QUEUE_RUN_SECONDS,
     QUEUE_RUN_WATCH_S,
@@ -237,6 +239,23 @@ class Stack:
             key += f" (#{sum(k == key or k.startswith(key + ' (#') for k in self.timings) + 1})"
         self.timings[key] = time.monotonic() - started
         return proc
+
+    @contextlib.contextmanager
+    def paused(self, service: str):
+        """Every container of `service` frozen (`docker pause`) for the block, then
+        thawed and healthy again. Each call goes through labctl's freeze, which tries
+        again when the cgroup freezer gives up on a busy machine ("unable to freeze":
+        runc thaws the container and the call fails), as `docker compose pause` does not."""
+        ids = self.compose("ps", "-q", service).stdout.split()
+        assert ids, f"no container of {service} to pause"
+        try:
+            for cid in ids:
+                docker.freeze(cid, "pause")
+            yield
+        finally:
+            for cid in ids:
+                docker.freeze(cid, "unpause")
+            self.wait_healthy(service)
 
     def wait_healthy(self, *services: str, timeout: float = 180) -> None:
         """Until every container of `services` reports healthy. `docker pause` marks a

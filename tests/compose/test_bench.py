@@ -125,15 +125,11 @@ def test_make_bench_refuses_a_lab_queue_that_holds_earlier_tasks(stack, tmp_path
     # Running, as make bench requires, but taking nothing. arq, because its
     # jobs stay in its queue until done: SAQ's or Celery's blocked fetches
     # would be handed some by Redis while the worker is paused.
-    stack.compose("pause", "arq")
-    try:
+    with stack.paused("arq"):
         post_tasks(stack.api_url, run, {"arq": 5})
         proc = stack.make(
             "bench", "worker=arq", "backlog_wait_s=0", f"results_dir={tmp_path}", check=False, timeout=300
         )
-    finally:
-        stack.compose("unpause", "arq")
-        stack.wait_healthy("arq")
     assert proc.returncode != 0, proc.stdout
     assert "the lab's arq queue still holds 5 tasks from before the bench" in proc.stderr, (proc.stdout, proc.stderr)
     assert list(tmp_path.glob("bench-*.json")) == []

@@ -48,16 +48,12 @@ def spread_requests(client: httpx.Client) -> None:
 def requests_while_redis_is_frozen(stack) -> list[int]:
     """Redis frozen (`docker compose pause`) while a few tasks are POSTed: the API answers
     each with a fast 503 and counts an enqueue error; then Redis thaws."""
-    stack.compose("pause", "redis")
-    try:
-        with httpx.Client(base_url=stack.api_url, timeout=10) as client:
-            return [
-                client.post("/api/v1/incr/io/simple/faststream", json={"value": 1}).status_code
-                for _ in range(FROZEN_REQUESTS)
-            ]
-    finally:
-        stack.compose("unpause", "redis")
-        stack.wait_healthy("redis")  # as found: healthy, for any `up --wait` after this test
+    # Thawed and healthy again after, as found, for any `up --wait` after this test.
+    with stack.paused("redis"), httpx.Client(base_url=stack.api_url, timeout=10) as client:
+        return [
+            client.post("/api/v1/incr/io/simple/faststream", json={"value": 1}).status_code
+            for _ in range(FROZEN_REQUESTS)
+        ]
 
 
 def test_every_panel_query_shows_data_after_a_load(stack, loaded_run, arq_queue_run):
