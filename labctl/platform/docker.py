@@ -8,7 +8,10 @@ import json
 import os
 import shlex
 import subprocess
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from labctl.config import ROOT
@@ -122,6 +125,29 @@ def freeze(container: str, action: str = "pause", tries: int = 5) -> None:
     could read as done on one's "already paused" while another still failed to freeze."""
     if not wait_until(lambda: _freeze_call(action, container), timeout_s=None, tries=tries, every_s=0.1):
         raise DockerError(f"docker {action} {container}: unable to freeze after {tries} tries")
+
+
+@dataclass
+class Pause:
+    """When the containers were frozen and thawed (before the wait for them to be healthy)."""
+
+    frozen_at: float = 0.0
+    thawed_at: float = 0.0
+
+
+@contextmanager
+def paused(ids: Sequence[str]) -> Iterator[Pause]:
+    """The containers frozen meanwhile (`docker pause`), then all thawed (a failed freeze too) and healthy."""
+    pause = Pause(frozen_at=time.time())
+    try:
+        for cid in ids:
+            freeze(cid, "pause")
+        yield pause
+    finally:
+        for cid in ids:
+            freeze(cid, "unpause")
+        pause.thawed_at = time.time()
+        wait_healthy(ids)
 
 
 def healthy(container: str) -> bool:

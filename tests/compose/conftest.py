@@ -242,20 +242,15 @@ class Stack:
 
     @contextlib.contextmanager
     def paused(self, service: str):
-        """Every container of `service` frozen (`docker pause`) for the block, then
-        thawed and healthy again. Each call goes through labctl's freeze, which tries
-        again when the cgroup freezer gives up on a busy machine ("unable to freeze":
-        runc thaws the container and the call fails), as `docker compose pause` does not."""
+        """Every container of `service` frozen for the block, then thawed and healthy
+        again: labctl's `docker.paused`, whose freeze tries again when the cgroup
+        freezer gives up on a busy machine ("unable to freeze": runc thaws the
+        container and the call fails), as `docker compose pause` does not."""
         ids = self.compose("ps", "-q", service).stdout.split()
         assert ids, f"no container of {service} to pause"
-        try:
-            for cid in ids:
-                docker.freeze(cid, "pause")
+        with docker.paused(ids):
             yield
-        finally:
-            for cid in ids:
-                docker.freeze(cid, "unpause")
-            self.wait_healthy(service)
+        self.wait_healthy(service)
 
     def wait_healthy(self, *services: str, timeout: float = 180) -> None:
         """Until every container of `services` reports healthy. `docker pause` marks a

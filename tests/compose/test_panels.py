@@ -46,7 +46,7 @@ def spread_requests(client: httpx.Client) -> None:
 
 
 def requests_while_redis_is_frozen(stack) -> list[int]:
-    """Redis frozen (`docker compose pause`) while a few tasks are POSTed: the API answers
+    """Redis frozen (`docker pause`) while a few tasks are POSTed: the API answers
     each with a fast 503 and counts an enqueue error; then Redis thaws."""
     # Thawed and healthy again after, as found, for any `up --wait` after this test.
     with stack.paused("redis"), httpx.Client(base_url=stack.api_url, timeout=10) as client:

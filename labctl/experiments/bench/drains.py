@@ -13,7 +13,7 @@ from typing import Any
 
 from labctl.experiments.bench.client import BenchStep
 from labctl.experiments.bench.options import LIMIT_KNOBS
-from labctl.experiments.bench.paired_windows import Counter, PairedDrain, Side, cpu_limit_lifted, paused, sides
+from labctl.experiments.bench.paired_windows import Counter, PairedDrain, Side, cpu_limit_lifted, sides
 from labctl.platform import docker
 from labctl.platform.cgroups import cpu_seconds
 from labctl.polling import Progress, wait_until
@@ -81,7 +81,7 @@ class Drains(BenchStep):
         self.say(f"[{queue}] drains: the bare worker and the lab's, in turns ({bare_target} and {lab_target} tasks)")
         drain = self.paired(counter, bare(), lab, queue, row["run"])
         try:
-            with paused(c.ids("prometheus")) as pause:  # the whole drain: paired_windows.py
+            with docker.paused(c.ids("prometheus")) as pause:  # the whole drain: paired_windows.py
                 result = drain.run()
             row["prometheus_paused"] = [round(pause.frozen_at, 1), round(pause.thawed_at, 1)]
         finally:
@@ -105,7 +105,7 @@ class Drains(BenchStep):
         fast_lab = Side("lab", lab_target, one_off, lambda: docker.container_ids(name))
         fast = self.paired(counter, bare(("ARQ_POLL_DELAY", FAST_ARQ_POLL)), fast_lab, queue, row["run"])
         try:
-            with paused(c.ids("prometheus")):
+            with docker.paused(c.ids("prometheus")):
                 result = fast.run()
             row["drain_window_s_fast"], row["bare_drain_fast"], row["lab_drain_fast"] = (
                 result["window_s"],

@@ -99,29 +99,6 @@ class Counter:
                 self.proc.kill()
 
 
-@dataclass
-class Pause:
-    """When the containers were frozen and thawed (before the wait for them to be healthy)."""
-
-    frozen_at: float = 0.0
-    thawed_at: float = 0.0
-
-
-@contextmanager
-def paused(ids: list[str]) -> Iterator[Pause]:
-    """The containers frozen meanwhile (`docker pause`), then thawed and healthy again."""
-    pause = Pause(frozen_at=time.time())
-    for cid in ids:
-        docker.freeze(cid, "pause")
-    try:
-        yield pause
-    finally:
-        for cid in ids:
-            docker.freeze(cid, "unpause")
-        pause.thawed_at = time.time()
-        docker.wait_healthy(ids)
-
-
 @contextmanager
 def cpu_limit_lifted(ids: list[str]) -> Iterator[None]:
     """The containers may use every core of the host meanwhile, then get their own limit back.
